@@ -1,0 +1,91 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
+ * together (BEHAVIOUR.md §8). Labels come from config keys (route = host key + path key), never from
+ * raw request values, so cardinality is bounded by the config.
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+export const requestsTotal = new Counter({
+  name: 'tollgate_requests_total',
+  help: 'Proxied requests by route, method and response status.',
+  labelNames: ['route', 'method', 'status'] as const,
+  registers: [registry],
+});
+
+export const requestDuration = new Histogram({
+  name: 'tollgate_request_duration_seconds',
+  help: 'Time from request arrival to the end of the response, by route.',
+  labelNames: ['route'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+
+export const upstreamErrorsTotal = new Counter({
+  name: 'tollgate_upstream_errors_total',
+  help: 'Failed upstream attempts by route, server and kind (connect, timeout, reset, protocol).',
+  labelNames: ['route', 'server', 'kind'] as const,
+  registers: [registry],
+});
+
+export const authFailuresTotal = new Counter({
+  name: 'tollgate_auth_failures_total',
+  help: 'Requests refused by authentication, by route, method and reason code.',
+  labelNames: ['route', 'method', 'reason'] as const,
+  registers: [registry],
+});
+
+export const rateLimitedTotal = new Counter({
+  name: 'tollgate_rate_limited_total',
+  help: 'Requests answered 429 by the rate limiter, by route.',
+  labelNames: ['route'] as const,
+  registers: [registry],
+});
+
+export const rateLimitBackendUp = new Gauge({
+  name: 'tollgate_rate_limit_backend_up',
+  help: '1 when the shared (Redis) rate-limit store answers, 0 while falling back to local limits.',
+  registers: [registry],
+});
+
+export const tokensIssuedTotal = new Counter({
+  name: 'tollgate_tokens_issued_total',
+  help: 'JWTs issued by the token API.',
+  registers: [registry],
+});
+
+export const tokenRequestsRefusedTotal = new Counter({
+  name: 'tollgate_token_requests_refused_total',
+  help: 'Token API requests refused, by reason.',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+export const configReloadsTotal = new Counter({
+  name: 'tollgate_config_reloads_total',
+  help: 'Attempts to load a changed upstreams.yaml, by result (success, failure).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const configInfo = new Gauge({
+  name: 'tollgate_config_info',
+  help: 'Always 1, labelled with the sha256 of the upstreams.yaml that is live.',
+  labelNames: ['hash'] as const,
+  registers: [registry],
+});
+
+export const configLastReloadSuccess = new Gauge({
+  name: 'tollgate_config_last_reload_success_timestamp_seconds',
+  help: 'Unix time of the last successful (re)load of upstreams.yaml.',
+  registers: [registry],
+});
+
+export const upstreamUp = new Gauge({
+  name: 'tollgate_upstream_up',
+  help: '1 when the server is in rotation for the route, 0 while ejected.',
+  labelNames: ['route', 'server'] as const,
+  registers: [registry],
+});

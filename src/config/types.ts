@@ -1,0 +1,144 @@
+/**
+ * The validated configuration, in domain terms. Nothing here is YAML-shaped: config/validate turns the
+ * parsed documents into these types (or a list of ConfigIssues), and routing/compile turns an
+ * UpstreamsConfig into the immutable RoutingTable the hot path uses.
+ */
+
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent';
+
+/** A listen address from main.yaml, e.g. `0.0.0.0:8080` or `[::1]:9090`. */
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+export interface Timeouts {
+  /** Upstream TCP connect (main.yaml `upstream_connect_timeout_seconds`, default 5). */
+  upstreamConnectMs: number;
+  /** Upstream response headers (`upstream_response_timeout_seconds`, default 60) → 504. */
+  upstreamResponseHeadersMs: number;
+  /** Idle keep-alive on client connections (`keepalive_timeout_seconds`, default 60). */
+  clientKeepAliveMs: number;
+  /** Time a client has to send its request headers (`client_header_timeout_seconds`, default 30). */
+  clientHeadersMs: number;
+}
+
+export interface MainConfig {
+  /** Absolute path of main.yaml. */
+  file: string;
+  proxyAddressHttp: ListenAddress;
+  proxyAddressTls: ListenAddress | null;
+  /** Absolute paths; both set exactly when proxyAddressTls is set. */
+  tlsCertificate: string | null;
+  tlsKeyFile: string | null;
+  configAddress: ListenAddress;
+  adminAddress: ListenAddress;
+  /** Absolute path of upstreams.yaml. */
+  upstreamsConf: string;
+  logLevel: LogLevel;
+  accessLog: boolean;
+  /** `masterkey` (or alias `master_key`) as written in main.yaml; see config/masterkey for precedence. */
+  masterkey: string | null;
+  /** Absolute path of `masterkey_file`, when set. */
+  masterkeyFile: string | null;
+  tokenParam: string;
+  maxTokenMinutes: number;
+  httpsPort: number;
+  /** CIDRs as written, e.g. `10.0.0.0/8`, `::1/128`. */
+  trustedProxies: string[];
+  timeouts: Timeouts;
+  /** Seconds /readyz reports 503 while still serving, after SIGTERM (default 5). */
+  shutdownDelaySeconds: number;
+  /** Seconds in-flight requests get to finish once accepting stops (default 25). */
+  shutdownGraceSeconds: number;
+  /** `redis://…` for shared rate-limit counters, or null for in-memory. */
+  rateLimitRedis: string | null;
+}
+
+/** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */
+export interface ServerAddress {
+  /** Exactly as written in the config (used in logs and metric labels). */
+  raw: string;
+  /** Hostname or IP, without brackets. */
+  host: string;
+  port: number;
+}
+
+export interface BasicUser {
+  username: string;
+  /** Exactly one of password / passwordHash is set. passwordHash is `scrypt$…` (see auth/password). */
+  password: string | null;
+  passwordHash: string | null;
+}
+
+export interface NamedApiKey {
+  name: string;
+  key: string;
+}
+
+export type AuthMethod = 'basic' | 'apikey' | 'jwt';
+
+/**
+ * An `authorization` object. `type: api` is normalised to `apikey`, `data` to `creds`.
+ * For basic, `creds: "user:pass"` is folded into `users`; for apikey, `creds: key` into `keys`
+ * (with the name `apikey`). So consumers only read `users` / `keys`.
+ */
+export interface AuthorizationConfig {
+  type: AuthMethod;
+  users: BasicUser[];
+  keys: NamedApiKey[];
+}
+
+export interface HealthCheckConfig {
+  path: string;
+  intervalSeconds: number;
+}
+
+export interface PathConfig {
+  /** The path key as written, starting with `/`. */
+  prefix: string;
+  servers: ServerAddress[];
+  toHttps: boolean;
+  authorization: AuthorizationConfig | null;
+  /** Requests per second per client IP; overrides the global value when set. */
+  rateLimit: number | null;
+  healthCheck: HealthCheckConfig | null;
+}
+
+export interface HostConfig {
+  /** Lower-cased host key, or `DEFAULT`. */
+  name: string;
+  paths: PathConfig[];
+}
+
+export interface StickySessions {
+  /** Cookie Max-Age in seconds, or null for a session cookie. */
+  maxAgeSeconds: number | null;
+}
+
+export interface UpstreamsConfig {
+  /** Absolute path of upstreams.yaml. */
+  file: string;
+  /** sha256 hex of the file's bytes. */
+  hash: string;
+  provider: 'file';
+  masterkey: string | null;
+  /** null when sticky sessions are off. */
+  stickySessions: StickySessions | null;
+  toHttps: boolean;
+  rateLimit: number | null;
+  authorization: AuthorizationConfig | null;
+  /** In file order. */
+  hosts: HostConfig[];
+}
+
+/** One problem found in a config file. */
+export interface ConfigIssue {
+  file: string;
+  /** 1-based; 0 when the problem has no position (e.g. the file is missing). */
+  line: number;
+  column: number;
+  /** YAML path such as `upstreams.api.example.com.paths./v1.servers[2]`, or '' for the document. */
+  path: string;
+  message: string;
+}

@@ -1,0 +1,52 @@
+import type { ServerResponse } from 'node:http';
+
+/**
+ * The error catalogue: every error Tollgate answers with, by stable code. Logs, metrics and tests refer
+ * to these codes; the HTTP layer only ever sends one through sendError, so bodies stay small JSON and
+ * never carry a stack trace.
+ */
+export const ERRORS = {
+  not_found: { status: 404, message: 'no route matches this host and path' },
+  bad_path: { status: 400, message: 'the request path is not acceptable' },
+  bad_request: { status: 400, message: 'the request is malformed' },
+  method_not_allowed: { status: 405, message: 'method not allowed' },
+  bad_gateway: { status: 502, message: 'no upstream server answered' },
+  gateway_timeout: { status: 504, message: 'the upstream server did not answer in time' },
+  no_healthy_upstream: { status: 503, message: 'every upstream server of this route is down' },
+  shutting_down: { status: 503, message: 'the proxy is shutting down' },
+  rate_limited: { status: 429, message: 'too many requests' },
+  missing_credentials: { status: 401, message: 'authentication required' },
+  invalid_credentials: { status: 401, message: 'authentication failed' },
+  token_expired: { status: 401, message: 'the token has expired' },
+  token_invalid: { status: 401, message: 'the token is not valid' },
+  headers_too_large: { status: 431, message: 'request headers too large' },
+  unsupported_media_type: { status: 415, message: 'Content-Type must be application/json' },
+  payload_too_large: { status: 413, message: 'request body too large' },
+  forbidden: { status: 403, message: 'master_key is not valid' },
+  token_issuance_disabled: { status: 503, message: 'no masterkey is configured: token issuance is disabled' },
+  internal_error: { status: 500, message: 'internal error' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+/** Sends `{"error": code, "message": …}` with the catalogue's status. Safe to call once headers are out. */
+export function sendError(
+  res: ServerResponse,
+  code: ErrorCode,
+  headers?: Record<string, string | number>,
+  message: string = ERRORS[code].message,
+): void {
+  const { status } = ERRORS[code];
+  if (res.headersSent) {
+    // Too late for a status: the only honest signal left is to cut the response short.
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify({ error: code, message });
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  });
+  res.end(body);
+}

@@ -1,0 +1,51 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
+
+/**
+ * The state of one proxied request as it goes through the pipeline
+ * (route → to_https → rate limit → auth → balance → forward). Created by proxy/server once the
+ * request matched a route; the table reference taken at arrival is the only one this request uses.
+ */
+export interface ProxyRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly table: RoutingTable;
+  readonly route: Route;
+  /** Normalised host (lower case, no port, no trailing dot, IPv6 without brackets). */
+  readonly host: string;
+  /** The Host header's value as received, used for X-Forwarded-Host and redirects. */
+  readonly rawHost: string;
+  /** Normalised path: what is authorised is exactly what the upstream receives. */
+  readonly path: string;
+  /** The raw query string without its `?`, or '' when absent. */
+  readonly query: string;
+  /** True when the request arrived over the TLS listener, or from a trusted proxy that says https. */
+  readonly secure: boolean;
+  /** The TCP peer's address. */
+  readonly peerIp: string;
+  /** The client IP: the peer, or the last untrusted X-Forwarded-For hop when the peer is trusted. */
+  readonly clientIp: string;
+  /** The X-Forwarded-For value to send upstream. */
+  readonly forwardedFor: string;
+  /** performance.now() at arrival. */
+  readonly startedAt: number;
+
+  /** Set by the auth stage: basic user, key name or token owner; sent as X-Tollgate-Subject. */
+  subject: string | null;
+  /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */
+  forwardQuery: string;
+  /** Lower-case request header names the forwarder must not send (credentials the proxy consumed). */
+  consumedHeaders: string[];
+  /** Set-Cookie values to add to the response (sticky sessions). */
+  responseCookies: string[];
+  /** Servers in the order the forwarder should try them; set by the balance stage. */
+  candidates: readonly UpstreamServer[];
+  /** The server that answered (or was tried last); for the access log. */
+  upstream: UpstreamServer | null;
+}
+
+/**
+ * A pipeline stage: answers the request itself (redirect, 429, 401…) and returns false, or returns
+ * true to pass it on. May be async only when it must be (a Redis rate limit, a first JWT check).
+ */
+export type Stage = (request: ProxyRequest) => boolean | Promise<boolean>;

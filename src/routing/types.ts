@@ -1,0 +1,44 @@
+import type { AuthorizationConfig, HealthCheckConfig, StickySessions } from '../config/types.ts';
+
+/** One upstream server of a route. Frozen; shared by every route that names the same address. */
+export interface UpstreamServer {
+  /**
+   * Opaque, stable identifier derived from the configured address (not from process memory), so
+   * every replica with the same config computes the same id. Used in sticky cookies: never the IP.
+   */
+  readonly id: string;
+  /** The address as configured (`10.0.0.5:8080`), used in logs and metric labels. */
+  readonly address: string;
+  /** `http://host:port` with IPv6 hosts bracketed; the key of the connection pool. */
+  readonly origin: string;
+}
+
+/** Everything a request needs once it matched, resolved at compile time. Frozen. */
+export interface Route {
+  /** Metric/log label: host key + path key, e.g. `api.example.com/v1` or `DEFAULT/`. */
+  readonly id: string;
+  /** Lower-cased host key or `DEFAULT`. */
+  readonly hostKey: string;
+  /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root). */
+  readonly prefix: string;
+  readonly servers: readonly UpstreamServer[];
+  /** Effective policy: the global `authorization` when present, else the path's own, else null. */
+  readonly auth: AuthorizationConfig | null;
+  /** Global `to_https` or the path's. */
+  readonly toHttps: boolean;
+  /** Path `rate_limit` ?? global `rate_limit` ?? null (unlimited). */
+  readonly rateLimit: number | null;
+  readonly sticky: StickySessions | null;
+  readonly healthCheck: HealthCheckConfig | null;
+}
+
+/** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */
+export interface RoutingTable {
+  /** sha256 of upstreams.yaml, as exported in tollgate_config_info{hash}. */
+  readonly hash: string;
+  readonly routes: readonly Route[];
+  /** Every distinct server of every route. */
+  readonly servers: readonly UpstreamServer[];
+  /** `host` must already be normalised (routing/normalise), `path` normalised too. */
+  match(host: string, path: string): Route | null;
+}
