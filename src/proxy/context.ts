@@ -42,6 +42,8 @@ export interface ProxyRequest {
   candidates: readonly UpstreamServer[];
   /** The server that answered (or was tried last); for the access log. */
   upstream: UpstreamServer | null;
+  /** Response body bytes relayed from the upstream; for the access log. */
+  responseBytes: number;
 }
 
 /**

@@ -1,0 +1,62 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { requestDuration, requestsTotal } from './admin/metrics.ts';
+import type { Logger } from './log.ts';
+import type { ProxyRequest } from './proxy/context.ts';
+
+/** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
+export const NO_ROUTE = '(none)';
+
+export interface RequestRecorder {
+  /** A request that matched a route, whatever its outcome. */
+  routed(request: ProxyRequest): void;
+  /** A request refused before routing (bad host or path, no route). */
+  unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, clientIp: string): void;
+}
+
+/**
+ * The one place a finished proxied request is recorded: metrics and the access log line
+ * (BEHAVIOUR.md §8). The logged path is the normalised path plus the query that was forwarded, so a
+ * token consumed from `?tollgatetoken=` never reaches the log; headers are never logged.
+ */
+export function createRequestRecorder(logger: Logger, accessLog: boolean): RequestRecorder {
+  return {
+    routed(request) {
+      const { res, route } = request;
+      const seconds = (performance.now() - request.startedAt) / 1000;
+      requestsTotal.inc({ route: route.id, method: request.req.method ?? '', status: res.statusCode });
+      requestDuration.observe({ route: route.id }, seconds);
+      if (!accessLog) return;
+      logger.info({
+        msg: 'access',
+        method: request.req.method,
+        host: request.host,
+        path: request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path,
+        status: res.statusCode,
+        duration_ms: Math.round(seconds * 1e6) / 1e3,
+        bytes: request.responseBytes || Number(res.getHeader('content-length') ?? 0),
+        upstream: request.upstream?.address ?? null,
+        route: route.id,
+        client_ip: request.clientIp,
+        subject: request.subject,
+        completed: res.writableFinished,
+      });
+    },
+    unrouted(req, res, startedAt, clientIp) {
+      const seconds = (performance.now() - startedAt) / 1000;
+      requestsTotal.inc({ route: NO_ROUTE, method: req.method ?? '', status: res.statusCode });
+      requestDuration.observe({ route: NO_ROUTE }, seconds);
+      if (!accessLog) return;
+      logger.info({
+        msg: 'access',
+        method: req.method,
+        // The raw target may carry a token; only its length is safe to log before normalisation.
+        host: req.headers.host,
+        path: null,
+        status: res.statusCode,
+        duration_ms: Math.round(seconds * 1e6) / 1e3,
+        route: NO_ROUTE,
+        client_ip: clientIp,
+      });
+    },
+  };
+}

@@ -1,0 +1,220 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+
+export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+export const MAIN_JS = join(ROOT, 'dist', 'main.js');
+
+/** A free TCP port on loopback (bound then released; good enough for tests on one machine). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const server = net.createServer();
+  server.listen(0, host);
+  await once(server, 'listening');
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+export interface TollgateOptions {
+  /** Extra main.yaml keys (listen addresses are filled in on loopback unless given). */
+  main?: Record<string, unknown>;
+  /** upstreams.yaml content: YAML text, or an object to stringify. */
+  upstreams: string | Record<string, unknown>;
+  env?: Record<string, string>;
+  /** Use this directory instead of a fresh temp dir (it must already hold the files you want). */
+  dir?: string;
+  /** Where upstreams.yaml lives; defaults to `<dir>/upstreams.yaml`. */
+  upstreamsPath?: string;
+  /** Wait for /readyz 200 (default true). */
+  waitReady?: boolean;
+  args?: string[];
+}
+
+export interface Tollgate {
+  readonly dir: string;
+  readonly child: ChildProcess;
+  readonly proxyPort: number;
+  readonly apiPort: number;
+  readonly adminPort: number;
+  readonly proxyUrl: string;
+  readonly apiUrl: string;
+  readonly adminUrl: string;
+  /** Everything the process printed to stdout so far. */
+  stdout(): string;
+  stderr(): string;
+  /** stdout parsed as JSON lines (non-JSON lines skipped). */
+  logs(): Array<Record<string, unknown>>;
+  /** Resolves with the exit code once the process has exited. */
+  exited: Promise<number | null>;
+  /** Writes upstreams.yaml in place (not atomic: for kubelet-style swaps use test/helpers/configmap.ts). */
+  writeUpstreams(content: string | Record<string, unknown>): Promise<void>;
+  /** Sends a signal (default SIGTERM) and waits for the exit code; kills after 20 s. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** GET admin /metrics as text. */
+  metrics(): Promise<string>;
+}
+
+const toYaml = (value: string | Record<string, unknown>) => (typeof value === 'string' ? value : stringify(value));
+
+/** Starts the built proxy (dist/main.js) as a child process with a config written to a temp dir. */
+export async function startTollgate(options: TollgateOptions): Promise<Tollgate> {
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tollgate-test-')));
+  const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
+  const upstreamsPath = options.upstreamsPath ?? join(dir, 'upstreams.yaml');
+  const main = {
+    proxy_address_http: `127.0.0.1:${proxyPort}`,
+    config_address: `127.0.0.1:${apiPort}`,
+    admin_address: `127.0.0.1:${adminPort}`,
+    upstreams_conf: upstreamsPath,
+    shutdown_delay_seconds: 0,
+    shutdown_grace_seconds: 5,
+    ...options.main,
+  };
+  await writeFile(join(dir, 'main.yaml'), stringify(main));
+  if (!options.upstreamsPath) await writeFile(upstreamsPath, toYaml(options.upstreams));
+
+  const child = spawn(process.execPath, [MAIN_JS, 'start', '--config', join(dir, 'main.yaml'), ...(options.args ?? [])], {
+    env: { ...process.env, TOLLGATE_CONFIG: '', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    out += d;
+  });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    err += d;
+  });
+  const exited = new Promise<number | null>((resolveExit) => {
+    child.once('exit', (code, signal) => resolveExit(code ?? (signal ? 128 : null)));
+  });
+
+  const host = (port: number) => `http://127.0.0.1:${port}`;
+  const tollgate: Tollgate = {
+    dir,
+    child,
+    proxyPort,
+    apiPort,
+    adminPort,
+    proxyUrl: host(proxyPort),
+    apiUrl: host(apiPort),
+    adminUrl: host(adminPort),
+    stdout: () => out,
+    stderr: () => err,
+    logs: () =>
+      out
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .flatMap((line) => {
+          try {
+            return [JSON.parse(line) as Record<string, unknown>];
+          } catch {
+            return [];
+          }
+        }),
+    exited,
+    writeUpstreams: (content) => writeFile(upstreamsPath, toYaml(content)),
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill(signal);
+        const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        const code = await exited;
+        clearTimeout(timer);
+        if (!options.dir) await rm(dir, { recursive: true, force: true });
+        return code;
+      }
+      return exited;
+    },
+    metrics: async () => (await fetch(`${host(adminPort)}/metrics`)).text(),
+  };
+
+  if (options.waitReady !== false) {
+    try {
+      await waitFor(async () => (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200, 10_000, () =>
+        child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null,
+      );
+    } catch (error) {
+      child.kill('SIGKILL');
+      throw new Error(`tollgate did not become ready: ${(error as Error).message}\n${err}\n${out}`);
+    }
+  }
+  return tollgate;
+}
+
+/**
+ * Polls `check` until it returns true. `fatal` may return a message to stop waiting early
+ * (e.g. the process died). Throws after `timeoutMs`.
+ */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+  fatal: () => string | null = () => null,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const reason = fatal();
+    if (reason) throw new Error(reason);
+    try {
+      if (await check()) return;
+    } catch {
+      // not yet: connection refused while starting, etc.
+    }
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export interface SimpleResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  json<T = Record<string, unknown>>(): T;
+}
+
+/**
+ * One HTTP request with node:http (not fetch: fetch forbids setting Host, and tests need raw paths
+ * such as `/a/../b` sent exactly as written).
+ */
+export async function request(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; path?: string; localAddress?: string } = {},
+): Promise<SimpleResponse> {
+  const { default: http } = await import('node:http');
+  const target = new URL(url);
+  return new Promise((resolveResponse, reject) => {
+    const req = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: options.method ?? 'GET',
+        path: options.path ?? `${target.pathname}${target.search}`,
+        headers: options.headers,
+        agent: false,
+        localAddress: options.localAddress,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          body += d;
+        });
+        res.on('end', () =>
+          resolveResponse({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body,
+            json: <T>() => JSON.parse(body) as T,
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}

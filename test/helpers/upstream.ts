@@ -1,0 +1,81 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  bodyBytes: number;
+}
+
+export interface Upstream {
+  readonly port: number;
+  /** `http://127.0.0.1:port` */
+  readonly origin: string;
+  /** `127.0.0.1:port`, as written in upstreams.yaml. */
+  readonly address: string;
+  readonly name: string;
+  readonly requests: RecordedRequest[];
+  readonly server: http.Server;
+  close(): Promise<void>;
+}
+
+export type UpstreamHandler = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  body: Buffer,
+) => void | Promise<void>;
+
+export interface UpstreamOptions {
+  /** Defaults to `upstream-<port>`. Echoed in every default response as `server`. */
+  name?: string;
+  /** Replaces the default echo. Called once the body has been read (unless `streaming`). */
+  handler?: UpstreamHandler;
+  /** Bind to this port (e.g. to bring a server back on the same address). */
+  port?: number;
+  host?: string;
+}
+
+/**
+ * A real HTTP server on loopback that records what it received and, by default, answers JSON
+ * `{server, method, url, headers, bodyBytes}` so a test can see exactly what the proxy forwarded.
+ */
+export async function startUpstream(options: UpstreamOptions = {}): Promise<Upstream> {
+  const requests: RecordedRequest[] = [];
+  let name = options.name ?? '';
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    let bodyBytes = 0;
+    for await (const chunk of req) {
+      bodyBytes += chunk.length;
+      if (options.handler) chunks.push(chunk);
+    }
+    const recorded = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bodyBytes };
+    requests.push(recorded);
+    if (options.handler) {
+      await options.handler(req, res, Buffer.concat(chunks));
+      return;
+    }
+    const body = JSON.stringify({ server: name, ...recorded });
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  server.listen(options.port ?? 0, options.host ?? '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  if (!name) name = `upstream-${port}`;
+  return {
+    port,
+    origin: `http://127.0.0.1:${port}`,
+    address: `127.0.0.1:${port}`,
+    name,
+    requests,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
