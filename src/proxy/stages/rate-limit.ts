@@ -1,0 +1,152 @@
+import { Redis } from 'ioredis';
+import {
+  type RateLimiterAbstract,
+  RateLimiterMemory,
+  RateLimiterRedis,
+  RateLimiterRes,
+} from 'rate-limiter-flexible';
+import { rateLimitBackendUp, rateLimitedTotal } from '../../admin/metrics.ts';
+import type { MainConfig } from '../../config/types.ts';
+import { sendError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { ProxyRequest, Stage } from '../context.ts';
+
+/**
+ * Rate limits (BEHAVIOUR.md §4): `rate_limit` requests per second per client IP per host, counted in
+ * a fixed one-second window that opens at the client's first request (rate-limiter-flexible).
+ *
+ * - The key is the route's host KEY (not the Host header, which the client controls: spraying Host
+ *   values at a DEFAULT route must not buy fresh budgets) plus the client IP, as decided by
+ *   proxy/server from trusted_proxies. Paths of a host with the same limit share one budget; a path
+ *   whose `rate_limit` differs has its own (limiters are per limit value, see below).
+ * - Limits come from the hot-reloadable routing table, so limiters are created lazily, one per
+ *   distinct value, and cached; the set of values ever configured is tiny.
+ * - With `rate_limit_redis`, counters live in Redis so every replica shares one budget. Each Redis
+ *   limiter carries an in-memory `insuranceLimiter`: when Redis is unreachable, requests are limited
+ *   locally (per replica) instead of failing. The outage is logged once and shown by
+ *   tollgate_rate_limit_backend_up.
+ */
+
+export interface RateLimitStageDeps {
+  main: Pick<MainConfig, 'rateLimitRedis'>;
+  logger: Logger;
+}
+
+export interface RateLimitStage {
+  stage: Stage;
+  /** Disconnects from Redis (if any). The memory limiters hold only unref'd timers. */
+  close(): Promise<void>;
+}
+
+/** Redis key prefix; the limit value is part of it so two limits never share a counter. */
+const REDIS_PREFIX = 'tollgate:rl';
+/** A Redis that takes longer than this per command is treated as down for that request. */
+const REDIS_COMMAND_TIMEOUT_MS = 250;
+
+export function createRateLimitStage({ main, logger }: RateLimitStageDeps): RateLimitStage {
+  const redis = main.rateLimitRedis ? connectRedis(main.rateLimitRedis, logger) : null;
+  const limiters = new Map<number, RateLimiterAbstract>();
+
+  function limiterFor(points: number): RateLimiterAbstract {
+    let limiter = limiters.get(points);
+    if (limiter) return limiter;
+    const memory = new RateLimiterMemory({ points, duration: 1, keyPrefix: `${REDIS_PREFIX}:${points}` });
+    limiter = redis
+      ? new RateLimiterRedis({
+          storeClient: redis,
+          points,
+          duration: 1,
+          keyPrefix: `${REDIS_PREFIX}:${points}`,
+          rejectIfRedisNotReady: true,
+          insuranceLimiter: memory,
+        })
+      : memory;
+    limiters.set(points, limiter);
+    return limiter;
+  }
+
+  async function consume(request: ProxyRequest, points: number): Promise<boolean> {
+    const key = `${request.route.hostKey}|${request.clientIp}`;
+    try {
+      await limiterFor(points).consume(key);
+      return true;
+    } catch (rejection) {
+      if (!(rejection instanceof RateLimiterRes)) {
+        // Both Redis and the insurance limiter failed: rate limiting must never fail a request.
+        logger.error({ err: String(rejection) }, 'rate limiter failed; request let through');
+        return true;
+      }
+      rateLimitedTotal.inc({ route: request.route.id });
+      sendError(request.res, 'rate_limited', rateLimitHeaders(points, rejection.msBeforeNext));
+      return false;
+    }
+  }
+
+  const stage: Stage = (request) => {
+    const points = request.route.rateLimit;
+    // Unlimited routes stay synchronous: no promise, no allocation on the hot path.
+    if (points === null) return true;
+    return consume(request, points);
+  };
+
+  return {
+    stage,
+    async close() {
+      redis?.disconnect();
+    },
+  };
+}
+
+/**
+ * 429 headers: `Retry-After` (RFC 9110, whole seconds, rounded up so a client that obeys it is not
+ * refused again) and the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers-07 names).
+ */
+export function rateLimitHeaders(points: number, msBeforeNext: number): Record<string, string> {
+  const seconds = String(Math.max(1, Math.ceil(msBeforeNext / 1000)));
+  return {
+    'retry-after': seconds,
+    'ratelimit-limit': String(points),
+    'ratelimit-remaining': '0',
+    'ratelimit-reset': seconds,
+    'ratelimit-policy': `${points};w=1`,
+  };
+}
+
+/**
+ * One ioredis client for every limiter. No offline queue and a short command timeout: while Redis is
+ * away a request must fall through to the insurance limiter at once, never wait for a reconnect.
+ * The connection state drives the gauge and one log line per outage (not per request, and not per
+ * reconnect attempt: ioredis emits an error for each).
+ */
+function connectRedis(url: string, logger: Logger): Redis {
+  rateLimitBackendUp.set(0);
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: 2000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+  });
+  // The URL may hold a password: log only that a store is configured, never the URL.
+  let state: 'connecting' | 'up' | 'down' = 'connecting';
+  client.on('ready', () => {
+    if (state === 'down') logger.info('rate-limit store (Redis) reachable again: shared limits restored');
+    else logger.info('rate-limit store (Redis) connected');
+    state = 'up';
+    rateLimitBackendUp.set(1);
+  });
+  const markDown = (err?: Error) => {
+    rateLimitBackendUp.set(0);
+    if (state === 'down') return;
+    state = 'down';
+    logger.warn(
+      { err: err ? err.message : 'connection closed' },
+      'rate-limit store (Redis) unreachable: falling back to per-replica local limits',
+    );
+  };
+  client.on('error', markDown);
+  client.on('close', () => {
+    if (state === 'up') markDown();
+  });
+  return client;
+}
