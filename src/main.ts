@@ -11,6 +11,7 @@ import { createRequestRecorder } from './observe.ts';
 import { createBalanceStage } from './proxy/balance.ts';
 import { createTrustTest } from './proxy/client-address.ts';
 import { createForwarder, UpstreamPools } from './proxy/forward.ts';
+import { createServerHealth } from './proxy/health.ts';
 import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
 import { compileRoutingTable } from './routing/compile.ts';
@@ -54,12 +55,18 @@ async function start(path: string): Promise<number> {
   const runtime = createRuntime(main, logger, compileRoutingTable(config.upstreams));
   const pools = new UpstreamPools(main.timeouts);
   runtime.onTableSwap((next) => pools.retainOnly(next));
+  const health = createServerHealth({ logger });
+  health.sync(runtime.table());
+  runtime.onTableSwap((next) => health.sync(next));
 
   const forward = createForwarder({
     pools,
-    observer: { onUpstreamFailure: () => {}, onUpstreamSuccess: () => {} },
+    observer: {
+      onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
+      onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
+    },
   });
-  const stages = createPipeline({ balance: createBalanceStage() });
+  const stages = createPipeline({ balance: createBalanceStage({ health }) });
   const proxyServer = http.createServer(
     {
       keepAliveTimeout: main.timeouts.clientKeepAliveMs,
@@ -92,6 +99,7 @@ async function start(path: string): Promise<number> {
     proxyServer.close();
     proxyServer.closeIdleConnections();
     adminServer.close();
+    void health.close();
     void pools.close().then(() => process.exit(0));
   };
   process.once('SIGTERM', stop);

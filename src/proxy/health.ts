@@ -1,0 +1,357 @@
+import { Agent } from 'undici';
+import { upstreamUp } from '../admin/metrics.ts';
+import type { Logger } from '../log.ts';
+import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
+import type { UpstreamFailureKind } from './forward.ts';
+
+/**
+ * Which upstream servers may receive traffic (BEHAVIOUR.md §4, issue 5 point 6).
+ *
+ * Two independent signals decide it:
+ * - passive, per server address: the forwarder reports every attempt. After `failureThreshold`
+ *   consecutive connect failures or timeouts the address is ejected for `cooldownMs`; then it is
+ *   half-open: the balance stage may claim it for ONE trial request (placed first, with healthy
+ *   servers behind it for failover). A response re-admits it, another failure ejects it again.
+ *   Keyed by address, not by route: a server that refuses connections does so for every route.
+ * - active, per route and server: when a route has `health_check`, its path is fetched on each
+ *   server every `interval_seconds`; `activeFailThreshold` failed checks in a row take the server out
+ *   of that route, one good check (2xx/3xx) puts it back, and also lifts a passive ejection (the
+ *   server evidently accepts connections again).
+ *
+ * State is keyed by address and route id (host key + path key), not by object, so it survives
+ * reloads as long as the server stays configured. `sync(table)` runs on every table swap.
+ */
+export interface ServerHealth {
+  /** True while nothing is ejected anywhere: lets the balance stage skip every per-server check. */
+  readonly allUp: boolean;
+  /** In rotation for this route now (not ejected, not failing its active check). */
+  isAvailable(route: Route, server: UpstreamServer): boolean;
+  /**
+   * A server of this route whose cool-down has elapsed, claimed for one trial request, or null.
+   * Each call that returns a server consumes the trial: the caller must send a request to it.
+   */
+  claimTrial(route: Route): UpstreamServer | null;
+  reportFailure(route: Route, server: UpstreamServer, kind: UpstreamFailureKind): void;
+  reportSuccess(route: Route, server: UpstreamServer): void;
+  /** Adopts a new routing table: starts/stops active checkers, drops state and gauges of what is gone. */
+  sync(table: RoutingTable): void;
+  /** Stops every checker and closes their connections. */
+  close(): Promise<void>;
+}
+
+export interface ServerHealthOptions {
+  logger: Logger;
+  /** Consecutive connect failures/timeouts before a server is ejected (default 3). */
+  failureThreshold?: number;
+  /** How long an ejected server gets no traffic before a trial request (default 10 s). */
+  cooldownMs?: number;
+  /** Consecutive failed active checks before a server leaves the route (default 2). */
+  activeFailThreshold?: number;
+  /** Upper bound of one active check; the route's interval bounds it too (default 2 s). */
+  checkTimeoutMs?: number;
+  /** Clock, injectable for tests. */
+  now?: () => number;
+}
+
+/** Only these say "the server is not there"; a reset or a protocol error is about one exchange. */
+const EJECTING_KINDS: ReadonlySet<UpstreamFailureKind> = new Set(['connect', 'timeout']);
+
+interface PassiveState {
+  consecutiveFailures: number;
+  ejected: boolean;
+  /** When the current ejection's cool-down ends (a trial may be claimed from then on). */
+  retryAt: number;
+  /** When the pending trial was handed out, or 0; a trial that never reports expires after a cool-down. */
+  trialAt: number;
+}
+
+interface ActiveState {
+  consecutiveFailures: number;
+  down: boolean;
+}
+
+interface Checker {
+  /** path + interval + host: a change of any of them restarts the checker. */
+  readonly spec: string;
+  readonly abort: AbortController;
+  timer: NodeJS.Timeout | null;
+  /** Replaced on every sync, so a checker never keeps an old table alive. */
+  route: Route;
+  server: UpstreamServer;
+}
+
+const pairKey = (routeId: string, address: string) => `${routeId}\n${address}`;
+
+export function createServerHealth(options: ServerHealthOptions): ServerHealth {
+  const logger = options.logger;
+  const failureThreshold = options.failureThreshold ?? 3;
+  const cooldownMs = options.cooldownMs ?? 10_000;
+  const activeFailThreshold = options.activeFailThreshold ?? 2;
+  const checkTimeoutMs = options.checkTimeoutMs ?? 2_000;
+  const now = options.now ?? Date.now;
+
+  const passive = new Map<string, PassiveState>();
+  const active = new Map<string, ActiveState>();
+  const checkers = new Map<string, Checker>();
+  let ejectedCount = 0;
+  let activeDownCount = 0;
+  /** address → routes of the live table naming it, to refresh their gauges on a passive change. */
+  let routesByAddress = new Map<string, Route[]>();
+  /** Gauge label sets currently exported, to remove those of routes/servers that are gone. */
+  let exported = new Map<string, { route: string; server: string }>();
+  let closed = false;
+  // Its own connection pool, so checks never queue behind proxied traffic and close() cleans up.
+  const agent = new Agent({ connections: 1, pipelining: 1, keepAliveTimeout: 4_000 });
+
+  function passiveOf(address: string): PassiveState {
+    let state = passive.get(address);
+    if (state === undefined) {
+      state = { consecutiveFailures: 0, ejected: false, retryAt: 0, trialAt: 0 };
+      passive.set(address, state);
+    }
+    return state;
+  }
+
+  function isAvailable(route: Route, server: UpstreamServer): boolean {
+    if (passive.get(server.address)?.ejected === true) return false;
+    if (route.healthCheck !== null && active.get(pairKey(route.id, server.address))?.down === true)
+      return false;
+    return true;
+  }
+
+  function refreshGauge(route: Route, server: UpstreamServer): void {
+    upstreamUp.set({ route: route.id, server: server.address }, isAvailable(route, server) ? 1 : 0);
+  }
+
+  function refreshGaugesOf(address: string): void {
+    for (const route of routesByAddress.get(address) ?? []) {
+      const server = route.servers.find((candidate) => candidate.address === address);
+      if (server !== undefined) refreshGauge(route, server);
+    }
+  }
+
+  function eject(
+    address: string,
+    state: PassiveState,
+    kind: UpstreamFailureKind,
+    trialFailed: boolean,
+  ): void {
+    state.retryAt = now() + cooldownMs;
+    state.trialAt = 0;
+    if (state.ejected) return; // a failed trial: stays ejected, already logged
+    state.ejected = true;
+    ejectedCount++;
+    logger.warn(
+      {
+        server: address,
+        kind,
+        failures: state.consecutiveFailures,
+        cooldown_ms: cooldownMs,
+        trial: trialFailed,
+      },
+      'upstream server ejected',
+    );
+    refreshGaugesOf(address);
+  }
+
+  function readmit(address: string, state: PassiveState, via: string): void {
+    state.consecutiveFailures = 0;
+    state.trialAt = 0;
+    if (!state.ejected) return;
+    state.ejected = false;
+    ejectedCount--;
+    logger.info({ server: address, via }, 'upstream server re-admitted');
+    refreshGaugesOf(address);
+  }
+
+  function reportFailure(_route: Route, server: UpstreamServer, kind: UpstreamFailureKind): void {
+    if (!EJECTING_KINDS.has(kind)) return;
+    const state = passiveOf(server.address);
+    if (state.ejected) {
+      // Only the half-open trial's verdict matters; stragglers sent before the ejection do not.
+      if (state.trialAt !== 0) eject(server.address, state, kind, true);
+      return;
+    }
+    state.consecutiveFailures++;
+    if (state.consecutiveFailures >= failureThreshold) eject(server.address, state, kind, false);
+  }
+
+  function reportSuccess(_route: Route, server: UpstreamServer): void {
+    const state = passive.get(server.address);
+    if (state === undefined) return; // never failed: the common case costs one map lookup
+    if (state.ejected) readmit(server.address, state, 'trial request');
+    else state.consecutiveFailures = 0;
+  }
+
+  function claimTrial(route: Route): UpstreamServer | null {
+    if (ejectedCount === 0) return null;
+    const at = now();
+    for (const server of route.servers) {
+      const state = passive.get(server.address);
+      if (state === undefined || !state.ejected || at < state.retryAt) continue;
+      // One trial at a time; a trial whose outcome never arrived (client left) expires.
+      if (state.trialAt !== 0 && at - state.trialAt < cooldownMs) continue;
+      if (route.healthCheck !== null && active.get(pairKey(route.id, server.address))?.down === true)
+        continue;
+      state.trialAt = at;
+      return server;
+    }
+    return null;
+  }
+
+  function recordCheck(route: Route, server: UpstreamServer, ok: boolean, detail: string): void {
+    if (closed) return;
+    const key = pairKey(route.id, server.address);
+    let state = active.get(key);
+    if (state === undefined) {
+      state = { consecutiveFailures: 0, down: false };
+      active.set(key, state);
+    }
+    if (ok) {
+      state.consecutiveFailures = 0;
+      const passiveState = passive.get(server.address);
+      if (passiveState?.ejected) readmit(server.address, passiveState, 'health check');
+      else if (passiveState !== undefined) passiveState.consecutiveFailures = 0;
+      if (state.down) {
+        state.down = false;
+        activeDownCount--;
+        logger.info(
+          { route: route.id, server: server.address, path: route.healthCheck?.path },
+          'health check passes again',
+        );
+      }
+    } else {
+      state.consecutiveFailures++;
+      if (!state.down && state.consecutiveFailures >= activeFailThreshold) {
+        state.down = true;
+        activeDownCount++;
+        logger.warn(
+          { route: route.id, server: server.address, path: route.healthCheck?.path, result: detail },
+          'health check fails: server out of rotation',
+        );
+      }
+    }
+    refreshGauge(route, server);
+  }
+
+  async function checkOnce(route: Route, server: UpstreamServer, signal: AbortSignal): Promise<void> {
+    const check = route.healthCheck;
+    if (check === null) return;
+    const timeoutMs = Math.min(checkTimeoutMs, check.intervalSeconds * 1000);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const response = await agent.request({
+        origin: server.origin,
+        method: 'GET',
+        path: check.path,
+        headers: {
+          // Virtual-hosted upstreams may route on Host; DEFAULT has no name, so the address stands in.
+          host: route.hostKey === 'DEFAULT' ? server.address : route.hostKey,
+          'user-agent': 'tollgate-health-check',
+        },
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: AbortSignal.any([signal, timeout]),
+      });
+      await response.body.dump();
+      const ok = response.statusCode >= 200 && response.statusCode < 400;
+      recordCheck(route, server, ok, `status ${response.statusCode}`);
+    } catch (error) {
+      if (signal.aborted) return; // stopped by sync/close: not a verdict
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).name;
+      recordCheck(route, server, false, timeout.aborted ? 'timeout' : String(code));
+    }
+  }
+
+  function startChecker(route: Route, server: UpstreamServer, spec: string): Checker {
+    const checker: Checker = { spec, abort: new AbortController(), timer: null, route, server };
+    const intervalMs = (route.healthCheck?.intervalSeconds ?? 10) * 1000;
+    const run = () => {
+      checker.timer = null;
+      void checkOnce(checker.route, checker.server, checker.abort.signal).finally(() => {
+        if (checker.abort.signal.aborted) return;
+        // Scheduled after the previous check ends, so a slow server never gets overlapping checks.
+        checker.timer = setTimeout(run, intervalMs);
+        checker.timer.unref();
+      });
+    };
+    // The first check runs at once: a server that is down at start is known within one timeout.
+    checker.timer = setTimeout(run, 0);
+    checker.timer.unref();
+    return checker;
+  }
+
+  function stopChecker(checker: Checker): void {
+    checker.abort.abort();
+    if (checker.timer !== null) clearTimeout(checker.timer);
+  }
+
+  function sync(table: RoutingTable): void {
+    if (closed) return;
+    const nextRoutesByAddress = new Map<string, Route[]>();
+    const nextExported = new Map<string, { route: string; server: string }>();
+    const wantedCheckers = new Map<string, { route: Route; server: UpstreamServer; spec: string }>();
+    for (const route of table.routes) {
+      for (const server of route.servers) {
+        const key = pairKey(route.id, server.address);
+        const list = nextRoutesByAddress.get(server.address);
+        if (list === undefined) nextRoutesByAddress.set(server.address, [route]);
+        else list.push(route);
+        nextExported.set(key, { route: route.id, server: server.address });
+        if (route.healthCheck !== null) {
+          const { path, intervalSeconds } = route.healthCheck;
+          wantedCheckers.set(key, { route, server, spec: `${path}\n${intervalSeconds}\n${route.hostKey}` });
+        }
+      }
+    }
+
+    for (const [key, checker] of checkers) {
+      const wanted = wantedCheckers.get(key);
+      if (wanted !== undefined && wanted.spec === checker.spec) {
+        checker.route = wanted.route;
+        checker.server = wanted.server;
+        continue;
+      }
+      stopChecker(checker);
+      checkers.delete(key);
+    }
+    for (const [key, wanted] of wantedCheckers) {
+      if (!checkers.has(key)) checkers.set(key, startChecker(wanted.route, wanted.server, wanted.spec));
+    }
+    // Active verdicts of pairs without a checker any more (route gone, check removed) are void.
+    for (const [key, state] of active) {
+      if (wantedCheckers.has(key)) continue;
+      if (state.down) activeDownCount--;
+      active.delete(key);
+    }
+    for (const [address, state] of passive) {
+      if (nextRoutesByAddress.has(address)) continue;
+      if (state.ejected) ejectedCount--;
+      passive.delete(address);
+    }
+
+    for (const [key, labels] of exported) if (!nextExported.has(key)) upstreamUp.remove(labels);
+    exported = nextExported;
+    routesByAddress = nextRoutesByAddress;
+    for (const route of table.routes) for (const server of route.servers) refreshGauge(route, server);
+  }
+
+  async function close(): Promise<void> {
+    closed = true;
+    for (const checker of checkers.values()) stopChecker(checker);
+    checkers.clear();
+    await agent.close().catch(() => {});
+  }
+
+  return {
+    get allUp() {
+      return ejectedCount === 0 && activeDownCount === 0;
+    },
+    isAvailable,
+    claimTrial,
+    reportFailure,
+    reportSuccess,
+    sync,
+    close,
+  };
+}
