@@ -1,0 +1,246 @@
+import { isIPv6 } from 'node:net';
+
+/**
+ * Host and request-target normalisation (BEHAVIOUR.md §3). Runs on every request, so both functions
+ * scan character codes through lookup tables (no regular expressions, nothing that can backtrack)
+ * and return the input string itself when it is already in normal form: the common request costs a
+ * single pass and no allocation beyond the result.
+ */
+
+const SLASH = 0x2f;
+const BACKSLASH = 0x5c;
+const DOT = 0x2e;
+const PERCENT = 0x25;
+const HASH = 0x23;
+const COLON = 0x3a;
+const OPEN_BRACKET = 0x5b;
+
+// ---------------------------------------------------------------------------------------------------
+// Host
+
+/** 1: kept as is; 2: upper-case letter (lower-cased). Anything else is refused. */
+const HOST_CHAR = new Uint8Array(128);
+for (const c of 'abcdefghijklmnopqrstuvwxyz0123456789-._') HOST_CHAR[c.charCodeAt(0)] = 1;
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZ') HOST_CHAR[c.charCodeAt(0)] = 2;
+
+/** A DNS name is at most 253 characters; allow a trailing dot and a `:65535` port on top. */
+const MAX_HOST_HEADER = 253 + 1 + 6;
+/** The longest textual IPv6 address (`ffff:…:255.255.255.255`). */
+const MAX_IPV6_TEXT = 45;
+
+/**
+ * The Host header in routing form: lower case, port removed, one trailing dot removed, IPv6 literal
+ * without brackets (`[::1]:8080` → `::1`). Returns null for a missing, empty or malformed value
+ * (spaces, `/`, `@`, an unbracketed or invalid IPv6 literal, a bad port…): the caller answers 400.
+ *
+ * Since results are always lower case, no request host can ever equal the upper-case `DEFAULT` key.
+ */
+export function normaliseHost(hostHeader: string | undefined): string | null {
+  if (hostHeader === undefined) return null;
+  const length = hostHeader.length;
+  if (length === 0 || length > MAX_HOST_HEADER) return null;
+  if (hostHeader.charCodeAt(0) === OPEN_BRACKET) return normaliseBracketedHost(hostHeader);
+
+  let hasUpper = false;
+  let end = length;
+  for (let i = 0; i < length; i++) {
+    const c = hostHeader.charCodeAt(i);
+    if (c < 128) {
+      const kind = HOST_CHAR[c];
+      if (kind === 1) continue;
+      if (kind === 2) {
+        hasUpper = true;
+        continue;
+      }
+    }
+    if (c === COLON && isPort(hostHeader, i + 1)) {
+      end = i;
+      break;
+    }
+    return null;
+  }
+  if (end > 0 && hostHeader.charCodeAt(end - 1) === DOT) end--;
+  if (end === 0) return null;
+  const host = end === length ? hostHeader : hostHeader.slice(0, end);
+  return hasUpper ? host.toLowerCase() : host;
+}
+
+/** `[v6]` or `[v6]:port`; zone ids and IPvFuture are refused. */
+function normaliseBracketedHost(hostHeader: string): string | null {
+  const close = hostHeader.indexOf(']');
+  if (close < 3 || close - 1 > MAX_IPV6_TEXT) return null;
+  if (close + 1 < hostHeader.length) {
+    if (hostHeader.charCodeAt(close + 1) !== COLON || !isPort(hostHeader, close + 2)) return null;
+  }
+  const literal = hostHeader.slice(1, close);
+  // isIPv6 alone would accept a zone id (`fe80::1%eth0`), which has no place in a Host header.
+  if (literal.indexOf('%') !== -1 || !isIPv6(literal)) return null;
+  return literal.toLowerCase();
+}
+
+/** An optional port after the colon: empty (RFC 3986 allows `host:`) or 1-5 digits up to 65535. */
+function isPort(s: string, start: number): boolean {
+  const length = s.length - start;
+  if (length === 0) return true;
+  if (length > 5) return false;
+  let value = 0;
+  for (let i = start; i < s.length; i++) {
+    const digit = s.charCodeAt(i) - 0x30;
+    if (digit < 0 || digit > 9) return false;
+    value = value * 10 + digit;
+  }
+  return value <= 65535;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Request target
+
+export type NormalisedPath =
+  | { ok: true; path: string; query: string }
+  | { ok: false; reason: 'encoded_slash' | 'bad_encoding' | 'not_origin_form' };
+
+type Refusal = Extract<NormalisedPath, { ok: false }>;
+
+const ENCODED_SLASH: Refusal = Object.freeze({ ok: false, reason: 'encoded_slash' });
+const BAD_ENCODING: Refusal = Object.freeze({ ok: false, reason: 'bad_encoding' });
+const NOT_ORIGIN_FORM: Refusal = Object.freeze({ ok: false, reason: 'not_origin_form' });
+
+/** RFC 3986 unreserved: an escape of one of these is decoded. */
+const UNRESERVED = new Uint8Array(128);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~') {
+  UNRESERVED[c.charCodeAt(0)] = 1;
+}
+/** RFC 3986 pchar without `%`: may appear raw in a normalised segment. */
+const PCHAR = new Uint8Array(128);
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@") {
+  PCHAR[c.charCodeAt(0)] = 1;
+}
+/** Hex digit values, both cases; -1 elsewhere. */
+const HEX_VALUE = new Int8Array(128).fill(-1);
+/** Hex digit values, upper case only: what a normalised escape may contain. */
+const UPPER_HEX_VALUE = new Int8Array(128).fill(-1);
+for (let v = 0; v < 16; v++) {
+  const upper = v.toString(16).toUpperCase().charCodeAt(0);
+  const lower = v.toString(16).charCodeAt(0);
+  HEX_VALUE[upper] = v;
+  HEX_VALUE[lower] = v;
+  UPPER_HEX_VALUE[upper] = v;
+}
+/** `%XX` for every byte value, precomputed so re-encoding allocates nothing new. */
+const ESCAPE: string[] = [];
+for (let v = 0; v < 256; v++) ESCAPE.push(`%${v.toString(16).toUpperCase().padStart(2, '0')}`);
+
+function hexValue(c: number): number {
+  return c < 128 ? (HEX_VALUE[c] as number) : -1;
+}
+
+/**
+ * Splits an origin-form request target (`req.url`) into a normalised path and the raw query (without
+ * `?`, '' when absent). The path is what gets routed, authorised and forwarded, so it is made
+ * canonical: escapes of unreserved characters decoded (so `%2e%2e` is a dot-segment), other escapes
+ * upper-cased, bytes that may not appear raw in a path percent-encoded, repeated slashes merged,
+ * dot-segments resolved (RFC 3986 §5.2.4; never above the root), a trailing slash kept.
+ *
+ * Refused: an encoded slash or backslash (`%2F`, `%5C`) or a raw backslash (upstreams disagree on
+ * whether they separate segments) → encoded_slash; a `%` not followed by two hex digits, a `#`, or a
+ * character above U+00FF (Node's parser yields latin1, so this only comes from other callers)
+ * → bad_encoding; absolute-form, authority-form or `*` → not_origin_form.
+ */
+export function normaliseTarget(target: string): NormalisedPath {
+  if (target.charCodeAt(0) !== SLASH) return NOT_ORIGIN_FORM;
+  const questionMark = target.indexOf('?');
+  const end = questionMark === -1 ? target.length : questionMark;
+  const query = questionMark === -1 ? '' : target.slice(questionMark + 1);
+  if (isNormalPath(target, end)) {
+    return { ok: true, path: questionMark === -1 ? target : target.slice(0, end), query };
+  }
+  const path = rebuildPath(target, end);
+  if (typeof path !== 'string') return path;
+  return { ok: true, path, query };
+}
+
+/**
+ * True when `s[0, end)` is already what rebuildPath would produce: no `//`, no `.`/`..` segment, only
+ * pchars, and only upper-case escapes of characters that must stay escaped.
+ */
+function isNormalPath(s: string, end: number): boolean {
+  for (let i = 0; i < end; i++) {
+    const c = s.charCodeAt(i);
+    if (c === SLASH) {
+      // The end of the path counts as a segment boundary, hence the SLASH stand-in.
+      const next = i + 1 < end ? s.charCodeAt(i + 1) : -1;
+      if (next === SLASH) return false;
+      if (next === DOT) {
+        const second = i + 2 < end ? s.charCodeAt(i + 2) : SLASH;
+        if (second === SLASH) return false;
+        if (second === DOT && (i + 3 < end ? s.charCodeAt(i + 3) : SLASH) === SLASH) return false;
+      }
+    } else if (c === PERCENT) {
+      if (i + 2 >= end) return false;
+      const c1 = s.charCodeAt(i + 1);
+      const c2 = s.charCodeAt(i + 2);
+      if (c1 >= 128 || c2 >= 128) return false;
+      const high = UPPER_HEX_VALUE[c1] as number;
+      const low = UPPER_HEX_VALUE[c2] as number;
+      if (high < 0 || low < 0) return false;
+      const value = high * 16 + low;
+      if (value === SLASH || value === BACKSLASH || (value < 128 && UNRESERVED[value] === 1)) return false;
+      i += 2;
+    } else if (c >= 128 || PCHAR[c] === 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/** The slow path: rebuilds the path segment by segment, or returns why it is refused. */
+function rebuildPath(s: string, end: number): string | Refusal {
+  const segments: string[] = [];
+  let trailingSlash = false;
+  let i = 1; // s[0] is the leading '/'
+  for (;;) {
+    let segment = '';
+    let runStart = i; // start of the stretch copied verbatim
+    for (; i < end; i++) {
+      const c = s.charCodeAt(i);
+      if (c === SLASH) break;
+      if (c < 128 && PCHAR[c] === 1) continue;
+      let replacement: string;
+      if (c === PERCENT) {
+        const high = i + 2 < end ? hexValue(s.charCodeAt(i + 1)) : -1;
+        const low = i + 2 < end ? hexValue(s.charCodeAt(i + 2)) : -1;
+        if (high < 0 || low < 0) return BAD_ENCODING;
+        const value = high * 16 + low;
+        if (value === SLASH || value === BACKSLASH) return ENCODED_SLASH;
+        replacement =
+          value < 128 && UNRESERVED[value] === 1 ? String.fromCharCode(value) : (ESCAPE[value] as string);
+        segment += s.slice(runStart, i) + replacement;
+        i += 2;
+        runStart = i + 1;
+        continue;
+      }
+      if (c === BACKSLASH) return ENCODED_SLASH;
+      if (c === HASH || c > 0xff) return BAD_ENCODING;
+      // A byte that may not appear raw in a path (space, quote, control, latin1 high half): escaped, so
+      // `/a b` and `/a%20b` are one and the same path for routing, auth and the upstream.
+      segment += s.slice(runStart, i) + (ESCAPE[c] as string);
+      runStart = i + 1;
+    }
+    segment += s.slice(runStart, i);
+
+    if (segment === '' || segment === '.') {
+      trailingSlash = true;
+    } else if (segment === '..') {
+      segments.pop();
+      trailingSlash = true;
+    } else {
+      segments.push(segment);
+      trailingSlash = false;
+    }
+    if (i >= end) break;
+    i++; // past the '/'
+  }
+  if (segments.length === 0) return '/';
+  const joined = `/${segments.join('/')}`;
+  return trailingSlash ? `${joined}/` : joined;
+}
