@@ -1,0 +1,181 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { constants } from 'node:os';
+import type { MainConfig } from './config/types.ts';
+import type { Logger } from './log.ts';
+import type { Runtime } from './runtime.ts';
+
+/** What the drain needs from a listener; http.Server and https.Server both fit. */
+export interface DrainableServer {
+  close(callback?: (error?: Error) => void): unknown;
+  closeIdleConnections(): void;
+  closeAllConnections(): void;
+  readonly listening: boolean;
+  on(event: 'connection', listener: (socket: Socket) => void): unknown;
+  prependListener(event: 'request', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown;
+}
+
+/** The admin listener: only needs closing at the very end. */
+export interface ClosableServer {
+  close(callback?: (error?: Error) => void): unknown;
+  closeAllConnections(): void;
+}
+
+export interface LifecycleOptions {
+  runtime: Runtime;
+  /** Listeners that stop accepting and drain: proxy, proxy TLS, token API. */
+  servers: readonly DrainableServer[];
+  /** Listeners kept up until the process exits, so the kubelet keeps seeing /readyz 503 (admin). */
+  keepUntilExit?: readonly ClosableServer[];
+  main: Pick<MainConfig, 'shutdownDelaySeconds' | 'shutdownGraceSeconds'>;
+  logger: Logger;
+  /** Run once the listeners are drained (upstream pools, config watcher, rate-limit store). */
+  cleanup?: ReadonlyArray<() => unknown>;
+  onExit: (code: number) => void;
+}
+
+export interface Lifecycle {
+  /** Starts the graceful shutdown; called again while shutting down, exits at once. */
+  shutdown(signal: NodeJS.Signals): void;
+  /** Resolves when the graceful shutdown finished (just before onExit(0)). */
+  readonly finished: Promise<void>;
+}
+
+/** Exit code of a second signal during a drain: the shell convention 128 + signal number. */
+export function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 15);
+}
+
+/** How long a cleanup step may take before the exit goes ahead anyway. */
+const CLEANUP_TIMEOUT_MS = 2_000;
+/** Keep-alive connections can go idle any time during the drain; they are closed as soon as they do. */
+const IDLE_SWEEP_MS = 100;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The graceful shutdown, in the order Kubernetes needs (BEHAVIOUR.md §8):
+ *
+ * 1. SIGTERM/SIGINT: phase `draining`, so /readyz answers 503 and the endpoint is removed. The proxy
+ *    keeps serving for `shutdown_delay_seconds`, because kube-proxy and ingress controllers learn of
+ *    the removal a little later and keep sending here meanwhile. Responses already carry
+ *    `Connection: close`, so keep-alive clients move to another pod on their next request.
+ * 2. Stop accepting (listening sockets closed: new connections are refused), close idle keep-alive
+ *    connections, and let in-flight requests finish for up to `shutdown_grace_seconds`.
+ * 3. Cut whatever is left, run the cleanup steps (upstream pools, watchers), close admin, exit 0.
+ *
+ * A second signal exits at once with 128 + signal number (130 for SIGINT, 143 for SIGTERM).
+ */
+export function createLifecycle(options: LifecycleOptions): Lifecycle {
+  const { runtime, servers, logger, main, onExit } = options;
+  const keepUntilExit = options.keepUntilExit ?? [];
+  const cleanup = options.cleanup ?? [];
+
+  const openResponses = new Set<ServerResponse>();
+  const sockets = new Set<Socket>();
+  let draining = false;
+
+  const closeAfterResponse = (res: ServerResponse) => {
+    // Headers already sent (a streaming response): its connection is closed once idle instead.
+    if (!res.headersSent) res.setHeader('connection', 'close');
+  };
+
+  for (const server of servers) {
+    // Tracked per socket rather than through server.close()'s callback: upgraded (WebSocket) sockets
+    // leave the HTTP server's bookkeeping but must still be waited for and, at the end, cut.
+    server.on('connection', (socket) => {
+      sockets.add(socket);
+      socket.once('close', () => sockets.delete(socket));
+    });
+    server.prependListener('request', (_req, res) => {
+      if (draining) closeAfterResponse(res);
+      openResponses.add(res);
+      res.once('close', () => openResponses.delete(res));
+    });
+  }
+
+  let resolveFinished: () => void = () => {};
+  const finished = new Promise<void>((resolve) => {
+    resolveFinished = resolve;
+  });
+
+  const runCleanup = async () => {
+    await Promise.allSettled(
+      cleanup.map((step) =>
+        Promise.race([Promise.resolve().then(step), sleep(CLEANUP_TIMEOUT_MS)]).catch((error: unknown) =>
+          logger.warn({ err: error }, 'a shutdown cleanup step failed'),
+        ),
+      ),
+    );
+  };
+
+  const drain = async (signal: NodeJS.Signals) => {
+    const delayMs = main.shutdownDelaySeconds * 1000;
+    const graceMs = main.shutdownGraceSeconds * 1000;
+    logger.info(
+      {
+        signal,
+        shutdown_delay_seconds: main.shutdownDelaySeconds,
+        shutdown_grace_seconds: main.shutdownGraceSeconds,
+      },
+      'shutting down: readiness is off, still serving until the delay ends',
+    );
+    for (const res of openResponses) closeAfterResponse(res);
+    await sleep(delayMs);
+
+    for (const server of servers) {
+      if (server.listening) server.close(() => {});
+      server.closeIdleConnections();
+    }
+    logger.info(
+      { in_flight: openResponses.size, connections: sockets.size },
+      'stopped accepting connections; draining',
+    );
+    const deadline = Date.now() + graceMs;
+    while (sockets.size > 0 && Date.now() < deadline) {
+      await sleep(Math.min(IDLE_SWEEP_MS, Math.max(1, deadline - Date.now())));
+      for (const server of servers) server.closeIdleConnections();
+    }
+    const cut = sockets.size;
+    if (cut > 0) {
+      logger.warn(
+        { connections: cut, in_flight: openResponses.size },
+        'shutdown_grace_seconds elapsed; closing the remaining connections',
+      );
+      for (const server of servers) server.closeAllConnections();
+      for (const socket of sockets) socket.destroy();
+    }
+
+    await runCleanup();
+    for (const server of keepUntilExit) {
+      server.close(() => {});
+      server.closeAllConnections();
+    }
+    logger.info({ connections_cut: cut }, 'shutdown complete');
+    await new Promise<void>((resolve) => {
+      logger.flush(() => resolve());
+      setTimeout(resolve, 500).unref();
+    });
+    resolveFinished();
+    onExit(0);
+  };
+
+  return {
+    finished,
+    shutdown(signal) {
+      if (draining) {
+        const code = signalExitCode(signal);
+        logger.warn({ signal, exit_code: code }, 'second signal during shutdown; exiting now');
+        logger.flush();
+        onExit(code);
+        return;
+      }
+      draining = true;
+      runtime.phase = 'draining';
+      drain(signal).catch((error: unknown) => {
+        logger.error({ err: error }, 'graceful shutdown failed; exiting');
+        onExit(1);
+      });
+    },
+  };
+}

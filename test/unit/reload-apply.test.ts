@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, beforeEach, describe, it } from 'node:test';
+import { configInfo, configLastReloadSuccess, configReloadsTotal } from '../../src/admin/metrics.ts';
+import { parseMainConfig, parseUpstreamsConfig } from '../../src/config/load.ts';
+import { createReloader, startHotReload } from '../../src/config/reload.ts';
+import type { MainConfig } from '../../src/config/types.ts';
+import { type FileSnapshot, sha256Hex } from '../../src/config/watch.ts';
+import { createLogger } from '../../src/log.ts';
+import { compileRoutingTable } from '../../src/routing/compile.ts';
+import type { RoutingTable } from '../../src/routing/types.ts';
+import { createRuntime, type Runtime } from '../../src/runtime.ts';
+
+const UPSTREAMS_FILE = '/etc/tollgate/upstreams.yaml';
+
+const routesTo = (server: string, host = 'app.test') =>
+  `provider: file\nupstreams:\n  ${host}:\n    paths:\n      "/":\n        servers: ["${server}"]\n`;
+
+const content = (text: string): FileSnapshot => ({ kind: 'content', text, hash: sha256Hex(text) });
+
+function mainConfig(extra = '', dir = '/etc/tollgate'): MainConfig {
+  const parsed = parseMainConfig(`upstreams_conf: upstreams.yaml\n${extra}`, join(dir, 'main.yaml'));
+  assert.ok(parsed.ok, JSON.stringify(!parsed.ok && parsed.issues));
+  return parsed.value;
+}
+
+function tableOf(text: string): RoutingTable {
+  const parsed = parseUpstreamsConfig(text, UPSTREAMS_FILE);
+  assert.ok(parsed.ok);
+  return compileRoutingTable(parsed.value);
+}
+
+/** A runtime plus the JSON log lines written through its logger. */
+function setup(main = mainConfig()) {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const runtime = createRuntime(main, logger, tableOf(routesTo('10.0.0.1:80')));
+  const swaps: Array<[string, string]> = [];
+  runtime.onTableSwap((next, previous) => swaps.push([next.hash, previous.hash]));
+  return { runtime, lines, swaps };
+}
+
+async function reloads(): Promise<{ success: number; failure: number }> {
+  const { values } = await configReloadsTotal.get();
+  const of = (result: string) => values.find((v) => v.labels.result === result)?.value ?? 0;
+  return { success: of('success'), failure: of('failure') };
+}
+
+async function liveHashes(): Promise<string[]> {
+  return (await configInfo.get()).values.map((v) => String(v.labels.hash));
+}
+
+const serverOf = (runtime: Runtime) => runtime.table().match('app.test', '/')?.servers[0]?.address;
+
+describe('createReloader', () => {
+  beforeEach(() => {
+    configReloadsTotal.reset();
+    configInfo.reset();
+    configLastReloadSuccess.reset();
+  });
+
+  it('swaps in a valid config and records it as live', async () => {
+    const { runtime, lines, swaps } = setup();
+    const before = runtime.table();
+    const text = routesTo('10.0.0.2:80');
+    let reloaded: RoutingTable | null = null;
+    const reloader = createReloader({ runtime, onReloaded: (table) => (reloaded = table) });
+
+    const outcome = reloader.apply(content(text), 'test');
+    assert.deepEqual(outcome, { ok: true, hash: sha256Hex(text) });
+    assert.equal(serverOf(runtime), '10.0.0.2:80');
+    assert.equal(runtime.table().hash, sha256Hex(text));
+    assert.equal(reloaded, runtime.table());
+    assert.deepEqual(swaps, [[sha256Hex(text), before.hash]]);
+    // The previous table is untouched: a request holding it keeps its route.
+    assert.equal(before.match('app.test', '/')?.servers[0]?.address, '10.0.0.1:80');
+
+    assert.deepEqual(await reloads(), { success: 1, failure: 0 });
+    assert.deepEqual(await liveHashes(), [sha256Hex(text)]);
+    const [stamp] = (await configLastReloadSuccess.get()).values;
+    assert.ok(stamp && Math.abs(stamp.value - Date.now() / 1000) < 5);
+    const line = lines.find((l) => l.msg === 'upstreams.yaml reloaded');
+    assert.equal(line?.hash, sha256Hex(text));
+    assert.equal(line?.previous_hash, before.hash);
+    assert.equal(line?.trigger, 'test');
+  });
+
+  it('rejects invalid YAML with file:line, counts a failure and keeps the old table', async () => {
+    const { runtime, lines, swaps } = setup();
+    const before = runtime.table();
+    const outcome = createReloader({ runtime }).apply(content('upstreams:\n  app.test: [unclosed\n'));
+    assert.equal(outcome.ok, false);
+    assert.equal(runtime.table(), before);
+    assert.equal(swaps.length, 0);
+    assert.deepEqual(await reloads(), { success: 0, failure: 1 });
+    assert.ok(!outcome.ok && outcome.messages.every((m) => m.startsWith(`${UPSTREAMS_FILE}:`)));
+    assert.match(
+      outcome.ok ? '' : (outcome.messages[0] ?? ''),
+      /^\/etc\/tollgate\/upstreams\.yaml:\d+:\d+: /,
+    );
+    const summary = lines.find(
+      (l) => l.msg === 'upstreams.yaml not reloaded; the previous config keeps serving',
+    );
+    assert.equal(summary?.live_hash, before.hash);
+  });
+
+  it('logs one line per validation problem naming file, line and YAML path', async () => {
+    const { runtime, lines } = setup();
+    const text = [
+      'provider: file',
+      'upstreams:',
+      '  app.test:',
+      '    paths:',
+      '      "/":',
+      '        servers: ["10.0.0.2:80", "not an address"]',
+      '        authorisation: {type: basic, creds: "a:b"}',
+      '',
+    ].join('\n');
+    const outcome = createReloader({ runtime }).apply(content(text));
+    assert.equal(outcome.ok, false);
+    assert.equal(serverOf(runtime), '10.0.0.1:80');
+    const problems = lines.filter((l) => l.level === 'error' && typeof l.line === 'number');
+    assert.equal(problems.length, 2, JSON.stringify(problems));
+    assert.deepEqual(
+      problems.map((p) => [p.line, p.path]),
+      [
+        [6, 'upstreams.app.test.paths./.servers[1]'],
+        [7, 'upstreams.app.test.paths./.authorisation'],
+      ],
+    );
+    for (const p of problems)
+      assert.match(String(p.msg), /^\/etc\/tollgate\/upstreams\.yaml:\d+:\d+: upstreams\./);
+    assert.deepEqual(await reloads(), { success: 0, failure: 1 });
+  });
+
+  it('applies the cross-file rule: a masterkey differing from main.yaml is rejected', async () => {
+    const { runtime } = setup(mainConfig('masterkey: one-secret\n'));
+    const outcome = createReloader({ runtime }).apply(
+      content(`masterkey: another-secret\n${routesTo('10.0.0.2:80')}`),
+    );
+    assert.equal(outcome.ok, false);
+    assert.ok(!outcome.ok && /masterkey differs/.test(outcome.messages.join()));
+    assert.ok(!outcome.ok && !outcome.messages.join().includes('secret'), 'secrets never reach messages');
+    assert.equal(serverOf(runtime), '10.0.0.1:80');
+  });
+
+  it('rejects a config that validates but does not compile (two keys for one host)', async () => {
+    const { runtime } = setup();
+    const text = `${routesTo('10.0.0.2:80', 'app.test')}  APP.test:\n    paths:\n      "/":\n        servers: ["10.0.0.3:80"]\n`;
+    const outcome = createReloader({ runtime }).apply(content(text));
+    assert.equal(outcome.ok, false, JSON.stringify(outcome));
+    assert.equal(serverOf(runtime), '10.0.0.1:80');
+    assert.deepEqual(await reloads(), { success: 0, failure: 1 });
+  });
+
+  it('keeps the old table when the file is missing or empty, and says why', async () => {
+    const { runtime, lines } = setup();
+    const reloader = createReloader({ runtime });
+    const outcome = reloader.apply({ kind: 'unavailable', reason: 'the file does not exist' }, 'fs.watch');
+    assert.deepEqual(outcome, {
+      ok: false,
+      reason: 'unavailable',
+      messages: ['/etc/tollgate/upstreams.yaml: the file does not exist'],
+    });
+    assert.equal(serverOf(runtime), '10.0.0.1:80');
+    assert.deepEqual(await reloads(), { success: 0, failure: 1 });
+    assert.equal(lines.at(-1)?.reason, 'the file does not exist');
+  });
+});
+
+describe('startHotReload', () => {
+  const dirs: string[] = [];
+  after(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('publishes the startup config, reloads upstreams.yaml and only warns about main.yaml', async () => {
+    configReloadsTotal.reset();
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-hot-'));
+    dirs.push(dir);
+    await writeFile(join(dir, 'main.yaml'), 'upstreams_conf: upstreams.yaml\n');
+    await writeFile(join(dir, 'upstreams.yaml'), routesTo('10.0.0.1:80'));
+    const { runtime, lines } = setup(mainConfig('', dir));
+    const hot = await startHotReload({ runtime, debounceMs: 30, pollIntervalMs: 60_000 });
+    try {
+      assert.deepEqual(await liveHashes(), [runtime.table().hash]);
+      assert.deepEqual(await reloads(), { success: 0, failure: 0 });
+
+      await writeFile(join(dir, 'upstreams.yaml'), routesTo('10.0.0.9:80'));
+      hot.trigger('SIGHUP');
+      await new Promise((r) => setTimeout(r, 100));
+      await hot.settled();
+      assert.equal(serverOf(runtime), '10.0.0.9:80');
+      assert.deepEqual(await reloads(), { success: 1, failure: 0 });
+
+      await writeFile(join(dir, 'main.yaml'), 'upstreams_conf: upstreams.yaml\nlog_level: debug\n');
+      hot.trigger('SIGHUP');
+      await new Promise((r) => setTimeout(r, 100));
+      await hot.settled();
+      assert.ok(lines.some((l) => l.level === 'warn' && /restart tollgate to apply it/.test(String(l.msg))));
+      assert.deepEqual(await reloads(), { success: 1, failure: 0 });
+    } finally {
+      await hot.close();
+    }
+  });
+});

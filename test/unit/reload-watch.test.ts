@@ -1,0 +1,271 @@
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rename, rm, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import {
+  type ConfigWatcher,
+  type FileSnapshot,
+  readSnapshot,
+  sha256Hex,
+  watchConfigFiles,
+} from '../../src/config/watch.ts';
+import { createLogger } from '../../src/log.ts';
+import { createConfigMapVolume } from '../helpers/configmap.ts';
+
+const logger = createLogger('silent');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const dirs: string[] = [];
+after(async () => {
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+});
+
+async function tempDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'tollgate-watch-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Starts a watcher on one file and records what its handler is told. */
+async function watchOne(
+  path: string,
+  options: { liveHash?: string; pollIntervalMs?: number; debounceMs?: number } = {},
+) {
+  const seen: FileSnapshot[] = [];
+  const watcher: ConfigWatcher = await watchConfigFiles({
+    logger,
+    debounceMs: options.debounceMs ?? 50,
+    pollIntervalMs: options.pollIntervalMs ?? 60_000,
+    files: [{ path, liveHash: options.liveHash, onChange: (snapshot) => void seen.push(snapshot) }],
+  });
+  return { seen, watcher };
+}
+
+/** Waits until `count` changes were reported (fails after 3 s), then for the watcher to be idle. */
+async function changes(seen: FileSnapshot[], watcher: ConfigWatcher, count: number): Promise<void> {
+  const deadline = Date.now() + 3_000;
+  while (seen.length < count) {
+    if (Date.now() > deadline) assert.fail(`expected ${count} change(s), saw ${seen.length}`);
+    await sleep(10);
+  }
+  await watcher.settled();
+}
+
+const textOf = (snapshot: FileSnapshot | undefined) =>
+  snapshot?.kind === 'content' ? snapshot.text : snapshot?.kind;
+
+describe('readSnapshot', () => {
+  it('hashes the bytes and follows symlinks', async () => {
+    const dir = await tempDir();
+    await writeFile(join(dir, 'real.yaml'), 'a: 1\n');
+    await symlink('real.yaml', join(dir, 'link.yaml'));
+    assert.deepEqual(await readSnapshot(join(dir, 'link.yaml')), {
+      kind: 'content',
+      text: 'a: 1\n',
+      hash: sha256Hex('a: 1\n'),
+    });
+  });
+
+  it('reports a missing, empty, whitespace-only or non-UTF-8 file as unavailable', async () => {
+    const dir = await tempDir();
+    assert.equal((await readSnapshot(join(dir, 'nope.yaml'))).kind, 'unavailable');
+    await writeFile(join(dir, 'empty.yaml'), '');
+    assert.deepEqual(await readSnapshot(join(dir, 'empty.yaml')), {
+      kind: 'unavailable',
+      reason: 'the file is empty',
+    });
+    await writeFile(join(dir, 'blank.yaml'), ' \n\n');
+    assert.equal((await readSnapshot(join(dir, 'blank.yaml'))).kind, 'unavailable');
+    await writeFile(join(dir, 'latin1.yaml'), Buffer.from([0x61, 0x3a, 0x20, 0xe9, 0x0a]));
+    assert.deepEqual(await readSnapshot(join(dir, 'latin1.yaml')), {
+      kind: 'unavailable',
+      reason: 'the file is not UTF-8 text',
+    });
+  });
+});
+
+describe('watchConfigFiles', () => {
+  it('reports an in-place write, and nothing when the same content is written again', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file);
+    await writeFile(file, 'v: 2\n');
+    await changes(seen, watcher, 1);
+    assert.equal(textOf(seen[0]), 'v: 2\n');
+
+    await writeFile(file, 'v: 2\n');
+    watcher.trigger('test');
+    await sleep(150);
+    await watcher.settled();
+    assert.equal(seen.length, 1, 'same content: no change reported');
+    await watcher.close();
+  });
+
+  it('uses the live hash as the baseline, so a change made before watching is reported', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'written after the first load\n');
+    const { seen, watcher } = await watchOne(file, { liveHash: sha256Hex('what was loaded\n') });
+    watcher.trigger('SIGHUP');
+    await changes(seen, watcher, 1);
+    assert.equal(textOf(seen[0]), 'written after the first load\n');
+    await watcher.close();
+  });
+
+  it('coalesces a burst of writes into one change carrying the last content', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 0\n');
+    const { seen, watcher } = await watchOne(file, { debounceMs: 100 });
+    for (let i = 1; i <= 20; i++) {
+      await writeFile(file, `v: ${i}\n`);
+      await sleep(5);
+    }
+    await changes(seen, watcher, 1);
+    await sleep(200);
+    await watcher.settled();
+    assert.equal(seen.length, 1);
+    assert.equal(textOf(seen[0]), 'v: 20\n');
+    await watcher.close();
+  });
+
+  it('sees every kubelet ..data swap of a ConfigMap volume', async () => {
+    const volume = await createConfigMapVolume({ 'upstreams.yaml': 'v: 1\n' });
+    dirs.push(volume.dir);
+    const { seen, watcher } = await watchOne(volume.path('upstreams.yaml'));
+    for (let v = 2; v <= 5; v++) {
+      await volume.update({ 'upstreams.yaml': `v: ${v}\n` });
+      await changes(seen, watcher, v - 1);
+      assert.equal(textOf(seen.at(-1)), `v: ${v}\n`);
+    }
+    await watcher.close();
+  });
+
+  it('sees a temp file renamed over the original (editors, `kubectl cp`, atomic writers)', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file);
+    await writeFile(join(dir, '.upstreams.yaml.tmp'), 'v: 2\n');
+    await rename(join(dir, '.upstreams.yaml.tmp'), file);
+    await changes(seen, watcher, 1);
+    assert.equal(textOf(seen[0]), 'v: 2\n');
+    await watcher.close();
+  });
+
+  it('reports deletion and truncation as unavailable, then the content that follows', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file);
+    await unlink(file);
+    await changes(seen, watcher, 1);
+    assert.deepEqual(seen[0], { kind: 'unavailable', reason: 'the file does not exist' });
+
+    await writeFile(file, 'v: 2\n');
+    await changes(seen, watcher, 2);
+    assert.equal(textOf(seen[1]), 'v: 2\n');
+
+    await truncate(file, 0);
+    await changes(seen, watcher, 3);
+    assert.deepEqual(seen[2], { kind: 'unavailable', reason: 'the file is empty' });
+    await watcher.close();
+  });
+
+  it('a truncate immediately followed by the write is one change to the new content', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file, { debounceMs: 100 });
+    await truncate(file, 0);
+    await sleep(20);
+    await writeFile(file, 'v: 2\n', { flag: 'r+' });
+    await changes(seen, watcher, 1);
+    await sleep(150);
+    assert.deepEqual(seen.map(textOf), ['v: 2\n']);
+    await watcher.close();
+  });
+
+  it('falls back to polling for changes fs.watch cannot see (a symlink into another directory)', async () => {
+    const dir = await tempDir();
+    const elsewhere = await tempDir();
+    await writeFile(join(elsewhere, 'real.yaml'), 'v: 1\n');
+    await symlink(join(elsewhere, 'real.yaml'), join(dir, 'upstreams.yaml'));
+    const { seen, watcher } = await watchOne(join(dir, 'upstreams.yaml'), { pollIntervalMs: 200 });
+    await writeFile(join(elsewhere, 'real.yaml'), 'v: 2\n');
+    await changes(seen, watcher, 1);
+    assert.equal(textOf(seen[0]), 'v: 2\n');
+    await watcher.close();
+  });
+
+  it('keeps working when the watched directory is removed and created again', async () => {
+    const parent = await tempDir();
+    const dir = join(parent, 'config');
+    await mkdir(dir);
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file, { pollIntervalMs: 200 });
+    await rm(dir, { recursive: true });
+    await changes(seen, watcher, 1);
+    assert.equal(seen[0]?.kind, 'unavailable');
+    await mkdir(dir);
+    await writeFile(file, 'v: 2\n');
+    await changes(seen, watcher, 2);
+    assert.equal(textOf(seen[1]), 'v: 2\n');
+    // Watching again after the poll restored it: a later write is seen promptly too.
+    await sleep(300);
+    await writeFile(file, 'v: 3\n');
+    await changes(seen, watcher, 3);
+    assert.equal(textOf(seen[2]), 'v: 3\n');
+    await watcher.close();
+  });
+
+  it('never runs two checks at once; a change during a slow handler is checked afterwards', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const seen: string[] = [];
+    let active = 0;
+    let maxActive = 0;
+    const watcher = await watchConfigFiles({
+      logger,
+      debounceMs: 20,
+      pollIntervalMs: 60_000,
+      files: [
+        {
+          path: file,
+          async onChange(snapshot) {
+            active++;
+            maxActive = Math.max(maxActive, active);
+            seen.push(textOf(snapshot) ?? '');
+            await sleep(200);
+            active--;
+          },
+        },
+      ],
+    });
+    await writeFile(file, 'v: 2\n');
+    await sleep(100); // handler for v: 2 is running now
+    await writeFile(file, 'v: 3\n');
+    const deadline = Date.now() + 3_000;
+    while (seen.length < 2 && Date.now() < deadline) await sleep(10);
+    await watcher.settled();
+    assert.deepEqual(seen, ['v: 2\n', 'v: 3\n']);
+    assert.equal(maxActive, 1);
+    await watcher.close();
+  });
+
+  it('reports nothing after close()', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const { seen, watcher } = await watchOne(file, { pollIntervalMs: 50 });
+    await watcher.close();
+    await writeFile(file, 'v: 2\n');
+    watcher.trigger('SIGHUP');
+    await sleep(200);
+    assert.equal(seen.length, 0);
+  });
+});
