@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type RedisServer, startRedis } from '../helpers/redis-server.ts';
+import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+
+function hasRedisServer(): boolean {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const LIMIT = 10;
+
+async function backendUp(tollgate: Tollgate): Promise<number> {
+  return Number(/^tollgate_rate_limit_backend_up (\d+)/m.exec(await tollgate.metrics())?.[1]);
+}
+
+describe('rate limit shared through Redis by two proxy processes', {
+  skip: hasRedisServer() ? false : 'no redis-server',
+}, () => {
+  let redis: RedisServer;
+  let upstream: Upstream;
+  let first: Tollgate;
+  let second: Tollgate;
+
+  before(async () => {
+    redis = await startRedis();
+    upstream = await startUpstream();
+    const config = {
+      main: { rate_limit_redis: redis.url, access_log: false },
+      upstreams: {
+        rate_limit: LIMIT,
+        upstreams: { 'api.test': { paths: { '/': { servers: [upstream.address] } } } },
+      },
+    };
+    [first, second] = await Promise.all([startTollgate(config), startTollgate(config)]);
+    await waitFor(async () => (await backendUp(first)) === 1 && (await backendUp(second)) === 1, 10_000);
+  });
+  after(async () => {
+    await Promise.all([first?.stop(), second?.stop()]);
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('gives one client one budget across both replicas', async (t) => {
+    // Alternate replicas at 40 requests/s for ~1.9 s: two one-second windows of LIMIT each in total,
+    // where independent replicas would allow twice as many.
+    let ok = 0;
+    let limited = 0;
+    const start = performance.now();
+    for (let i = 0; performance.now() - start < 1_900; i++) {
+      const tollgate = i % 2 === 0 ? first : second;
+      const res = await request(`${tollgate.proxyUrl}/`, {
+        headers: { host: 'api.test' },
+        localAddress: '127.0.0.6',
+      });
+      if (res.status === 200) ok++;
+      else if (res.status === 429) limited++;
+      else assert.fail(`unexpected status ${res.status}`);
+      await sleep(25);
+    }
+    t.diagnostic(`allowed ${ok} of ${ok + limited} across two replicas; expected ${2 * LIMIT}`);
+    assert.ok(Math.abs(ok - 2 * LIMIT) <= 2 * LIMIT * 0.1, `allowed ${ok}, expected ${2 * LIMIT} ±10%`);
+    assert.ok(limited > 0);
+  });
+
+  it('falls back to local limits when Redis goes away, says so once, and never fails a request', async () => {
+    await redis.stop();
+    await waitFor(async () => (await backendUp(first)) === 0, 10_000);
+    const statuses: number[] = [];
+    for (let i = 0; i < LIMIT + 5; i++) {
+      const res = await request(`${first.proxyUrl}/`, {
+        headers: { host: 'api.test' },
+        localAddress: '127.0.0.7',
+      });
+      statuses.push(res.status);
+    }
+    assert.equal(
+      statuses.filter((s) => s === 200).length,
+      LIMIT,
+      `local limit applies: ${statuses.join(',')}`,
+    );
+    assert.equal(statuses.filter((s) => s !== 200 && s !== 429).length, 0);
+    await sleep(600); // reconnect attempts continue meanwhile
+    const outageLines = first
+      .logs()
+      .filter((line) => String(line.msg).includes('falling back to per-replica local limits'));
+    assert.equal(outageLines.length, 1);
+    assert.ok(!first.stdout().includes(redis.url), 'the Redis URL (which may hold a password) is not logged');
+  });
+
+  it('goes back to the shared store when Redis returns', async () => {
+    redis = await startRedis(redis.port);
+    await waitFor(async () => (await backendUp(first)) === 1 && (await backendUp(second)) === 1, 15_000);
+    assert.ok(first.logs().some((line) => String(line.msg).includes('reachable again')));
+  });
+});
