@@ -51,3 +51,27 @@ export function resolveMasterkey(
   }
   return fromMain ?? fromUpstreams;
 }
+
+/** The live masterkey, re-resolved when upstreams.yaml is reloaded. */
+export interface MasterkeySource {
+  current(): string | null;
+  /**
+   * Re-resolves with a freshly loaded upstreams.yaml (and re-reads masterkey_file). Throws
+   * MasterkeyError, keeping the previous key, when the sources now disagree: reject that reload.
+   */
+  reload(upstreams: Pick<UpstreamsConfig, 'masterkey'>): void;
+}
+
+export function createMasterkeySource(
+  main: Pick<MainConfig, 'masterkey' | 'masterkeyFile'>,
+  upstreams: Pick<UpstreamsConfig, 'masterkey'> | null,
+  env: NodeJS.ProcessEnv = process.env,
+): MasterkeySource {
+  let key = resolveMasterkey(main, upstreams, env);
+  return {
+    current: () => key,
+    reload(next) {
+      key = resolveMasterkey(main, next, env);
+    },
+  };
+}

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { MasterkeyError, resolveMasterkey } from '../../src/auth/masterkey.ts';
+import { createMasterkeySource, MasterkeyError, resolveMasterkey } from '../../src/auth/masterkey.ts';
 
 let dir = '';
 before(async () => {
@@ -68,4 +68,17 @@ test('an unreadable masterkey_file is an error naming the file, not a silent nul
     () => resolveMasterkey(main(null, missing), upstreams(null), {}),
     (error: Error) => error instanceof MasterkeyError && error.message.includes(missing),
   );
+});
+
+test('a masterkey source follows upstreams.yaml reloads and keeps its key on a conflicting one', () => {
+  const source = createMasterkeySource(main(null), upstreams('first'), {});
+  assert.equal(source.current(), 'first');
+  source.reload(upstreams('second'));
+  assert.equal(source.current(), 'second');
+  source.reload(upstreams(null));
+  assert.equal(source.current(), null);
+
+  const pinned = createMasterkeySource(main('pinned'), upstreams(null), {});
+  assert.throws(() => pinned.reload(upstreams('other')), MasterkeyError);
+  assert.equal(pinned.current(), 'pinned');
 });

@@ -1,0 +1,304 @@
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
+import { test } from 'node:test';
+import { authFailuresTotal } from '../../src/admin/metrics.ts';
+import { hashPassword } from '../../src/auth/password.ts';
+import { createAuthStage } from '../../src/auth/stage.ts';
+import { deriveSigningKey, issueToken } from '../../src/auth/tokens.ts';
+import type { AuthorizationConfig } from '../../src/config/types.ts';
+import { createLogger } from '../../src/log.ts';
+import type { ProxyRequest } from '../../src/proxy/context.ts';
+import type { Route } from '../../src/routing/types.ts';
+
+const MASTERKEY = 'stage-test-masterkey';
+const T0 = 1_800_000_000;
+
+function harness(options: { masterkey?: string | null; tokenParam?: string } = {}) {
+  const lines: string[] = [];
+  const logger = createLogger('info', { write: (line: string) => lines.push(line) });
+  let now = T0;
+  let masterkey = options.masterkey === undefined ? MASTERKEY : options.masterkey;
+  const stage = createAuthStage({
+    tokenParam: options.tokenParam ?? 'tollgatetoken',
+    masterkey: () => masterkey,
+    logger,
+    now: () => now,
+  });
+  return {
+    stage,
+    lines,
+    setNow: (value: number) => {
+      now = value;
+    },
+    setMasterkey: (value: string | null) => {
+      masterkey = value;
+    },
+  };
+}
+
+interface FakeResponse {
+  headersSent: boolean;
+  status: number;
+  headers: Record<string, string | number>;
+  body: string;
+}
+
+function request(auth: AuthorizationConfig | null, headers: IncomingHttpHeaders = {}, query = '') {
+  const res: FakeResponse & Record<string, unknown> = {
+    headersSent: false,
+    status: 0,
+    headers: {},
+    body: '',
+    writeHead(status: number, sent: Record<string, string | number>) {
+      res.status = status;
+      res.headers = sent;
+      res.headersSent = true;
+    },
+    end(body?: string) {
+      res.body = body ?? '';
+    },
+    destroy() {},
+  };
+  const route = { id: 'example.com/api', auth } as Route;
+  const proxyRequest = {
+    req: { headers },
+    res,
+    route,
+    host: 'example.com',
+    path: '/api/x',
+    query,
+    clientIp: '127.0.0.1',
+    subject: null,
+    forwardQuery: query,
+    consumedHeaders: [],
+  } as unknown as ProxyRequest;
+  return { proxyRequest, res };
+}
+
+const basicHeader = (user: string, password: string) =>
+  `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+const errorCode = (res: FakeResponse) => (JSON.parse(res.body) as { error: string }).error;
+
+async function failures(method: string, reason: string): Promise<number> {
+  const metric = await authFailuresTotal.get();
+  return metric.values.find((v) => v.labels.method === method && v.labels.reason === reason)?.value ?? 0;
+}
+
+const plainBasic: AuthorizationConfig = Object.freeze({
+  type: 'basic',
+  users: [
+    { username: 'alice', password: 'wonderland', passwordHash: null },
+    { username: 'zoë', password: 'ümlaut', passwordHash: null },
+  ],
+  keys: [],
+});
+
+test('a route without a policy passes untouched', () => {
+  const { stage } = harness();
+  const { proxyRequest } = request(null, { authorization: 'Basic Zm9vOmJhcg==' }, 'tollgatetoken=x');
+  assert.equal(stage(proxyRequest), true);
+  assert.equal(proxyRequest.subject, null);
+  assert.deepEqual(proxyRequest.consumedHeaders, []);
+  assert.equal(proxyRequest.forwardQuery, 'tollgatetoken=x');
+});
+
+test('basic with plain passwords: accepted synchronously, the header consumed, the user the subject', () => {
+  const { stage } = harness();
+  const { proxyRequest } = request(plainBasic, { authorization: basicHeader('alice', 'wonderland') });
+  assert.equal(stage(proxyRequest), true);
+  assert.equal(proxyRequest.subject, 'alice');
+  assert.deepEqual(proxyRequest.consumedHeaders, ['authorization']);
+});
+
+test('basic: a non-ASCII user name becomes a percent-encoded subject', () => {
+  const { stage } = harness();
+  const { proxyRequest } = request(plainBasic, { authorization: basicHeader('zoë', 'ümlaut') });
+  assert.equal(stage(proxyRequest), true);
+  assert.equal(proxyRequest.subject, 'zo%C3%AB');
+});
+
+test('basic refusals: 401, the Basic challenge, a reason code, a metric, a log line without the secret', async () => {
+  const { stage, lines } = harness();
+  const before = await failures('basic', 'invalid_credentials');
+  const cases: Array<[IncomingHttpHeaders, string]> = [
+    [{}, 'missing_credentials'],
+    [{ authorization: 'Bearer abc.def.ghi' }, 'missing_credentials'],
+    [{ authorization: basicHeader('alice', 'wrong-password-1') }, 'invalid_credentials'],
+    [{ authorization: basicHeader('mallory', 'wonderland') }, 'invalid_credentials'],
+    [{ authorization: basicHeader('alice', '') }, 'invalid_credentials'],
+    [{ authorization: 'Basic !!!not-base64' }, 'invalid_credentials'],
+    [{ authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` }, 'invalid_credentials'],
+  ];
+  for (const [headers, reason] of cases) {
+    const { proxyRequest, res } = request(plainBasic, headers);
+    assert.equal(stage(proxyRequest), false);
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['www-authenticate'], 'Basic realm="tollgate", charset="UTF-8"');
+    assert.equal(errorCode(res), reason, JSON.stringify(headers));
+    assert.equal(proxyRequest.subject, null);
+  }
+  assert.equal(await failures('basic', 'invalid_credentials'), before + 5);
+  assert.equal(lines.length, cases.length);
+  const log = JSON.parse(lines[2] ?? '{}') as Record<string, unknown>;
+  assert.equal(log.event, 'auth_refused');
+  assert.equal(log.route, 'example.com/api');
+  assert.equal(log.reason, 'invalid_credentials');
+  assert.doesNotMatch(lines.join(''), /wrong-password-1|wonderland|YWxpY2/);
+});
+
+test('basic with hashed passwords: async first, cached after; the cache does not survive a new policy', async () => {
+  const hash = await hashPassword('s3cret', 10);
+  const policy: AuthorizationConfig = {
+    type: 'basic',
+    users: [{ username: 'bob', password: null, passwordHash: hash }],
+    keys: [],
+  };
+  const { stage } = harness();
+  const first = request(policy, { authorization: basicHeader('bob', 's3cret') });
+  const answer = stage(first.proxyRequest);
+  assert.ok(answer instanceof Promise, 'a hash check runs off the event loop');
+  assert.equal(await answer, true);
+  assert.equal(first.proxyRequest.subject, 'bob');
+  assert.deepEqual(first.proxyRequest.consumedHeaders, ['authorization']);
+
+  const second = request(policy, { authorization: basicHeader('bob', 's3cret') });
+  assert.equal(stage(second.proxyRequest), true, 'a repeated good credential is a synchronous cache hit');
+  assert.equal(second.proxyRequest.subject, 'bob');
+
+  for (const [user, password] of [
+    ['bob', 'S3cret'],
+    ['nobody', 's3cret'],
+  ] as const) {
+    const wrong = request(policy, { authorization: basicHeader(user, password) });
+    assert.equal(await stage(wrong.proxyRequest), false, user);
+    assert.equal(errorCode(wrong.res), 'invalid_credentials');
+  }
+
+  // A reload builds new policy objects: the old password's cached success must not carry over.
+  const reloaded: AuthorizationConfig = {
+    type: 'basic',
+    users: [{ username: 'bob', password: null, passwordHash: await hashPassword('n3w', 10) }],
+    keys: [],
+  };
+  const old = request(reloaded, { authorization: basicHeader('bob', 's3cret') });
+  assert.equal(await stage(old.proxyRequest), false);
+});
+
+test('apikey: named keys, the header consumed, the key name the subject; refusals with a challenge', () => {
+  const policy: AuthorizationConfig = {
+    type: 'apikey',
+    users: [],
+    keys: [
+      { name: 'ci', key: 'key-for-ci' },
+      { name: 'grafana', key: 'key-for-grafana' },
+    ],
+  };
+  const { stage, lines } = harness();
+  const good = request(policy, { 'x-api-key': 'key-for-grafana', authorization: 'Bearer upstream-own' });
+  assert.equal(stage(good.proxyRequest), true);
+  assert.equal(good.proxyRequest.subject, 'grafana');
+  assert.deepEqual(
+    good.proxyRequest.consumedHeaders,
+    ['x-api-key'],
+    'Authorization is not ours on apikey routes',
+  );
+
+  for (const [headers, reason] of [
+    [{}, 'missing_credentials'],
+    [{ 'x-api-key': '' }, 'missing_credentials'],
+    [{ 'x-api-key': 'key-for-ci ' }, 'invalid_credentials'],
+    [{ 'x-api-key': 'key-for-ci, key-for-grafana' }, 'invalid_credentials'],
+  ] as Array<[IncomingHttpHeaders, string]>) {
+    const { proxyRequest, res } = request(policy, headers);
+    assert.equal(stage(proxyRequest), false);
+    assert.equal(res.status, 401);
+    assert.match(String(res.headers['www-authenticate']), /^ApiKey realm="tollgate"/);
+    assert.equal(errorCode(res), reason);
+  }
+  assert.doesNotMatch(lines.join(''), /key-for-/);
+});
+
+test('jwt: Bearer token accepted (async once, then a synchronous cache hit), header consumed', async () => {
+  const policy: AuthorizationConfig = { type: 'jwt', users: [], keys: [] };
+  const { stage } = harness();
+  const { token } = await issueToken(deriveSigningKey(MASTERKEY), {
+    owner: 'carol',
+    validMinutes: 5,
+    now: () => T0,
+  });
+  const first = request(policy, { authorization: `Bearer ${token}` }, 'a=1');
+  const answer = stage(first.proxyRequest);
+  assert.ok(answer instanceof Promise);
+  assert.equal(await answer, true);
+  assert.equal(first.proxyRequest.subject, 'carol');
+  assert.deepEqual(first.proxyRequest.consumedHeaders, ['authorization']);
+  assert.equal(first.proxyRequest.forwardQuery, 'a=1');
+
+  const again = request(policy, { authorization: `bearer ${token}` });
+  assert.equal(stage(again.proxyRequest), true);
+});
+
+test('jwt: token in the query parameter accepted; the parameter removed, the rest of the query kept', async () => {
+  const policy: AuthorizationConfig = { type: 'jwt', users: [], keys: [] };
+  const { stage } = harness({ tokenParam: 'proxytoken' });
+  const { token } = await issueToken(deriveSigningKey(MASTERKEY), {
+    owner: 'dave',
+    validMinutes: 5,
+    now: () => T0,
+  });
+  const { proxyRequest } = request(
+    policy,
+    { authorization: 'Basic dXBzdHJlYW06b3du' },
+    `x=%2F1&proxytoken=${token}&y`,
+  );
+  assert.equal(await stage(proxyRequest), true);
+  assert.equal(proxyRequest.subject, 'dave');
+  assert.equal(proxyRequest.forwardQuery, 'x=%2F1&y');
+  assert.deepEqual(proxyRequest.consumedHeaders, [], 'a non-Bearer Authorization is not ours to consume');
+});
+
+test('jwt refusals: reason codes, RFC 6750 challenges, the token parameter stripped even when refused', async () => {
+  const policy: AuthorizationConfig = { type: 'jwt', users: [], keys: [] };
+  const h = harness();
+  const { token } = await issueToken(deriveSigningKey(MASTERKEY), {
+    owner: 'erin',
+    validMinutes: 1,
+    now: () => T0,
+  });
+  const missing = request(policy, {}, 'q=1');
+  assert.equal(h.stage(missing.proxyRequest), false);
+  assert.equal(errorCode(missing.res), 'missing_credentials');
+  assert.equal(missing.res.headers['www-authenticate'], 'Bearer realm="tollgate"');
+
+  const bad = request(policy, {}, `tollgatetoken=${token}x&q=1`);
+  assert.equal(await h.stage(bad.proxyRequest), false);
+  assert.equal(errorCode(bad.res), 'token_invalid');
+  assert.equal(bad.res.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
+  assert.equal(bad.proxyRequest.forwardQuery, 'q=1', 'the access log must not see the refused token');
+
+  h.setNow(T0 + 3600);
+  const expired = request(policy, { authorization: `Bearer ${token}` });
+  assert.equal(await h.stage(expired.proxyRequest), false);
+  assert.equal(errorCode(expired.res), 'token_expired');
+  assert.equal(expired.res.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
+  assert.doesNotMatch(h.lines.join(''), new RegExp(token.slice(-20)));
+});
+
+test('jwt: a changed masterkey refuses tokens of the old one, even cached; no masterkey refuses all', async () => {
+  const policy: AuthorizationConfig = { type: 'jwt', users: [], keys: [] };
+  const h = harness();
+  const { token } = await issueToken(deriveSigningKey(MASTERKEY), {
+    owner: 'frank',
+    validMinutes: 5,
+    now: () => T0,
+  });
+  assert.equal(await h.stage(request(policy, { authorization: `Bearer ${token}` }).proxyRequest), true);
+  h.setMasterkey('rotated');
+  const rotated = request(policy, { authorization: `Bearer ${token}` });
+  assert.equal(await h.stage(rotated.proxyRequest), false);
+  assert.equal(errorCode(rotated.res), 'token_invalid');
+  h.setMasterkey(null);
+  const none = request(policy, { authorization: `Bearer ${token}` });
+  assert.equal(await h.stage(none.proxyRequest), false);
+  assert.equal(errorCode(none.res), 'token_invalid');
+});
