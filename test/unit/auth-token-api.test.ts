@@ -115,7 +115,11 @@ test('400 names the field at fault', async () => {
 });
 
 test('415 when the body is not declared JSON', async () => {
-  for (const headers of [{}, { 'content-type': 'text/plain' }, { 'content-type': 'application/jsonx' }]) {
+  for (const headers of [
+    {},
+    { 'content-type': 'text/plain' },
+    { 'content-type': 'application/jsonx' },
+  ] as Array<Record<string, string>>) {
     const res = await post({ master_key: MASTERKEY, owner: 'a', valid: 1 }, headers);
     assert.equal(res.status, 415);
     assert.equal(res.json().error, 'unsupported_media_type');
