@@ -1,0 +1,284 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { WebSocket, WebSocketServer } from 'ws';
+import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
+import { freePort, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+
+interface EchoUpstream {
+  address: string;
+  /** Upgrade requests as the upstream received them. */
+  handshakes: Array<{ url: string; headers: http.IncomingHttpHeaders }>;
+  /** Server-side sockets, in connection order. */
+  sockets: WebSocket[];
+  close(): Promise<void>;
+}
+
+/** A WebSocket echo server: echoes every message; `close please` makes it close the socket itself. */
+async function startEchoUpstream(): Promise<EchoUpstream> {
+  const server = http.createServer((_req, res) => {
+    res.writeHead(426, { 'content-type': 'text/plain' }).end('upgrade required');
+  });
+  const wss = new WebSocketServer({ server });
+  const handshakes: EchoUpstream['handshakes'] = [];
+  const sockets: WebSocket[] = [];
+  wss.on('connection', (socket, req) => {
+    handshakes.push({ url: req.url ?? '', headers: req.headers });
+    sockets.push(socket);
+    socket.on('message', (data, isBinary) => {
+      if (!isBinary && data.toString() === 'close please') socket.close(1000, 'bye');
+      else socket.send(data, { binary: isBinary });
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    handshakes,
+    sockets,
+    close: async () => {
+      for (const client of wss.clients) client.terminate();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** Opens a WebSocket through the proxy; resolves with it, or with the HTTP answer that refused it. */
+function openSocket(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ socket: WebSocket } | { status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { headers });
+    socket.once('open', () => resolve({ socket }));
+    socket.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (d: string) => {
+        body += d;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+    });
+    socket.once('error', reject);
+  });
+}
+
+async function mustOpen(url: string, headers: Record<string, string>): Promise<WebSocket> {
+  const result = await openSocket(url, headers);
+  if (!('socket' in result)) assert.fail(`upgrade refused with ${result.status}: ${result.body}`);
+  return result.socket;
+}
+
+async function mustRefuse(url: string, headers: Record<string, string>) {
+  const result = await openSocket(url, headers);
+  if ('socket' in result) {
+    result.socket.terminate();
+    assert.fail('the upgrade should have been refused');
+  }
+  return result;
+}
+
+async function nextMessage(socket: WebSocket): Promise<{ data: Buffer; isBinary: boolean }> {
+  const [data, isBinary] = (await once(socket, 'message')) as [Buffer, boolean];
+  return { data, isBinary };
+}
+
+describe('WebSockets through the proxy', () => {
+  let upstream: EchoUpstream;
+  let tollgate: Tollgate;
+  let ws: string;
+
+  before(async () => {
+    upstream = await startEchoUpstream();
+    const deadPort = await freePort();
+    tollgate = await startTollgate({
+      upstreams: {
+        upstreams: {
+          'ws.test': {
+            paths: {
+              '/': { servers: [upstream.address] },
+              '/secure': { servers: [upstream.address], to_https: true },
+              '/private': {
+                servers: [upstream.address],
+                authorization: { type: 'basic', creds: 'alice:wonderland' },
+              },
+              '/limited': { servers: [upstream.address], rate_limit: 1 },
+              '/dead': { servers: [`127.0.0.1:${deadPort}`] },
+            },
+          },
+        },
+      },
+    });
+    ws = tollgate.proxyUrl.replace('http:', 'ws:');
+  });
+  after(async () => {
+    await tollgate.stop();
+    await upstream.close();
+  });
+
+  it('echoes text and binary messages both ways, on the normalised path, with proxy headers', async () => {
+    const socket = await mustOpen(`${ws}/chat/../chat//room?x=1`, {
+      host: 'ws.test',
+      'x-tollgate-subject': 'forged',
+      cookie: 'a=1',
+    });
+    socket.send('hello');
+    const text = await nextMessage(socket);
+    assert.equal(text.data.toString(), 'hello');
+    assert.equal(text.isBinary, false);
+    const payload = Buffer.alloc(1024 * 1024, 7); // bigger than any socket buffer: it must stream
+    socket.send(payload);
+    const binary = await nextMessage(socket);
+    assert.equal(binary.isBinary, true);
+    assert.ok(binary.data.equals(payload));
+
+    const handshake = upstream.handshakes.at(-1);
+    assert.ok(handshake);
+    assert.equal(handshake.url, '/chat/room?x=1');
+    assert.equal(handshake.headers.host, 'ws.test');
+    assert.equal(handshake.headers.upgrade, 'websocket');
+    assert.equal(handshake.headers['x-forwarded-for'], '127.0.0.1');
+    assert.equal(handshake.headers['x-forwarded-proto'], 'http');
+    assert.equal(handshake.headers['x-forwarded-host'], 'ws.test');
+    assert.equal(handshake.headers['x-tollgate-subject'], undefined);
+    assert.equal(handshake.headers.cookie, 'a=1');
+    socket.close();
+    await once(socket, 'close');
+  });
+
+  it('closes the upstream side when the client closes', async () => {
+    const socket = await mustOpen(`${ws}/client-closes`, { host: 'ws.test' });
+    socket.send('ping');
+    await nextMessage(socket);
+    const serverSide = upstream.sockets.at(-1);
+    assert.ok(serverSide);
+    const closed = once(serverSide, 'close');
+    socket.close(1000, 'done');
+    const [code] = (await closed) as [number];
+    assert.equal(code, 1000);
+  });
+
+  it('closes the client side when the upstream closes', async () => {
+    const socket = await mustOpen(`${ws}/server-closes`, { host: 'ws.test' });
+    const closed = once(socket, 'close');
+    socket.send('close please');
+    const [code, reason] = (await closed) as [number, Buffer];
+    assert.equal(code, 1000);
+    assert.equal(reason.toString(), 'bye');
+  });
+
+  it('closes the client side when the upstream connection is cut', async () => {
+    const socket = await mustOpen(`${ws}/server-dies`, { host: 'ws.test' });
+    socket.send('ping');
+    await nextMessage(socket);
+    const closed = once(socket, 'close');
+    upstream.sockets.at(-1)?.terminate(); // TCP close without a close frame
+    const [code] = (await closed) as [number];
+    assert.equal(code, 1006);
+  });
+
+  it('answers 404 for an unknown host', async () => {
+    const refused = await mustRefuse(`${ws}/`, { host: 'nobody.test' });
+    assert.equal(refused.status, 404);
+  });
+
+  it('redirects a plain-HTTP upgrade on a to_https route like any GET', async () => {
+    const refused = await mustRefuse(`${ws}/secure/feed?a=1`, { host: 'ws.test' });
+    assert.equal(refused.status, 301);
+    assert.equal(refused.headers.location, 'https://ws.test/secure/feed?a=1');
+  });
+
+  it('authenticates the upgrade and forwards the subject, not the credentials', async () => {
+    const refused = await mustRefuse(`${ws}/private/feed`, { host: 'ws.test' });
+    assert.equal(refused.status, 401);
+    assert.match(String(refused.headers['www-authenticate']), /^Basic/);
+    const wrong = await mustRefuse(`${ws}/private/feed`, {
+      host: 'ws.test',
+      authorization: `Basic ${Buffer.from('alice:nope').toString('base64')}`,
+    });
+    assert.equal(wrong.status, 401);
+
+    const socket = await mustOpen(`${ws}/private/feed`, {
+      host: 'ws.test',
+      authorization: `Basic ${Buffer.from('alice:wonderland').toString('base64')}`,
+    });
+    const handshake = upstream.handshakes.at(-1);
+    assert.ok(handshake);
+    assert.equal(handshake.url, '/private/feed');
+    assert.equal(handshake.headers.authorization, undefined);
+    assert.equal(handshake.headers['x-tollgate-subject'], 'alice');
+    socket.close();
+  });
+
+  it('rate-limits upgrades like requests', async () => {
+    const socket = await mustOpen(`${ws}/limited`, { host: 'ws.test' });
+    const refused = await mustRefuse(`${ws}/limited`, { host: 'ws.test' });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers['retry-after'], '1');
+    socket.close();
+  });
+
+  it('answers 502 when the upstream is down', async () => {
+    const refused = await mustRefuse(`${ws}/dead`, { host: 'ws.test' });
+    assert.equal(refused.status, 502);
+  });
+
+  it('writes one access line per WebSocket, when it ends, with status 101', async () => {
+    await waitFor(() =>
+      tollgate
+        .logs()
+        .some((line) => line.msg === 'access' && line.path === '/client-closes' && line.status === 101),
+    );
+  });
+});
+
+describe('WebSockets over the TLS listener (wss)', { skip: hasOpenssl() ? false : 'no openssl' }, () => {
+  it('proxies wss on a to_https route without redirecting, with X-Forwarded-Proto https', async () => {
+    const upstream = await startEchoUpstream();
+    const cert = selfSigned('localhost');
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-wss-'));
+    await writeFile(join(dir, 'tls.crt'), cert.cert);
+    await writeFile(join(dir, 'tls.key'), cert.key);
+    const tlsPort = await freePort();
+    const tollgate = await startTollgate({
+      main: {
+        proxy_address_tls: `127.0.0.1:${tlsPort}`,
+        tls_certificate: join(dir, 'tls.crt'),
+        tls_key_file: join(dir, 'tls.key'),
+      },
+      upstreams: {
+        to_https: true,
+        upstreams: { 'ws.test': { paths: { '/': { servers: [upstream.address] } } } },
+      },
+    });
+    try {
+      const socket = await new Promise<WebSocket>((resolve, reject) => {
+        const client = new WebSocket(`wss://localhost:${tlsPort}/feed`, {
+          headers: { host: 'ws.test' },
+          ca: cert.cert,
+        });
+        client.once('open', () => resolve(client));
+        client.once('error', reject);
+        client.once('unexpected-response', (_req, res) =>
+          reject(new Error(`refused with ${res.statusCode}`)),
+        );
+      });
+      socket.send('over tls');
+      assert.equal((await nextMessage(socket)).data.toString(), 'over tls');
+      assert.equal(upstream.handshakes.at(-1)?.headers['x-forwarded-proto'], 'https');
+      socket.close();
+      await once(socket, 'close');
+    } finally {
+      await tollgate.stop();
+      await upstream.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
