@@ -34,7 +34,9 @@ export function readStickyIds(cookieHeader: string | undefined): string[] {
     const end = cookieHeader.indexOf(';', from);
     let value = cookieHeader.slice(from, end === -1 ? undefined : end).trim();
     if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
-    for (const id of value.split(SEPARATOR)) if (id.length > 0) ids.push(id);
+    if (!value.includes(SEPARATOR)) {
+      if (value.length > 0) ids.push(value);
+    } else for (const id of value.split(SEPARATOR)) if (id.length > 0) ids.push(id);
   }
 }
 
