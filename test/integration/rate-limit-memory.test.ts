@@ -74,7 +74,9 @@ describe('rate limit in memory, through the proxy', () => {
     // Loopback is 127/8 on Linux: two source addresses are two clients.
     const [a, b] = await Promise.all([hammer(url, headers, '127.0.0.2'), hammer(url, headers, '127.0.0.3')]);
     const expected = LIMIT * Math.ceil(DURATION_MS / 1000);
-    t.diagnostic(`allowed ${a.ok} and ${b.ok} of ${a.ok + a.limited} and ${b.ok + b.limited}; expected ${expected}`);
+    t.diagnostic(
+      `allowed ${a.ok} and ${b.ok} of ${a.ok + a.limited} and ${b.ok + b.limited}; expected ${expected}`,
+    );
     assertWithinTenPercent(a.ok, expected, 'client 127.0.0.2');
     assertWithinTenPercent(b.ok, expected, 'client 127.0.0.3');
     for (const tally of [a, b]) {
