@@ -1,0 +1,135 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { isAbsolute, relative, resolve } from 'node:path';
+import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
+import { validateMain } from './validate-main.ts';
+import { validateUpstreams } from './validate-upstreams.ts';
+import { YamlReader } from './yaml-reader.ts';
+
+export type Loaded<T> = { ok: true; value: T } | { ok: false; issues: ConfigIssue[] };
+
+/** Parses and validates main.yaml. `file` is its path; relative paths inside resolve against its dir. */
+export function parseMainConfig(text: string, file: string): Loaded<MainConfig> {
+  const reader = new YamlReader(text, file);
+  if (!reader.wellFormed) return { ok: false, issues: reader.issues };
+  const { config } = validateMain(reader, resolve(file));
+  return reader.issues.length > 0
+    ? { ok: false, issues: inFileOrder(reader.issues) }
+    : { ok: true, value: config };
+}
+
+/** Parses and validates upstreams.yaml; `hash` is the sha256 of the text, as the reloader compares it. */
+export function parseUpstreamsConfig(text: string, file: string): Loaded<UpstreamsConfig> {
+  const reader = new YamlReader(text, file);
+  if (!reader.wellFormed) return { ok: false, issues: reader.issues };
+  const config = validateUpstreams(reader, resolve(file), sha256(text));
+  if (reader.issues.length > 0) return { ok: false, issues: inFileOrder(reader.issues) };
+  const masterkeyAt = reader.locateTopLevelValue('masterkey');
+  if (masterkeyAt) masterkeyPositions.set(config, { file, ...masterkeyAt });
+  return { ok: true, value: config };
+}
+
+/**
+ * Where each parsed UpstreamsConfig wrote its masterkey, so checkConsistency can point at the line
+ * without the domain type carrying YAML positions.
+ */
+const masterkeyPositions = new WeakMap<UpstreamsConfig, { file: string; line: number; column: number }>();
+
+/** Rules spanning both files. Messages never contain secret values. */
+export function checkConsistency(main: MainConfig, upstreams: UpstreamsConfig): ConfigIssue[] {
+  if (main.masterkey === null || upstreams.masterkey === null) return [];
+  if (main.masterkey === upstreams.masterkey) return [];
+  const at = masterkeyPositions.get(upstreams) ?? { file: upstreams.file, line: 0, column: 0 };
+  return [{ ...at, path: 'masterkey', message: 'masterkey differs from the one in main.yaml' }];
+}
+
+/**
+ * Reads and validates both files, collecting every problem of both (the upstreams file is still
+ * checked when main.yaml has problems, as long as its location is known).
+ */
+export async function loadConfig(
+  mainPath: string,
+): Promise<Loaded<{ main: MainConfig; upstreams: UpstreamsConfig }>> {
+  const mainFile = resolve(mainPath);
+  const mainText = await readConfigFile(mainFile, mainPath);
+  if (!mainText.ok) return mainText;
+
+  const mainReader = new YamlReader(mainText.value, mainPath);
+  let main: MainConfig | null = null;
+  let upstreamsPath: string | null = null;
+  if (mainReader.wellFormed) {
+    const validated = validateMain(mainReader, mainFile);
+    if (validated.upstreamsConfKnown) upstreamsPath = validated.config.upstreamsConf;
+    if (mainReader.issues.length === 0) main = validated.config;
+  }
+  const issues = inFileOrder(mainReader.issues);
+  if (upstreamsPath === null) return { ok: false, issues };
+
+  // Messages name the upstreams file the way the operator named main.yaml: relative stays relative.
+  const shownPath = isAbsolute(mainPath) ? upstreamsPath : relative(process.cwd(), upstreamsPath);
+  const upstreams = await readAndParseUpstreams(upstreamsPath, shownPath);
+  if (!upstreams.ok) return { ok: false, issues: [...issues, ...upstreams.issues] };
+  if (main === null) return { ok: false, issues };
+  const mismatches = checkConsistency(main, upstreams.value);
+  if (mismatches.length > 0) return { ok: false, issues: mismatches };
+  return { ok: true, value: { main, upstreams: upstreams.value } };
+}
+
+/** For hot reload: re-reads the upstreams file named by an already validated main.yaml. */
+export async function loadUpstreams(main: MainConfig): Promise<Loaded<UpstreamsConfig>> {
+  const upstreams = await readAndParseUpstreams(main.upstreamsConf);
+  if (!upstreams.ok) return upstreams;
+  const mismatches = checkConsistency(main, upstreams.value);
+  return mismatches.length > 0 ? { ok: false, issues: mismatches } : upstreams;
+}
+
+/** `shown` is the path put in issues; the config itself always records the absolute path. */
+async function readAndParseUpstreams(file: string, shown = file): Promise<Loaded<UpstreamsConfig>> {
+  const text = await readConfigFile(file, shown);
+  if (!text.ok) return text;
+  return parseUpstreamsConfig(text.value, shown);
+}
+
+const READ_ERRORS: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EISDIR: 'it is a directory',
+  ENOTDIR: 'a parent is not a directory',
+  ELOOP: 'too many symbolic links',
+};
+
+/** The file's text, or one position-less issue saying why it cannot be read. */
+async function readConfigFile(file: string, shown: string): Promise<Loaded<string>> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(file);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    const reason = READ_ERRORS[code] ?? (error as Error).message;
+    return {
+      ok: false,
+      issues: [{ file: shown, line: 0, column: 0, path: '', message: `cannot read ${shown}: ${reason}` }],
+    };
+  }
+  try {
+    // ignoreBOM keeps a BOM in the text, so the hash of the text is the hash of the file's bytes.
+    return { ok: true, value: new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes) };
+  } catch {
+    return {
+      ok: false,
+      issues: [
+        { file: shown, line: 0, column: 0, path: '', message: `cannot read ${shown}: not UTF-8 text` },
+      ],
+    };
+  }
+}
+
+/** Validators report in the order they check; people read a file top to bottom. */
+function inFileOrder(issues: ConfigIssue[]): ConfigIssue[] {
+  return issues.toSorted((a, b) => a.line - b.line || a.column - b.column);
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}

@@ -1,0 +1,227 @@
+import { closestKey } from './suggest.ts';
+import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
+import type { Field, YamlReader } from './yaml-reader.ts';
+
+const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys'] as const;
+const USER_KEYS = ['username', 'password', 'password_hash'] as const;
+const API_KEY_KEYS = ['name', 'key'] as const;
+
+/** `api` is the seed spec's other spelling of `apikey`. */
+const METHODS: Readonly<Record<string, AuthMethod>> = {
+  basic: 'basic',
+  apikey: 'apikey',
+  api: 'apikey',
+  jwt: 'jwt',
+};
+
+/** auth/password owns the hash format; config only checks it is one of ours. */
+const PASSWORD_HASH_PREFIX = 'scrypt$';
+
+/** The name an apikey `creds` key gets, since consumers only read `keys`. */
+const SINGLE_KEY_NAME = 'apikey';
+
+/**
+ * An `authorization` object, `data` read as `creds`, `api` as `apikey`, and `creds` folded into
+ * `users` / `keys` so consumers read one list. Secrets never appear in messages.
+ *
+ * An `authorization:` with no value is an error rather than "no auth": when the author meant to
+ * protect something, failing to start is the safe outcome.
+ */
+export function validateAuthorization(r: YamlReader, field: Field): AuthorizationConfig | null {
+  if (r.isNull(field.node)) {
+    r.report(
+      field.keyNode,
+      field.path,
+      'is empty: give it a type, or remove the key to turn authentication off',
+    );
+    return null;
+  }
+  const fields = r.fields(field.node, field.path, AUTH_KEYS);
+  if (fields === null) return null;
+
+  const type = readMethod(r, field, fields.get('type'));
+  const creds = readCreds(r, fields);
+  const usersField = fields.get('users');
+  const keysField = fields.get('keys');
+  if (type === undefined) return null;
+
+  if (type === 'jwt') {
+    if (creds)
+      r.report(creds.keyNode, creds.path, 'jwt takes no creds: tokens are verified with the masterkey');
+    for (const extra of [usersField, keysField]) {
+      if (extra)
+        r.report(
+          extra.keyNode,
+          extra.path,
+          `jwt takes no ${extra.key}: tokens are verified with the masterkey`,
+        );
+    }
+    return { type, users: [], keys: [] };
+  }
+  if (type === 'basic') {
+    if (keysField)
+      r.report(keysField.keyNode, keysField.path, "'keys' is for type apikey; basic uses 'users'");
+    const users = readBasicUsers(r, creds, usersField);
+    if (creds === undefined && r.isAbsentOrEmpty(usersField)) {
+      r.report(field.keyNode, field.path, "basic needs creds 'user:password' or a 'users' list");
+    }
+    return { type, users, keys: [] };
+  }
+  if (usersField)
+    r.report(usersField.keyNode, usersField.path, "'users' is for type basic; apikey uses 'keys'");
+  const keys = readApiKeys(r, creds, keysField);
+  if (creds === undefined && r.isAbsentOrEmpty(keysField)) {
+    r.report(field.keyNode, field.path, "apikey needs creds (the key) or a 'keys' list");
+  }
+  return { type, users: [], keys };
+}
+
+function readMethod(r: YamlReader, parent: Field, field: Field | undefined): AuthMethod | undefined {
+  if (field === undefined || r.isNull(field.node)) {
+    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api or jwt)");
+    return undefined;
+  }
+  const name = r.string(field);
+  if (name === undefined) return undefined;
+  const method = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
+  if (method === undefined) {
+    const guess = closestKey(name, Object.keys(METHODS));
+    const hint = guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api or jwt';
+    r.report(r.at(field), field.path, `unknown authorization type '${name}' (${hint})`);
+  }
+  return method;
+}
+
+/** `creds`, or its alias `data`; both at once is ambiguous and refused. */
+function readCreds(r: YamlReader, fields: Map<string, Field>): Field | undefined {
+  const creds = fields.get('creds');
+  const data = fields.get('data');
+  if (creds && data) {
+    r.report(
+      data.keyNode,
+      data.path,
+      "'creds' and 'data' are both set; 'data' is an alias of 'creds', keep one",
+    );
+  }
+  const chosen = creds ?? data;
+  return chosen && !r.isNull(chosen.node) ? chosen : undefined;
+}
+
+function readBasicUsers(r: YamlReader, creds: Field | undefined, usersField: Field | undefined): BasicUser[] {
+  const users: BasicUser[] = [];
+  const seen = new Set<string>();
+  const add = (user: BasicUser, at: Field | { path: string }, node: Parameters<YamlReader['report']>[0]) => {
+    if (seen.has(user.username)) {
+      r.report(node, at.path, `user '${user.username}' is defined twice`);
+      return;
+    }
+    seen.add(user.username);
+    users.push(user);
+  };
+
+  if (creds) {
+    const text = r.string(creds);
+    if (text !== undefined) {
+      const colon = text.indexOf(':');
+      // The message describes the shape only: the value is a password.
+      if (colon === -1) r.report(r.at(creds), creds.path, "must be 'user:password'");
+      else if (colon === 0)
+        r.report(r.at(creds), creds.path, "must be 'user:password' with a non-empty user");
+      else if (colon === text.length - 1) r.report(r.at(creds), creds.path, 'the password must not be empty');
+      else {
+        add(
+          { username: text.slice(0, colon), password: text.slice(colon + 1), passwordHash: null },
+          creds,
+          r.at(creds),
+        );
+      }
+    }
+  }
+
+  if (usersField && !r.isNull(usersField.node)) {
+    for (const item of r.items(usersField, 'a list of {username, password | password_hash}') ?? []) {
+      const fields = r.fields(item.node, item.path, USER_KEYS);
+      if (fields === null) continue;
+      const usernameField = fields.get('username');
+      const passwordField = fields.get('password');
+      const hashField = fields.get('password_hash');
+      let username: string | undefined;
+      if (usernameField === undefined) r.report(item.node, item.path, "missing 'username'");
+      else {
+        username = r.string(usernameField);
+        if (username?.includes(':')) {
+          r.report(
+            r.at(usernameField),
+            usernameField.path,
+            "must not contain ':' (Basic auth cannot carry it)",
+          );
+          username = undefined;
+        }
+      }
+      let password: string | null = null;
+      let passwordHash: string | null = null;
+      if (passwordField && hashField) {
+        r.report(hashField.keyNode, hashField.path, "set either 'password' or 'password_hash', not both");
+      } else if (passwordField) {
+        password = r.string(passwordField) ?? null;
+      } else if (hashField) {
+        passwordHash = r.string(hashField) ?? null;
+        if (passwordHash !== null && !passwordHash.startsWith(PASSWORD_HASH_PREFIX)) {
+          r.report(
+            r.at(hashField),
+            hashField.path,
+            "must be a hash from 'tollgate hash-password' (scrypt$...)",
+          );
+          passwordHash = null;
+        }
+      } else {
+        r.report(item.node, item.path, "missing 'password' or 'password_hash'");
+      }
+      if (username !== undefined && (password !== null || passwordHash !== null)) {
+        add(
+          { username, password, passwordHash },
+          usernameField ?? item,
+          usernameField ? r.at(usernameField) : item.node,
+        );
+      }
+    }
+  }
+  return users;
+}
+
+function readApiKeys(r: YamlReader, creds: Field | undefined, keysField: Field | undefined): NamedApiKey[] {
+  const keys: NamedApiKey[] = [];
+  const names = new Set<string>();
+  const values = new Set<string>();
+  const add = (entry: NamedApiKey, path: string, node: Parameters<YamlReader['report']>[0]) => {
+    if (names.has(entry.name)) r.report(node, path, `key name '${entry.name}' is used twice`);
+    // A repeated key would make the subject sent upstream ambiguous; the value itself stays secret.
+    else if (values.has(entry.key))
+      r.report(node, path, 'this key is the same as another key of this policy');
+    else {
+      names.add(entry.name);
+      values.add(entry.key);
+      keys.push(entry);
+    }
+  };
+
+  if (creds) {
+    const key = r.string(creds);
+    if (key !== undefined) add({ name: SINGLE_KEY_NAME, key }, creds.path, r.at(creds));
+  }
+
+  if (keysField && !r.isNull(keysField.node)) {
+    for (const item of r.items(keysField, 'a list of {name, key}') ?? []) {
+      const fields = r.fields(item.node, item.path, API_KEY_KEYS);
+      if (fields === null) continue;
+      const nameField = fields.get('name');
+      const keyField = fields.get('key');
+      if (nameField === undefined) r.report(item.node, item.path, "missing 'name'");
+      if (keyField === undefined) r.report(item.node, item.path, "missing 'key'");
+      const name = nameField ? r.string(nameField) : undefined;
+      const key = keyField ? r.string(keyField) : undefined;
+      if (name !== undefined && key !== undefined) add({ name, key }, item.path, item.node);
+    }
+  }
+  return keys;
+}

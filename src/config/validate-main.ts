@@ -1,0 +1,211 @@
+import { dirname, resolve } from 'node:path';
+import { parseCidr, parseListenAddress } from './addresses.ts';
+import type { ListenAddress, LogLevel, MainConfig } from './types.ts';
+import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
+
+export const MAIN_KEYS = [
+  'proxy_address_http',
+  'proxy_address_tls',
+  'tls_certificate',
+  'tls_key_file',
+  'config_address',
+  'admin_address',
+  'upstreams_conf',
+  'log_level',
+  'access_log',
+  'masterkey',
+  'master_key',
+  'masterkey_file',
+  'token_param',
+  'max_token_minutes',
+  'https_port',
+  'trusted_proxies',
+  'upstream_connect_timeout_seconds',
+  'upstream_response_timeout_seconds',
+  'keepalive_timeout_seconds',
+  'client_header_timeout_seconds',
+  'shutdown_delay_seconds',
+  'shutdown_grace_seconds',
+  'rate_limit_redis',
+] as const;
+
+const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'silent'];
+
+const IN_UPSTREAMS_FILE = 'it belongs in upstreams.yaml, the file named by upstreams_conf';
+const UPSTREAMS_KEYS_HINTS: Readonly<Record<string, string>> = {
+  provider: IN_UPSTREAMS_FILE,
+  sticky_sessions: IN_UPSTREAMS_FILE,
+  to_https: IN_UPSTREAMS_FILE,
+  rate_limit: IN_UPSTREAMS_FILE,
+  authorization: IN_UPSTREAMS_FILE,
+  upstreams: IN_UPSTREAMS_FILE,
+};
+
+/** Longest delay setTimeout honours (2^31-1 ms); anything longer fires at once instead. */
+const MAX_SECONDS = 2_147_483;
+const TIMEOUT: NumberRule = { min: 0, minExclusive: true, max: MAX_SECONDS };
+const DELAY: NumberRule = { min: 0, max: MAX_SECONDS };
+
+/** RFC 3986 unreserved characters: usable in a query string without any encoding. */
+const QUERY_PARAM_NAME = /^[A-Za-z0-9._~-]+$/;
+
+export interface MainValidation {
+  /** Best effort: fields with problems keep their defaults. Only trustworthy when no issue was found. */
+  config: MainConfig;
+  /** False when `upstreams_conf` itself was invalid, so the path in `config` is only the default. */
+  upstreamsConfKnown: boolean;
+}
+
+type MainKey = (typeof MAIN_KEYS)[number];
+
+/** Validates main.yaml. `file` is its absolute path: relative paths inside resolve against its dir. */
+export function validateMain(r: YamlReader, file: string): MainValidation {
+  const dir = dirname(file);
+  const root = r.root();
+  const fields = r.isNull(root)
+    ? new Map<string, Field>()
+    : r.fields(root, '', MAIN_KEYS, UPSTREAMS_KEYS_HINTS);
+  const get = (key: MainKey): Field | undefined => {
+    const field = fields?.get(key);
+    return field && !r.isNull(field.node) ? field : undefined;
+  };
+  /** The key's value read by `parse`, or `fallback` when the key is unset (or invalid, then reported). */
+  const read = <T, F>(key: MainKey, parse: (field: Field) => T | undefined, fallback: F): T | F => {
+    const field = get(key);
+    const value = field ? parse(field) : undefined;
+    return value === undefined ? fallback : value;
+  };
+  const listenAddress = (field: Field) => readListenAddress(r, field);
+  const filePath = (field: Field) => {
+    const value = r.string(field);
+    return value === undefined ? undefined : resolve(dir, value);
+  };
+  const number = (key: MainKey, fallback: number, rule: NumberRule) =>
+    read(key, (f) => r.number(f, rule), fallback);
+  const milliseconds = (key: MainKey, fallback: number) =>
+    Math.max(1, Math.round(number(key, fallback, TIMEOUT) * 1000));
+
+  checkTlsSettings(r, get);
+  const upstreamsConf = read('upstreams_conf', filePath, null);
+
+  const config: MainConfig = {
+    file,
+    proxyAddressHttp: read('proxy_address_http', listenAddress, { host: '0.0.0.0', port: 8080 }),
+    proxyAddressTls: read('proxy_address_tls', listenAddress, null),
+    tlsCertificate: read('tls_certificate', filePath, null),
+    tlsKeyFile: read('tls_key_file', filePath, null),
+    configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
+    adminAddress: read('admin_address', listenAddress, { host: '0.0.0.0', port: 9090 }),
+    upstreamsConf: upstreamsConf ?? resolve(dir, 'upstreams.yaml'),
+    logLevel: read('log_level', (f) => readLogLevel(r, f), 'info'),
+    accessLog: read('access_log', (f) => r.boolean(f), true),
+    masterkey: readMasterkey(r, get('masterkey'), get('master_key')),
+    masterkeyFile: read('masterkey_file', filePath, null),
+    tokenParam: read('token_param', (f) => readTokenParam(r, f), 'tollgatetoken'),
+    maxTokenMinutes: number('max_token_minutes', 1440, { integer: true, min: 1 }),
+    httpsPort: number('https_port', 443, { integer: true, min: 1, max: 65535 }),
+    trustedProxies: read('trusted_proxies', (f) => readTrustedProxies(r, f), []),
+    timeouts: {
+      upstreamConnectMs: milliseconds('upstream_connect_timeout_seconds', 5),
+      upstreamResponseHeadersMs: milliseconds('upstream_response_timeout_seconds', 60),
+      clientKeepAliveMs: milliseconds('keepalive_timeout_seconds', 60),
+      clientHeadersMs: milliseconds('client_header_timeout_seconds', 30),
+    },
+    shutdownDelaySeconds: number('shutdown_delay_seconds', 5, DELAY),
+    shutdownGraceSeconds: number('shutdown_grace_seconds', 25, DELAY),
+    rateLimitRedis: read('rate_limit_redis', (f) => readRedisUrl(r, f), null),
+  };
+  return {
+    config,
+    upstreamsConfKnown: fields !== null && (get('upstreams_conf') === undefined || upstreamsConf !== null),
+  };
+}
+
+function readListenAddress(r: YamlReader, field: Field): ListenAddress | undefined {
+  const text = r.string(field);
+  if (text === undefined) return undefined;
+  const parsed = parseListenAddress(text);
+  if (parsed.ok) return parsed.value;
+  r.report(r.at(field), field.path, parsed.reason);
+  return undefined;
+}
+
+/** TLS is on exactly when proxy_address_tls is set, and then needs both files. */
+function checkTlsSettings(r: YamlReader, get: (key: MainKey) => Field | undefined): void {
+  const address = get('proxy_address_tls');
+  const certificate = get('tls_certificate');
+  const key = get('tls_key_file');
+  if (address) {
+    const missing = [certificate ? null : 'tls_certificate', key ? null : 'tls_key_file'].filter(Boolean);
+    if (missing.length > 0)
+      r.report(address.keyNode, address.path, `TLS needs ${missing.join(' and ')} as well`);
+    return;
+  }
+  for (const field of [certificate, key]) {
+    if (field)
+      r.report(field.keyNode, field.path, 'is set but proxy_address_tls is not, so TLS would stay off');
+  }
+}
+
+function readLogLevel(r: YamlReader, field: Field): LogLevel | undefined {
+  const value = r.string(field);
+  if (value === undefined) return undefined;
+  const level = LOG_LEVELS.find((candidate) => candidate === value);
+  if (level === undefined)
+    r.report(r.at(field), field.path, `unknown log level '${value}' (expected ${LOG_LEVELS.join(', ')})`);
+  return level;
+}
+
+/** `masterkey` and its alias `master_key`: one of them, or both with the same value. */
+function readMasterkey(r: YamlReader, masterkey: Field | undefined, alias: Field | undefined): string | null {
+  const primary = masterkey ? r.string(masterkey) : undefined;
+  const secondary = alias ? r.string(alias) : undefined;
+  if (alias && primary !== undefined && secondary !== undefined && primary !== secondary) {
+    r.report(
+      alias.keyNode,
+      alias.path,
+      "'masterkey' and its alias 'master_key' are both set, to different values; keep one",
+    );
+  }
+  return primary ?? secondary ?? null;
+}
+
+function readTokenParam(r: YamlReader, field: Field): string | undefined {
+  const value = r.string(field);
+  if (value === undefined || QUERY_PARAM_NAME.test(value)) return value;
+  r.report(
+    r.at(field),
+    field.path,
+    `'${value}' is not a usable query parameter name (letters, digits, '.', '_', '~', '-')`,
+  );
+  return undefined;
+}
+
+function readTrustedProxies(r: YamlReader, field: Field): string[] {
+  const cidrs: string[] = [];
+  for (const item of r.items(field, 'a list of CIDRs such as 10.0.0.0/8') ?? []) {
+    const text = r.string(item);
+    if (text === undefined) continue;
+    const parsed = parseCidr(text);
+    if (parsed.ok) cidrs.push(parsed.value);
+    else r.report(item.node, item.path, parsed.reason);
+  }
+  return cidrs;
+}
+
+/** The URL may carry a password, so it never appears in a message. */
+function readRedisUrl(r: YamlReader, field: Field): string | undefined {
+  const value = r.string(field);
+  if (value === undefined) return undefined;
+  if (!/^rediss?:\/\//.test(value)) {
+    r.report(r.at(field), field.path, 'must start with redis:// or rediss://');
+    return undefined;
+  }
+  try {
+    if (new URL(value).hostname !== '') return value;
+  } catch {
+    // reported below
+  }
+  r.report(r.at(field), field.path, 'is not a valid redis URL (redis://[user:password@]host[:port][/db])');
+  return undefined;
+}

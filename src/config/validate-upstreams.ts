@@ -1,0 +1,303 @@
+import { isIPv4, isIPv6 } from 'node:net';
+import { isScalar } from 'yaml';
+import { normalisePrefix } from '../routing/compile.ts';
+import { isHostname, parseServerAddress } from './addresses.ts';
+import type {
+  HealthCheckConfig,
+  HostConfig,
+  PathConfig,
+  ServerAddress,
+  StickySessions,
+  UpstreamsConfig,
+} from './types.ts';
+import { validateAuthorization } from './validate-auth.ts';
+import { MAIN_KEYS } from './validate-main.ts';
+import type { Field, YamlReader } from './yaml-reader.ts';
+
+const TOP_KEYS = [
+  'provider',
+  'masterkey',
+  'sticky_sessions',
+  'to_https',
+  'rate_limit',
+  'authorization',
+  'upstreams',
+];
+const HOST_KEYS = ['paths'];
+const PATH_KEYS = ['servers', 'to_https', 'authorization', 'rate_limit', 'health_check'];
+const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
+
+const PROVIDERS = ['file'] as const;
+const DEFAULT_HOST = 'DEFAULT';
+const DEFAULT_HEALTH_CHECK_INTERVAL_SECONDS = 10;
+const MAX_SECONDS = 2_147_483;
+
+/** Hints for keys written at the wrong level, the most likely mistakes in a nested file. */
+const TOP_HINTS = Object.freeze({
+  ...Object.fromEntries(MAIN_KEYS.map((key) => [key, 'it belongs in main.yaml'])),
+  servers: 'servers belong in a path: upstreams.<host>.paths.<prefix>.servers',
+  health_check: 'it belongs in a path: upstreams.<host>.paths.<prefix>.health_check',
+  paths: 'paths belong under a host: upstreams.<host>.paths',
+});
+const GLOBAL_ONLY = 'it is a global setting, written at the top of upstreams.yaml';
+const HOST_HINTS = Object.freeze({
+  ...Object.fromEntries(
+    PATH_KEYS.map((key) => [key, `did you forget 'paths:'? ${key} belongs in paths.<prefix>`]),
+  ),
+  provider: GLOBAL_ONLY,
+  masterkey: GLOBAL_ONLY,
+  sticky_sessions: GLOBAL_ONLY,
+});
+const PATH_HINTS = Object.freeze({
+  provider: GLOBAL_ONLY,
+  masterkey: GLOBAL_ONLY,
+  sticky_sessions: GLOBAL_ONLY,
+});
+
+/** Validates upstreams.yaml into the domain config; best effort when issues were reported. */
+export function validateUpstreams(r: YamlReader, file: string, hash: string): UpstreamsConfig {
+  const config: UpstreamsConfig = {
+    file,
+    hash,
+    provider: 'file',
+    masterkey: null,
+    stickySessions: null,
+    toHttps: false,
+    rateLimit: null,
+    authorization: null,
+    hosts: [],
+  };
+  const root = r.root();
+  if (r.isNull(root)) {
+    r.report(null, '', "the file is empty: 'upstreams' with at least one host is needed");
+    return config;
+  }
+  const fields = r.fields(root, '', TOP_KEYS, TOP_HINTS);
+  if (fields === null) return config;
+  const get = (key: string): Field | undefined => {
+    const field = fields.get(key);
+    return field && !r.isNull(field.node) ? field : undefined;
+  };
+
+  const provider = get('provider');
+  if (provider) readProvider(r, provider);
+  const masterkey = get('masterkey');
+  if (masterkey) config.masterkey = r.string(masterkey) ?? null;
+  const sticky = get('sticky_sessions');
+  if (sticky) config.stickySessions = readStickySessions(r, sticky);
+  const toHttps = get('to_https');
+  if (toHttps) config.toHttps = r.boolean(toHttps) ?? false;
+  const rateLimit = get('rate_limit');
+  if (rateLimit) config.rateLimit = readRateLimit(r, rateLimit);
+  const authorization = fields.get('authorization');
+  if (authorization) config.authorization = validateAuthorization(r, authorization);
+
+  const upstreams = fields.get('upstreams');
+  if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
+  else config.hosts = readHosts(r, upstreams);
+  return config;
+}
+
+function readProvider(r: YamlReader, field: Field): void {
+  const value = r.string(field);
+  if (value !== undefined && !PROVIDERS.some((provider) => provider === value)) {
+    r.report(r.at(field), field.path, `unknown provider '${value}' (only 'file' is supported)`);
+  }
+}
+
+/** `true` = session cookie, a number = cookie Max-Age in seconds, `false` = off. */
+function readStickySessions(r: YamlReader, field: Field): StickySessions | null {
+  const value = isScalar(field.node) ? field.node.value : undefined;
+  if (typeof value === 'boolean') return value ? { maxAgeSeconds: null } : null;
+  if (typeof value === 'number') {
+    const seconds = r.number(field, { integer: true, min: 1 });
+    return seconds === undefined ? null : { maxAgeSeconds: seconds };
+  }
+  r.report(
+    r.at(field),
+    field.path,
+    `expected true, false or a number of seconds, got ${r.describe(field.node)}`,
+  );
+  return null;
+}
+
+function readRateLimit(r: YamlReader, field: Field): number | null {
+  return r.number(field, { min: 0, minExclusive: true }) ?? null;
+}
+
+function readHosts(r: YamlReader, field: Field): HostConfig[] {
+  const entries = r.isNull(field.node) ? [] : r.entries(field.node, field.path);
+  if (entries === null) return [];
+  if (entries.length === 0) {
+    r.report(field.keyNode, field.path, 'has no hosts: at least one is needed');
+    return [];
+  }
+  const hosts: HostConfig[] = [];
+  const seen = new Map<string, Field>();
+  for (const entry of entries) {
+    const name = normaliseHostKey(r, entry);
+    if (name === undefined) continue;
+    const first = seen.get(name);
+    if (first !== undefined) {
+      r.report(
+        entry.keyNode,
+        entry.path,
+        `host '${entry.key}' is the same as '${first.key}' on line ${r.lineOf(first.keyNode)} (host names are case-insensitive)`,
+      );
+      continue;
+    }
+    seen.set(name, entry);
+    hosts.push({ name, paths: readHost(r, entry) });
+  }
+  return hosts;
+}
+
+/**
+ * Lower-cased, trailing dot removed, IPv6 without brackets: the form routing produces from a Host
+ * header. `DEFAULT` is the catch-all and keeps its spelling.
+ */
+function normaliseHostKey(r: YamlReader, entry: Field): string | undefined {
+  const key = entry.key;
+  if (key === DEFAULT_HOST) return key;
+  if (key.toLowerCase() === 'default') {
+    r.report(entry.keyNode, entry.path, `the catch-all host is spelled '${DEFAULT_HOST}' (capitals)`);
+    return undefined;
+  }
+  const lower = key.toLowerCase();
+  const unbracketed = lower.startsWith('[') && lower.endsWith(']') ? lower.slice(1, -1) : lower;
+  if (isIPv6(unbracketed)) return unbracketed;
+  const name = lower.endsWith('.') ? lower.slice(0, -1) : lower;
+  if (isIPv4(name) || isHostname(name)) return name;
+  const reason = /:\d+$/.test(name)
+    ? 'host keys have no port (the port is ignored when matching the Host header)'
+    : 'is neither a host name nor an IP address';
+  r.report(entry.keyNode, entry.path, `'${key}': ${reason}`);
+  return undefined;
+}
+
+function readHost(r: YamlReader, host: Field): PathConfig[] {
+  if (r.isNull(host.node)) {
+    r.report(host.keyNode, host.path, "is empty: a host needs 'paths'");
+    return [];
+  }
+  const fields = r.fields(host.node, host.path, HOST_KEYS, HOST_HINTS);
+  if (fields === null) return [];
+  const paths = fields.get('paths');
+  if (paths === undefined) {
+    r.report(host.keyNode, host.path, "missing 'paths'");
+    return [];
+  }
+  const entries = r.isNull(paths.node) ? [] : r.entries(paths.node, paths.path);
+  if (entries === null) return [];
+  if (entries.length === 0) r.report(paths.keyNode, paths.path, 'has no paths: at least one is needed');
+  const seen = new Map<string, Field>();
+  const result: PathConfig[] = [];
+  for (const entry of entries) {
+    const prefix = checkPrefix(r, entry);
+    const first = prefix === undefined ? undefined : seen.get(prefix);
+    if (first !== undefined) {
+      r.report(
+        entry.keyNode,
+        entry.path,
+        `path '${entry.key}' is the same prefix as '${first.key}' on line ${r.lineOf(first.keyNode)}`,
+      );
+    } else if (prefix !== undefined) seen.set(prefix, entry);
+    const path = readPath(r, entry);
+    if (path) result.push(path);
+  }
+  return result;
+}
+
+/**
+ * The prefix in the form routing matches on, computed by routing itself so that validation refuses
+ * exactly the prefixes the routing table could not hold (`/v1` and `/v1/` are one prefix).
+ */
+function checkPrefix(r: YamlReader, entry: Field): string | undefined {
+  if (!entry.key.startsWith('/')) {
+    r.report(entry.keyNode, entry.path, `path '${entry.key}' must start with '/'`);
+    return undefined;
+  }
+  try {
+    return normalisePrefix(entry.key);
+  } catch (error) {
+    r.report(entry.keyNode, entry.path, (error as Error).message);
+    return undefined;
+  }
+}
+
+function readPath(r: YamlReader, entry: Field): PathConfig | undefined {
+  if (r.isNull(entry.node)) {
+    r.report(entry.keyNode, entry.path, "is empty: a path needs 'servers'");
+    return undefined;
+  }
+  const fields = r.fields(entry.node, entry.path, PATH_KEYS, PATH_HINTS);
+  if (fields === null) return undefined;
+  const get = (key: string): Field | undefined => {
+    const field = fields.get(key);
+    return field && !r.isNull(field.node) ? field : undefined;
+  };
+
+  const serversField = fields.get('servers');
+  if (serversField === undefined) r.report(entry.keyNode, entry.path, "missing 'servers'");
+  const toHttps = get('to_https');
+  const rateLimit = get('rate_limit');
+  const authorization = fields.get('authorization');
+  const healthCheck = get('health_check');
+  return {
+    prefix: entry.key,
+    servers: serversField ? readServers(r, serversField) : [],
+    toHttps: (toHttps && r.boolean(toHttps)) ?? false,
+    authorization: authorization ? validateAuthorization(r, authorization) : null,
+    rateLimit: rateLimit ? readRateLimit(r, rateLimit) : null,
+    healthCheck: healthCheck ? readHealthCheck(r, healthCheck) : null,
+  };
+}
+
+function readServers(r: YamlReader, field: Field): ServerAddress[] {
+  if (r.isAbsentOrEmpty(field)) {
+    r.report(r.at(field), field.path, 'is empty: a path needs at least one server');
+    return [];
+  }
+  const servers: ServerAddress[] = [];
+  const seen = new Set<string>();
+  for (const item of r.items(field, 'a list of servers such as ["10.0.0.5:8080"]') ?? []) {
+    const text = r.string(item);
+    if (text === undefined) continue;
+    const parsed = parseServerAddress(text);
+    if (!parsed.ok) {
+      r.report(item.node, item.path, parsed.reason);
+      continue;
+    }
+    const identity = `${parsed.value.host.toLowerCase()}|${parsed.value.port}`;
+    if (seen.has(identity)) {
+      r.report(item.node, item.path, `server '${text}' is listed twice`);
+      continue;
+    }
+    seen.add(identity);
+    servers.push(parsed.value);
+  }
+  return servers;
+}
+
+function readHealthCheck(r: YamlReader, field: Field): HealthCheckConfig | null {
+  const fields = r.fields(field.node, field.path, HEALTH_CHECK_KEYS);
+  if (fields === null) return null;
+  const pathField = fields.get('path');
+  const intervalField = fields.get('interval_seconds');
+  let path: string | undefined;
+  if (pathField === undefined || r.isNull(pathField.node))
+    r.report(field.keyNode, field.path, "missing 'path'");
+  else {
+    path = r.string(pathField);
+    if (path !== undefined && !path.startsWith('/')) {
+      r.report(r.at(pathField), pathField.path, `'${path}' must start with '/'`);
+      path = undefined;
+    }
+  }
+  const interval =
+    intervalField && !r.isNull(intervalField.node)
+      ? r.number(intervalField, { min: 0, minExclusive: true, max: MAX_SECONDS })
+      : DEFAULT_HEALTH_CHECK_INTERVAL_SECONDS;
+  if (path === undefined || interval === undefined) return null;
+  return { path, intervalSeconds: interval };
+}
