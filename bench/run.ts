@@ -1,0 +1,269 @@
+/**
+ * `npm run bench`: the same load against a fixed-body upstream reached directly, through nginx (one
+ * worker, keep-alive pool) and through Tollgate with and without JWT auth, in interleaved rounds
+ * (A B C D A B C D …) so that drift on a shared machine hits every target alike. Prints the median
+ * requests/s and p99 of each target and the ratios the issues set goals for; writes the figures to
+ * bench/results/latest.json. See bench/README.md for the method.
+ *
+ * Settings (flag or env): --seconds/BENCH_SECONDS (5), --rounds/BENCH_ROUNDS (3),
+ * --connections/BENCH_CONNECTIONS (64), --threads/BENCH_THREADS (1, wrk threads),
+ * --warmup/BENCH_WARMUP_SECONDS (2), --targets/BENCH_TARGETS (direct,nginx,tollgate,tollgate-jwt).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { httpRequest, waitForHttp } from './http.ts';
+import { findLoadGenerator, type LoadGenerator, type LoadResult } from './load.ts';
+import { BODY_BYTES, nginxBinary, proxyConfig, startNginx, upstreamConfig } from './nginx.ts';
+import { freePort, stopAll } from './processes.ts';
+import { type Ratio, ratio, renderTable, summarise, type TargetSummary } from './report.ts';
+import { BENCH_HOST, issueToken, MAIN_JS, startTollgate, tollgateBuilt } from './tollgate.ts';
+
+const TARGET_IDS = ['direct', 'nginx', 'tollgate', 'tollgate-jwt'] as const;
+type TargetId = (typeof TARGET_IDS)[number];
+
+interface Settings {
+  seconds: number;
+  rounds: number;
+  connections: number;
+  threads: number;
+  warmupSeconds: number;
+  targets: TargetId[];
+}
+
+interface Target {
+  id: TargetId;
+  label: string;
+  url: string;
+  headers: Record<string, string>;
+}
+
+function readSettings(): Settings {
+  const { values } = parseArgs({
+    options: {
+      seconds: { type: 'string' },
+      rounds: { type: 'string' },
+      connections: { type: 'string' },
+      threads: { type: 'string' },
+      warmup: { type: 'string' },
+      targets: { type: 'string' },
+    },
+  });
+  const positive = (flag: string | undefined, env: string, fallback: number, allowZero = false): number => {
+    const raw = flag ?? process.env[env];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < (allowZero ? 0 : 1))
+      throw new Error(`${env} must be a whole number, got ${raw}`);
+    return value;
+  };
+  const targetList = (values.targets ?? process.env.BENCH_TARGETS ?? TARGET_IDS.join(',')).split(',');
+  const targets = targetList.map((name) => {
+    const id = TARGET_IDS.find((known) => known === name.trim());
+    if (id === undefined) throw new Error(`unknown target ${name}; known: ${TARGET_IDS.join(', ')}`);
+    return id;
+  });
+  return {
+    seconds: positive(values.seconds, 'BENCH_SECONDS', 5),
+    rounds: positive(values.rounds, 'BENCH_ROUNDS', 3),
+    connections: positive(values.connections, 'BENCH_CONNECTIONS', 64),
+    threads: positive(values.threads, 'BENCH_THREADS', 1),
+    warmupSeconds: positive(values.warmup, 'BENCH_WARMUP_SECONDS', 2, true),
+    targets,
+  };
+}
+
+/**
+ * One request before any load: a target that answers the wrong status or body would make its
+ * figures meaningless (a 401 is much cheaper than a proxied 200). The JWT target must also refuse a
+ * request without the token, or the run would not be measuring authentication at all.
+ */
+async function checkTarget(target: Target): Promise<void> {
+  const { status, body } = await httpRequest(target.url, { headers: target.headers });
+  if (status !== 200 || body.byteLength !== BODY_BYTES) {
+    throw new Error(
+      `${target.label} answered ${status} with ${body.byteLength} bytes, expected 200 with ${BODY_BYTES}`,
+    );
+  }
+  if (target.id === 'tollgate-jwt') {
+    const withoutToken = await httpRequest(target.url, { headers: { host: BENCH_HOST } });
+    if (withoutToken.status !== 401) {
+      throw new Error(`the JWT route answered ${withoutToken.status} without a token, expected 401`);
+    }
+  }
+}
+
+function toolVersion(command: string, args: string[]): string {
+  // nginx -v and wrk -v print to stderr (wrk also exits 1), so read both streams whatever the exit.
+  const { stdout, stderr } = spawnSync(command, args, { encoding: 'utf8' });
+  return (
+    `${stdout ?? ''}${stderr ?? ''}`
+      .split('\n')
+      .find((line) => line.trim() !== '')
+      ?.trim() ?? 'unknown'
+  );
+}
+
+async function startTargets(settings: Settings): Promise<{ targets: Target[]; skipped: string[] }> {
+  const nginx = nginxBinary();
+  if (nginx === null) throw new Error('nginx is needed for the upstream (apt-get install nginx)');
+  const skipped: string[] = [];
+  const upstreamPort = await freePort();
+  // Two workers: the upstream must never be what limits a proxy's figure.
+  const upstream = startNginx(nginx, 'upstream', (dir) => upstreamConfig(dir, upstreamPort, 2));
+  await waitForHttp(`http://127.0.0.1:${upstreamPort}/`, upstream);
+
+  const host = { host: BENCH_HOST };
+  const targets: Target[] = [];
+  if (settings.targets.includes('direct')) {
+    targets.push({
+      id: 'direct',
+      label: 'direct upstream',
+      url: `http://127.0.0.1:${upstreamPort}/`,
+      headers: host,
+    });
+  }
+  if (settings.targets.includes('nginx')) {
+    const port = await freePort();
+    const proxy = startNginx(nginx, 'nginx-proxy', (dir) => proxyConfig(dir, port, upstreamPort));
+    await waitForHttp(`http://127.0.0.1:${port}/`, proxy);
+    targets.push({ id: 'nginx', label: 'nginx (1 worker)', url: `http://127.0.0.1:${port}/`, headers: host });
+  }
+  const wantsTollgate = settings.targets.includes('tollgate') || settings.targets.includes('tollgate-jwt');
+  if (wantsTollgate && !tollgateBuilt()) {
+    skipped.push(`tollgate targets: ${MAIN_JS} not found (run npm run build)`);
+  } else if (wantsTollgate) {
+    const tollgate = await startTollgate(upstreamPort);
+    const base = `http://127.0.0.1:${tollgate.proxyPort}`;
+    if (settings.targets.includes('tollgate')) {
+      targets.push({ id: 'tollgate', label: 'tollgate', url: `${base}/`, headers: host });
+    }
+    if (settings.targets.includes('tollgate-jwt')) {
+      const token = await issueToken(tollgate);
+      targets.push({
+        id: 'tollgate-jwt',
+        label: 'tollgate + JWT',
+        url: `${base}/jwt`,
+        headers: { ...host, authorization: `Bearer ${token}` },
+      });
+    }
+  }
+  return { targets, skipped };
+}
+
+async function measure(
+  generator: LoadGenerator,
+  settings: Settings,
+  targets: Target[],
+): Promise<Map<TargetId, LoadResult[]>> {
+  const load = (target: Target, seconds: number): Promise<LoadResult> =>
+    generator.run({
+      url: target.url,
+      headers: target.headers,
+      seconds,
+      connections: settings.connections,
+      threads: settings.threads,
+    });
+
+  if (settings.warmupSeconds > 0) {
+    for (const target of targets) {
+      process.stdout.write(`warm-up ${target.label} (${settings.warmupSeconds}s)\n`);
+      await load(target, settings.warmupSeconds);
+    }
+  }
+  const results = new Map<TargetId, LoadResult[]>(targets.map((target) => [target.id, []]));
+  for (let round = 1; round <= settings.rounds; round += 1) {
+    for (const target of targets) {
+      const result = await load(target, settings.seconds);
+      results.get(target.id)?.push(result);
+      const problems = result.socketErrors + result.badStatuses;
+      process.stdout.write(
+        `round ${round}/${settings.rounds} ${target.label.padEnd(16)} ${Math.round(result.requestsPerSecond)} req/s, p99 ${result.p99Ms.toFixed(2)} ms` +
+          `${problems > 0 ? `, ${result.socketErrors} socket errors, ${result.badStatuses} bad statuses` : ''}\n`,
+      );
+    }
+  }
+  return results;
+}
+
+async function main(): Promise<number> {
+  const settings = readSettings();
+  // Other work on the machine is the main source of noise; recorded so a reader can judge a run.
+  const loadAverageAtStart = loadavg()[0] ?? 0;
+  const generator = findLoadGenerator();
+  if (generator === null) {
+    throw new Error(
+      'no load generator: install wrk (apt-get install wrk), or `npm i -D autocannon` as a fallback',
+    );
+  }
+  const { targets, skipped } = await startTargets(settings);
+  for (const reason of skipped) process.stdout.write(`skipped ${reason}\n`);
+  for (const target of targets) await checkTarget(target);
+
+  process.stdout.write(
+    `${generator.name}: ${settings.connections} connections, ${settings.threads} thread(s), ` +
+      `${settings.rounds} round(s) × ${settings.seconds}s per target, ${BODY_BYTES}-byte bodies\n`,
+  );
+  const results = await measure(generator, settings, targets);
+  const summaries = targets.map((target) => summarise(target.id, target.label, results.get(target.id) ?? []));
+  const byId = (id: TargetId): TargetSummary | undefined => summaries.find((summary) => summary.id === id);
+  const ratios = [
+    ratio('tollgate / nginx', byId('tollgate'), byId('nginx'), 0.45),
+    ratio('tollgate+JWT / tollgate', byId('tollgate-jwt'), byId('tollgate'), 0.9),
+  ].filter((entry): entry is Ratio => entry !== null);
+
+  process.stdout.write(`\n${renderTable(summaries, ratios)}\n`);
+
+  const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const document = {
+    date: new Date().toISOString(),
+    command: `BENCH_SECONDS=${settings.seconds} BENCH_ROUNDS=${settings.rounds} BENCH_CONNECTIONS=${settings.connections} npm run bench`,
+    environment: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      loadAverageAtStart: Number(loadAverageAtStart.toFixed(2)),
+      node: process.version,
+      nginx: toolVersion('nginx', ['-v']),
+      loadGenerator: generator.name === 'wrk' ? toolVersion('wrk', ['-v']) : generator.name,
+    },
+    settings,
+    targets: summaries,
+    ratios,
+    skipped,
+  };
+  writeFileSync(join(resultsDir, 'latest.json'), `${JSON.stringify(document, null, 2)}\n`);
+  process.stdout.write(`\nwrote bench/results/latest.json\n`);
+
+  const invalid = summaries.filter((summary) => summary.rounds.some((round) => round.badStatuses > 0));
+  if (invalid.length > 0) {
+    process.stderr.write(
+      `non-2xx answers under load from: ${invalid.map((summary) => summary.label).join(', ')}; figures are not valid\n`,
+    );
+    return 1;
+  }
+  return 0;
+}
+
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (stopping) process.exit(130); // second Ctrl-C: the 'exit' hook SIGKILLs what is left
+    stopping = true;
+    process.stderr.write(`\n${signal}: stopping every process started by the bench\n`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+try {
+  process.exitCode = await main();
+} catch (error) {
+  if (!stopping)
+    process.stderr.write(`bench failed: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+} finally {
+  await stopAll();
+}
