@@ -3,7 +3,7 @@
  * test on a small box), or autocannon when wrk is not installed. Both are driven with the same
  * settings and reduced to one LoadResult.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runToCompletion } from './processes.ts';
@@ -100,7 +100,7 @@ interface AutocannonReport {
 }
 
 /** Fallback only: autocannon runs on Node and competes harder with the proxy for CPU than wrk. */
-function autocannon(binary: string): LoadGenerator {
+function autocannon(script: string): LoadGenerator {
   return {
     name: 'autocannon',
     async run(settings) {
@@ -108,7 +108,10 @@ function autocannon(binary: string): LoadGenerator {
       if (settings.threads > 1) args.push('-w', String(settings.threads));
       for (const [name, value] of Object.entries(settings.headers)) args.push('-H', `${name}=${value}`);
       args.push(settings.url);
-      const report = JSON.parse(await runToCompletion(binary, args)) as AutocannonReport;
+      // Run with this Node, not the script's `#!/usr/bin/env node` (system node may be missing or old).
+      const report = JSON.parse(
+        await runToCompletion(process.execPath, [script, ...args]),
+      ) as AutocannonReport;
       return {
         requestsPerSecond: report.requests.total / report.duration,
         p50Ms: report.latency.p50,
@@ -125,6 +128,6 @@ export function findLoadGenerator(): LoadGenerator | null {
   const wrkBinary = findOnPath('wrk');
   if (wrkBinary !== null) return wrk(wrkBinary);
   const local = join(benchDir, '..', 'node_modules', '.bin', 'autocannon');
-  if (existsSync(local)) return autocannon(local);
+  if (existsSync(local)) return autocannon(realpathSync(local));
   return null;
 }
