@@ -16,6 +16,12 @@ export type ReloadOutcome =
 export interface ReloaderOptions {
   runtime: Runtime;
   logger?: Logger;
+  /**
+   * Applies other state derived from upstreams.yaml (e.g. the masterkey source) once the new config
+   * validated and compiled, just before the table swap. Throwing rejects the reload like an invalid
+   * file; the step must then leave its own previous state in place.
+   */
+  beforeSwap?: (config: UpstreamsConfig) => void;
   /** Called after a new table went live (the runtime's own onTableSwap listeners have run). */
   onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
 }
@@ -40,7 +46,7 @@ export function recordLiveConfig(hash: string): void {
  * a request holds the table it started with until it finishes.
  */
 export function createReloader(options: ReloaderOptions): Reloader {
-  const { runtime, onReloaded } = options;
+  const { runtime, beforeSwap, onReloaded } = options;
   const logger = options.logger ?? runtime.logger;
   const file = runtime.main.upstreamsConf;
 
@@ -83,6 +89,13 @@ export function createReloader(options: ReloaderOptions): Reloader {
         table = compileRoutingTable(config);
       } catch (error) {
         // Validation let it through but it is ambiguous (e.g. two keys normalising to one host).
+        const message = `${file}: ${(error as Error).message}`;
+        logger.error({ file }, message);
+        return reject('invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });
+      }
+      try {
+        beforeSwap?.(config);
+      } catch (error) {
         const message = `${file}: ${(error as Error).message}`;
         logger.error({ file }, message);
         return reject('invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });

@@ -155,6 +155,31 @@ describe('createReloader', () => {
     assert.deepEqual(await reloads(), { success: 0, failure: 1 });
   });
 
+  it('runs beforeSwap on a valid config only; a throw rejects the reload', async () => {
+    const { runtime, lines } = setup();
+    const seen: Array<string | null> = [];
+    const reloader = createReloader({
+      runtime,
+      beforeSwap: (config) => {
+        seen.push(config.masterkey);
+        if (config.masterkey === 'refused-value') throw new Error('the masterkey sources disagree');
+      },
+    });
+    assert.equal(reloader.apply(content('upstreams: [broken')).ok, false);
+    assert.deepEqual(seen, [], 'not called for an invalid file');
+
+    const outcome = reloader.apply(content(`masterkey: refused-value\n${routesTo('10.0.0.2:80')}`));
+    assert.equal(outcome.ok, false);
+    assert.equal(serverOf(runtime), '10.0.0.1:80');
+    assert.ok(lines.some((l) => l.msg === `${UPSTREAMS_FILE}: the masterkey sources disagree`));
+    assert.ok(!JSON.stringify(lines).includes('refused-value'));
+
+    assert.equal(reloader.apply(content(`masterkey: accepted\n${routesTo('10.0.0.3:80')}`)).ok, true);
+    assert.deepEqual(seen, ['refused-value', 'accepted']);
+    assert.equal(serverOf(runtime), '10.0.0.3:80');
+    assert.deepEqual(await reloads(), { success: 1, failure: 2 });
+  });
+
   it('keeps the old table when the file is missing or empty, and says why', async () => {
     const { runtime, lines } = setup();
     const reloader = createReloader({ runtime });
