@@ -2,13 +2,13 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
-import { freePort, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { freePort, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 
 interface EchoUpstream {
   address: string;
@@ -94,12 +94,19 @@ describe('WebSockets through the proxy', () => {
   let upstream: EchoUpstream;
   let tollgate: Tollgate;
   let ws: string;
+  let silent: net.Server;
 
   before(async () => {
     upstream = await startEchoUpstream();
     const deadPort = await freePort();
+    // Accepts connections and never answers: the handshake must time out.
+    silent = net.createServer(() => {}).listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const silentPort = (silent.address() as AddressInfo).port;
     tollgate = await startTollgate({
+      main: { upstream_response_timeout_seconds: 1 },
       upstreams: {
+        sticky_sessions: true,
         upstreams: {
           'ws.test': {
             paths: {
@@ -111,6 +118,7 @@ describe('WebSockets through the proxy', () => {
               },
               '/limited': { servers: [upstream.address], rate_limit: 1 },
               '/dead': { servers: [`127.0.0.1:${deadPort}`] },
+              '/silent': { servers: [`127.0.0.1:${silentPort}`] },
             },
           },
         },
@@ -121,6 +129,7 @@ describe('WebSockets through the proxy', () => {
   after(async () => {
     await tollgate.stop();
     await upstream.close();
+    silent.close();
   });
 
   it('echoes text and binary messages both ways, on the normalised path, with proxy headers', async () => {
@@ -184,6 +193,22 @@ describe('WebSockets through the proxy', () => {
     assert.equal(code, 1006);
   });
 
+  it('sends the sticky cookie with the 101', async () => {
+    const socket = new WebSocket(`${ws}/sticky`, { headers: { host: 'ws.test' } });
+    const upgraded = once(socket, 'upgrade');
+    await once(socket, 'open'); // emitted in the same tick as 'upgrade'
+    const [response] = (await upgraded) as [http.IncomingMessage];
+    assert.match(String(response.headers['set-cookie']), /^tollgate_sticky=/);
+    socket.close();
+  });
+
+  it('serves other Upgrade protocols as plain requests', async () => {
+    const res = await request(`${tollgate.proxyUrl}/plain`, {
+      headers: { host: 'ws.test', connection: 'Upgrade', upgrade: 'h2c' },
+    });
+    assert.equal(res.status, 426); // the echo upstream's answer to a plain GET: it was forwarded
+  });
+
   it('answers 404 for an unknown host', async () => {
     const refused = await mustRefuse(`${ws}/`, { host: 'nobody.test' });
     assert.equal(refused.status, 404);
@@ -228,6 +253,11 @@ describe('WebSockets through the proxy', () => {
   it('answers 502 when the upstream is down', async () => {
     const refused = await mustRefuse(`${ws}/dead`, { host: 'ws.test' });
     assert.equal(refused.status, 502);
+  });
+
+  it('answers 504 when the upstream does not answer the handshake in time', async () => {
+    const refused = await mustRefuse(`${ws}/silent`, { host: 'ws.test' });
+    assert.equal(refused.status, 504);
   });
 
   it('writes one access line per WebSocket, when it ends, with status 101', async () => {
