@@ -45,6 +45,8 @@ const REDIS_COMMAND_TIMEOUT_MS = 250;
 
 export function createRateLimitStage({ main, logger }: RateLimitStageDeps): RateLimitStage {
   const redis = main.rateLimitRedis ? connectRedis(main.rateLimitRedis, logger) : null;
+  // In-memory counters are always available: 1 keeps a single `== 0` alert valid for both setups.
+  if (!redis) rateLimitBackendUp.set(1);
   const limiters = new Map<number, RateLimiterAbstract>();
 
   function limiterFor(points: number): RateLimiterAbstract {
