@@ -144,4 +144,30 @@ describe('server health', () => {
     assert.equal(await upGauge(tollgate, silent.address), 0);
     assert.equal(await upGauge(tollgate, refused), 0);
   });
+
+  it('follows reloads: checks start for a path that gains health_check, gauges of removed servers go', async () => {
+    const a = await upstream({ name: 'a' });
+    const b = await upstream({ name: 'b' });
+    const config = (servers: Upstream[], healthCheck?: Record<string, unknown>) => ({
+      upstreams: {
+        'app.test': {
+          paths: {
+            '/': {
+              servers: servers.map((s) => s.address),
+              ...(healthCheck && { health_check: healthCheck }),
+            },
+          },
+        },
+      },
+    });
+    const tollgate = await startTollgate({ upstreams: config([a, b]) });
+    running.push(tollgate);
+    assert.equal(await upGauge(tollgate, b.address), 1);
+
+    await tollgate.writeUpstreams(config([a], { path: '/ready', interval_seconds: 0.2 }));
+    await waitFor(() => a.requests.some((r) => r.url === '/ready'), 5_000);
+    assert.equal(await upGauge(tollgate, a.address), 1);
+    assert.equal(await upGauge(tollgate, b.address), undefined, 'the removed server has no series any more');
+    assert.ok(!b.requests.some((r) => r.url === '/ready'));
+  });
 });
