@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.ts';
 
@@ -159,36 +159,78 @@ export async function watchConfigFiles(options: WatchOptions): Promise<ConfigWat
     schedule();
   };
 
-  // One watcher per directory; a directory that vanished (or never existed) is retried on each poll.
-  const directories = new Map<string, FSWatcher | null>();
+  // One watcher per directory, remembered with the directory's identity: when a directory is deleted
+  // (and perhaps created again) inotify silently stops reporting, without an 'error' event, so each
+  // poll re-stats the directories and re-watches any that vanished or were replaced. The identity
+  // includes the birth time because a re-created directory often gets the freed inode number back.
+  interface DirectoryWatch {
+    watcher: FSWatcher;
+    identity: string;
+  }
+  const directories = new Map<string, DirectoryWatch | null>();
   for (const file of files) directories.set(dirname(file.path), null);
-  const watchDirectory = (dir: string) => {
+
+  const unwatch = (dir: string) => {
+    directories.get(dir)?.watcher.close();
+    if (directories.has(dir)) directories.set(dir, null);
+  };
+
+  const watchDirectory = (dir: string, identity: string, quiet: boolean): boolean => {
     try {
       const watcher = watch(dir, { persistent: false }, () => trigger('fs.watch'));
+      const entry = { watcher, identity };
       watcher.on('error', (error) => {
         logger.warn(
           { err: error, dir },
           'watching the config directory failed; relying on polling until it is back',
         );
-        watcher.close();
-        if (directories.get(dir) === watcher) directories.set(dir, null);
+        if (directories.get(dir) === entry) unwatch(dir);
       });
-      directories.set(dir, watcher);
+      directories.set(dir, entry);
+      return true;
     } catch (error) {
-      logger.warn({ err: error, dir }, 'cannot watch the config directory; relying on polling');
+      if (!quiet) logger.warn({ err: error, dir }, 'cannot watch the config directory; relying on polling');
+      return false;
     }
   };
-  for (const dir of directories.keys()) watchDirectory(dir);
 
-  const poll = setInterval(() => {
-    for (const [dir, watcher] of directories) {
-      if (watcher === null) {
-        watchDirectory(dir);
-        // Whatever happened while the directory was not watched is only seen by reading the files.
-        if (directories.get(dir) !== null) trigger('directory watch restored');
-      }
+  const identityOf = async (dir: string): Promise<string | null> => {
+    try {
+      const info = await stat(dir);
+      return `${info.dev}:${info.ino}:${info.birthtimeMs}`;
+    } catch {
+      return null;
     }
-    trigger('poll');
+  };
+
+  for (const dir of directories.keys()) {
+    const identity = await identityOf(dir);
+    if (identity === null)
+      logger.warn({ dir }, 'the config directory does not exist; relying on polling until it does');
+    else watchDirectory(dir, identity, false);
+  }
+
+  const refreshWatches = async () => {
+    for (const [dir, current] of directories) {
+      const identity = await identityOf(dir);
+      if (closed) return;
+      if (current !== null && current.identity === identity) continue;
+      unwatch(dir);
+      // Whatever happened while the directory was not watched is only seen by reading the files.
+      if (identity !== null && watchDirectory(dir, identity, true)) trigger('directory watch restored');
+    }
+  };
+
+  let polling = false;
+  const poll = setInterval(() => {
+    if (polling) return;
+    polling = true;
+    refreshWatches()
+      .catch((error: unknown) => logger.warn({ err: error }, 'refreshing config directory watches failed'))
+      .finally(() => {
+        polling = false;
+        trigger('poll');
+      });
   }, pollIntervalMs);
   poll.unref();
 
@@ -207,7 +249,7 @@ export async function watchConfigFiles(options: WatchOptions): Promise<ConfigWat
         clearTimeout(timer);
         timer = null;
       }
-      for (const watcher of directories.values()) watcher?.close();
+      for (const entry of directories.values()) entry?.watcher.close();
       directories.clear();
       if (running !== null) await running;
       notifyIdle();

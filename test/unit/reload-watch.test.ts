@@ -200,13 +200,28 @@ describe('watchConfigFiles', () => {
     await watcher.close();
   });
 
-  it('keeps working when the watched directory is removed and created again', async () => {
+  it('watches a directory again after it was removed and created again', async () => {
     const parent = await tempDir();
     const dir = join(parent, 'config');
     await mkdir(dir);
     const file = join(dir, 'upstreams.yaml');
     await writeFile(file, 'v: 1\n');
-    const { seen, watcher } = await watchOne(file, { pollIntervalMs: 200 });
+    const triggers: string[] = [];
+    const seen: FileSnapshot[] = [];
+    const watcher = await watchConfigFiles({
+      logger,
+      debounceMs: 50,
+      pollIntervalMs: 300,
+      files: [
+        {
+          path: file,
+          onChange: (snapshot, trigger) => {
+            seen.push(snapshot);
+            triggers.push(trigger);
+          },
+        },
+      ],
+    });
     await rm(dir, { recursive: true });
     await changes(seen, watcher, 1);
     assert.equal(seen[0]?.kind, 'unavailable');
@@ -214,11 +229,12 @@ describe('watchConfigFiles', () => {
     await writeFile(file, 'v: 2\n');
     await changes(seen, watcher, 2);
     assert.equal(textOf(seen[1]), 'v: 2\n');
-    // Watching again after the poll restored it: a later write is seen promptly too.
-    await sleep(300);
+    // inotify went silent when the directory was deleted; the poll must have re-watched the new one.
+    await sleep(700);
     await writeFile(file, 'v: 3\n');
     await changes(seen, watcher, 3);
     assert.equal(textOf(seen[2]), 'v: 3\n');
+    assert.match(triggers[2] ?? '', /fs\.watch/, `seen through: ${triggers[2]}`);
     await watcher.close();
   });
 
