@@ -1,0 +1,99 @@
+/**
+ * The main.yaml and upstreams.yaml that the chart and the overlays put into /etc/tollgate are
+ * accepted by the real binary: `tollgate validate` on a directory laid out like the pod's.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { MAIN_JS } from '../helpers/tollgate.ts';
+import { CHART, find, helmTemplate, KUSTOMIZE, kustomize, type Manifest, mountedFile } from './manifests.ts';
+
+const run = promisify(execFile);
+
+/** Writes what the pod would see in /etc/tollgate and runs `tollgate validate` on it. */
+async function validateMounted(
+  manifests: Manifest[],
+  podSpec: Manifest,
+): Promise<{ code: number; output: string }> {
+  assert.ok(existsSync(MAIN_JS), `${MAIN_JS} missing: run npm run build first`);
+  const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-'));
+  try {
+    await writeFile(join(dir, 'main.yaml'), mountedFile(manifests, podSpec, 'main.yaml'));
+    await writeFile(join(dir, 'upstreams.yaml'), mountedFile(manifests, podSpec, 'upstreams.yaml'));
+    await writeFile(join(dir, 'masterkey'), 'a-masterkey-as-a-mounted-secret-would-hold\n');
+    const env = { ...process.env, TOLLGATE_CONFIG: '', TOLLGATE_MASTERKEY: '' };
+    try {
+      const { stdout, stderr } = await run(
+        process.execPath,
+        [MAIN_JS, 'validate', '--config', join(dir, 'main.yaml')],
+        {
+          env,
+          timeout: 30_000,
+        },
+      );
+      return { code: 0, output: stdout + stderr };
+    } catch (error) {
+      const e = error as { code?: number; stdout?: string; stderr?: string };
+      return { code: typeof e.code === 'number' ? e.code : -1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+describe('rendered configuration is accepted by tollgate validate', () => {
+  test('helm: default values', async () => {
+    const manifests = await helmTemplate();
+    const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
+    assert.equal(result.code, 0, result.output);
+  });
+
+  test('helm: kind e2e values', async () => {
+    const manifests = await helmTemplate({ valuesFiles: [join(CHART, 'ci', 'kind-values.yaml')] });
+    const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
+    assert.equal(result.code, 0, result.output);
+  });
+
+  test('helm: every main.yaml setting of values.yaml', async () => {
+    const manifests = await helmTemplate({
+      set: [
+        'config.logLevel=debug',
+        'config.accessLog=false',
+        'config.tokenParam=access_token',
+        'config.maxTokenMinutes=60',
+        'config.httpsPort=8443',
+        'config.trustedProxies[0]=10.0.0.0/8',
+        'config.timeouts.upstreamConnectSeconds=2',
+        'config.timeouts.upstreamResponseSeconds=30',
+        'config.timeouts.keepaliveSeconds=20',
+        'config.timeouts.clientHeaderSeconds=10',
+        'config.shutdownDelaySeconds=3',
+        'config.shutdownGraceSeconds=10',
+        'config.rateLimitRedis=redis://redis.default.svc:6379',
+      ],
+    });
+    const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
+    assert.equal(result.code, 0, result.output);
+  });
+
+  test('helm: a misspelt key in config.extra is refused (validation fails closed)', async () => {
+    const manifests = await helmTemplate({ set: ['config.extra.shutdown_grace_secs=5'] });
+    const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
+    assert.equal(result.code, 1, result.output);
+    assert.match(result.output, /shutdown_grace_secs/);
+  });
+
+  for (const overlay of ['ingress', 'sidecar']) {
+    test(`kustomize: ${overlay} overlay`, async () => {
+      const manifests = await kustomize(join(KUSTOMIZE, 'overlays', overlay));
+      const deployment = manifests.find((m) => m.kind === 'Deployment') as Manifest;
+      const result = await validateMounted(manifests, deployment.spec.template.spec);
+      assert.equal(result.code, 0, result.output);
+    });
+  }
+});
