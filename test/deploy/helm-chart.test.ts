@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -14,6 +14,7 @@ import {
   KUBE_VERSION,
   type Manifest,
   selects,
+  splitManifests,
   tollgateContainer,
   validateAll,
 } from './manifests.ts';
@@ -350,6 +351,46 @@ describe('helm template: refused values', () => {
       { autoscaling: { enabled: true, targetCPUUtilizationPercentage: '' } },
       /needs targetCPUUtilizationPercentage/,
     ));
+});
+
+describe('NOTES.txt', () => {
+  // helm template does not print NOTES.txt, so a copy of the chart renders it into a ConfigMap.
+  const renderNotes = async (set: string[]) => {
+    const copy = join(dir, `chart-${Math.random()}`.replace('.', ''));
+    await cp(CHART, copy, { recursive: true });
+    await writeFile(
+      join(copy, 'templates', 'zz-notes-check.yaml'),
+      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes-check\ndata:\n  notes: |\n' +
+        '{{ include (print $.Template.BasePath "/NOTES.txt") . | indent 4 }}\n',
+    );
+    const args = ['template', 'tollgate', copy, '--namespace', 'edge', '--kube-version', KUBE_VERSION];
+    for (const pair of set) args.push('--set', pair);
+    const result = await helm(args);
+    assert.ok(result.ok, result.stderr);
+    return find(splitManifests(result.stdout), 'ConfigMap', 'notes-check').data.notes as string;
+  };
+
+  test('tells how to read the masterkey, get a token and use it', async () => {
+    const notes = await renderNotes([]);
+    assert.match(notes, /kubectl get secret --namespace edge tollgate-masterkey/);
+    assert.match(notes, /jsonpath='\{\.data\.masterkey\}'/);
+    assert.match(notes, /port-forward --namespace edge svc\/tollgate-token 8081:8081/);
+    assert.match(notes, /curl -s -X POST http:\/\/127\.0\.0\.1:8081\/jwt/);
+    assert.match(notes, /Authorization: Bearer \$TOKEN/);
+    assert.match(notes, /kubectl edit configmap --namespace edge tollgate-upstreams/);
+  });
+
+  test('names the existing Secret key, and says when issuance is off', async () => {
+    const existing = await renderNotes([
+      'masterkey.existingSecret=keys',
+      'masterkey.existingSecretKey=tollgate',
+    ]);
+    assert.match(existing, /secret --namespace edge keys/);
+    assert.match(existing, /\{\.data\.tollgate\}/);
+    const off = await renderNotes(['masterkey.enabled=false']);
+    assert.match(off, /token API\s+answers 503/);
+    assert.doesNotMatch(off, /POST/);
+  });
 });
 
 describe('values.yaml', () => {
