@@ -240,7 +240,7 @@ describe('helm template: everything enabled', () => {
     const { main } = assertPodContract([...manifests, standIn], spec, 'helm everything');
     assert.equal(main.https_port, 8443, 'config.extra keys reach main.yaml');
     assert.equal(main.proxy_address_tls, '0.0.0.0:8443');
-    assert.equal(main.tls_certificate, 'tls/tls.crt');
+    assert.equal(main.tls_certificate, 'tls.crt');
     assert.equal(spec.terminationGracePeriodSeconds, 65);
   });
 
@@ -250,7 +250,7 @@ describe('helm template: everything enabled', () => {
     const tls = spec.volumes[0].projected.sources.find((s: Manifest) => s.secret?.name === 'edge-tls');
     assert.deepEqual(
       tls.secret.items.map((i: Manifest) => i.path),
-      ['tls/tls.crt', 'tls/tls.key'],
+      ['tls.crt', 'tls.key'],
     );
     const service = find(manifests, 'Service', 'tollgate');
     const https = service.spec.ports.find((p: Manifest) => p.name === 'https');

@@ -9,9 +9,20 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import tls from 'node:tls';
 import { promisify } from 'node:util';
-import { MAIN_JS } from '../helpers/tollgate.ts';
-import { CHART, find, helmTemplate, KUSTOMIZE, kustomize, type Manifest, mountedFile } from './manifests.ts';
+import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
+import { freePort, MAIN_JS, startTollgate } from '../helpers/tollgate.ts';
+import {
+  CHART,
+  find,
+  helmTemplate,
+  KUSTOMIZE,
+  kustomize,
+  type Manifest,
+  mountedFile,
+  parseYaml,
+} from './manifests.ts';
 
 const run = promisify(execFile);
 
@@ -79,6 +90,49 @@ describe('rendered configuration is accepted by tollgate validate', () => {
     });
     const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
     assert.equal(result.code, 0, result.output);
+  });
+
+  const noOpenssl = hasOpenssl() ? false : 'openssl is needed to make a certificate';
+  test('helm: with TLS, the certificate projected beside main.yaml is what the TLS listener serves', {
+    skip: noOpenssl,
+  }, async () => {
+    const manifests = await helmTemplate({ set: ['tls.enabled=true', 'tls.secretName=edge-tls'] });
+    const spec = find(manifests, 'Deployment').spec.template.spec;
+    const checked = await validateMounted(manifests, spec);
+    assert.equal(checked.code, 0, checked.output);
+
+    // Start it on loopback with the chart's main.yaml (relative tls.crt / tls.key / masterkey paths).
+    const chartMain = parseYaml(mountedFile(manifests, spec, 'main.yaml'));
+    assert.equal(chartMain.tls_certificate, 'tls.crt');
+    // The helper picks free loopback ports for the three plain listeners.
+    const { proxy_address_http, config_address, admin_address, ...chartSettings } = chartMain;
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-tls-'));
+    const { cert, key, fingerprint256 } = selfSigned('tollgate.test');
+    await writeFile(join(dir, 'tls.crt'), cert);
+    await writeFile(join(dir, 'tls.key'), key);
+    await writeFile(join(dir, 'masterkey'), 'a-masterkey-as-a-mounted-secret-would-hold\n');
+    const tlsPort = await freePort();
+    const tollgate = await startTollgate({
+      dir,
+      main: { ...chartSettings, proxy_address_tls: `127.0.0.1:${tlsPort}`, shutdown_delay_seconds: 0 },
+      upstreams: mountedFile(manifests, spec, 'upstreams.yaml'),
+    });
+    try {
+      const served = await new Promise<string>((resolve, reject) => {
+        const socket = tls.connect(
+          { host: '127.0.0.1', port: tlsPort, servername: 'tollgate.test', rejectUnauthorized: false },
+          () => {
+            resolve(socket.getPeerX509Certificate()?.fingerprint256 ?? '');
+            socket.end();
+          },
+        );
+        socket.on('error', reject);
+      });
+      assert.equal(served, fingerprint256);
+    } finally {
+      await tollgate.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('helm: a misspelt key in config.extra is refused (validation fails closed)', async () => {

@@ -141,8 +141,8 @@ upstreams.yaml is found beside main.yaml by default.
 {{- end }}
 {{- if .Values.tls.enabled }}
 {{- $_ := set $main "proxy_address_tls" (printf "0.0.0.0:%d" (int .Values.ports.proxyTls)) }}
-{{- $_ := set $main "tls_certificate" "tls/tls.crt" }}
-{{- $_ := set $main "tls_key_file" "tls/tls.key" }}
+{{- $_ := set $main "tls_certificate" "tls.crt" }}
+{{- $_ := set $main "tls_key_file" "tls.key" }}
 {{- end }}
 {{- if $c.rateLimitRedis }}
 {{- $_ := set $main "rate_limit_redis" $c.rateLimitRedis }}
