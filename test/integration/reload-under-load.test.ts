@@ -120,7 +120,7 @@ describe('config swaps under steady load (real process)', () => {
     // The check above only means something when the window excludes a server: most windows must.
     const decisive = outcomes.filter((o) => o.hi - o.lo < upstreams.length - 1).length;
     assert.ok(decisive > outcomes.length * 0.8, `${decisive} of ${outcomes.length} checks were decisive`);
-    assert.ok(written >= 8, `only ${written} swaps happened`);
+    assert.ok(written >= 5, `only ${written} swaps happened`);
     assert.ok(outcomes.length > 200, `only ${outcomes.length} requests were sent`);
 
     const byServer = new Map<string, number>();
