@@ -1,10 +1,17 @@
 #!/usr/bin/env node
 import http from 'node:http';
+import https from 'node:https';
 import { parseArgs } from 'node:util';
 import { createAdminServer } from './admin/server.ts';
-import { loadConfig } from './config/load.ts';
+import { createTokenApiServer } from './api/server.ts';
+import { runHashPassword } from './auth/hash-password-cli.ts';
+import { createMasterkeySource, type MasterkeySource } from './auth/masterkey.ts';
+import { createAuthStage } from './auth/stage.ts';
 import { formatIssue } from './config/issues.ts';
+import { loadConfig } from './config/load.ts';
+import { startHotReload } from './config/reload.ts';
 import type { MainConfig, UpstreamsConfig } from './config/types.ts';
+import { createLifecycle } from './lifecycle.ts';
 import { listen } from './listen.ts';
 import { createLogger } from './log.ts';
 import { createRequestRecorder } from './observe.ts';
@@ -14,13 +21,20 @@ import { createForwarder, UpstreamPools } from './proxy/forward.ts';
 import { createServerHealth } from './proxy/health.ts';
 import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
-import { compileRoutingTable } from './routing/compile.ts';
+import { createRateLimitStage } from './proxy/stages/rate-limit.ts';
+import { createToHttpsStage } from './proxy/stages/to-https.ts';
+import { createTlsContextProvider, type TlsContextProvider } from './proxy/tls.ts';
+import { createWebSocketHandler, isWebSocketUpgrade } from './proxy/websocket.ts';
+import { compileRoutingTable, RoutingCompileError } from './routing/compile.ts';
+import type { RoutingTable } from './routing/types.ts';
 import { createRuntime } from './runtime.ts';
 
 const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
+       tollgate hash-password < password
 
-  start      run the proxy (default)
-  validate   check main.yaml and upstreams.yaml, print every problem, exit 1 if any
+  start          run the proxy (default)
+  validate       check main.yaml and upstreams.yaml, print every problem, exit 1 if any
+  hash-password  print a scrypt hash of the password read on stdin, for a basic-auth password_hash
 
 --config falls back to $TOLLGATE_CONFIG, then ./main.yaml`;
 
@@ -36,10 +50,22 @@ async function loadOrExplain(path: string): Promise<{ main: MainConfig; upstream
   return null;
 }
 
+/** Compiles, or explains why not: two keys that normalise to the same host or prefix are ambiguous. */
+function compileOrExplain(upstreams: UpstreamsConfig): RoutingTable | null {
+  try {
+    return compileRoutingTable(upstreams);
+  } catch (error) {
+    if (!(error instanceof RoutingCompileError)) throw error;
+    process.stderr.write(`${upstreams.file}: ${error.message}\n`);
+    return null;
+  }
+}
+
 async function validate(path: string): Promise<number> {
   const config = await loadOrExplain(path);
   if (config === null) return 1;
-  const table = compileRoutingTable(config.upstreams);
+  const table = compileOrExplain(config.upstreams);
+  if (table === null) return 1;
   process.stdout.write(
     `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
       `${table.routes.length} routes, ${table.servers.length} servers\n`,
@@ -52,7 +78,16 @@ async function start(path: string): Promise<number> {
   if (config === null) return 1;
   const { main } = config;
   const logger = createLogger(main.logLevel);
-  const runtime = createRuntime(main, logger, compileRoutingTable(config.upstreams));
+  let masterkeys: MasterkeySource;
+  try {
+    masterkeys = createMasterkeySource(main, config.upstreams);
+  } catch (error) {
+    process.stderr.write(`tollgate: ${(error as Error).message}\n`);
+    return 1;
+  }
+  const table = compileOrExplain(config.upstreams);
+  if (table === null) return 1;
+  const runtime = createRuntime(main, logger, table);
   const pools = new UpstreamPools(main.timeouts);
   runtime.onTableSwap((next) => pools.retainOnly(next));
   const health = createServerHealth({ logger });
@@ -66,48 +101,94 @@ async function start(path: string): Promise<number> {
       onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
     },
   });
-  const stages = createPipeline({ balance: createBalanceStage({ health }) });
-  const proxyServer = http.createServer(
-    {
-      keepAliveTimeout: main.timeouts.clientKeepAliveMs,
-      headersTimeout: main.timeouts.clientHeadersMs,
-      // Uploads and long responses are bounded by the upstream timeouts, not by a total request timer.
-      requestTimeout: 0,
+  const rateLimit = createRateLimitStage({ main, logger });
+  const stages = createPipeline({
+    toHttps: createToHttpsStage(main),
+    rateLimit: rateLimit.stage,
+    authenticate: createAuthStage({ tokenParam: main.tokenParam, masterkey: masterkeys.current, logger }),
+    balance: createBalanceStage({ health }),
+  });
+  const recorder = createRequestRecorder(logger, main.accessLog);
+  const isTrustedProxy = createTrustTest(main.trustedProxies);
+  const serverOptions = {
+    keepAliveTimeout: main.timeouts.clientKeepAliveMs,
+    headersTimeout: main.timeouts.clientHeadersMs,
+    // Uploads and long responses are bounded by the upstream timeouts, not by a total request timer.
+    requestTimeout: 0,
+    // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
+    shouldUpgradeCallback: isWebSocketUpgrade,
+  };
+  const handler = createProxyHandler({ runtime, stages, forward, recorder, isTrustedProxy });
+  const webSockets = createWebSocketHandler({
+    runtime,
+    stages,
+    recorder,
+    isTrustedProxy,
+    observer: {
+      onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
+      onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
     },
-    createProxyHandler({
-      runtime,
-      stages,
-      forward,
-      recorder: createRequestRecorder(logger, main.accessLog),
-      isTrustedProxy: createTrustTest(main.trustedProxies),
-    }),
-  );
+  });
+  const proxyServer = http.createServer(serverOptions, handler);
+  proxyServer.on('upgrade', webSockets.handleUpgrade);
+  let tls: TlsContextProvider | null = null;
+  let tlsServer: https.Server | null = null;
+  if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
+    try {
+      tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
+    } catch (error) {
+      process.stderr.write(
+        `tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}\n`,
+      );
+      return 1;
+    }
+    tlsServer = https.createServer({ ...serverOptions, ...tls.current() }, handler);
+    tlsServer.on('upgrade', webSockets.handleUpgrade);
+    tls.attach(tlsServer);
+  }
   const adminServer = createAdminServer(runtime);
+  const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger });
 
   try {
     await listen(adminServer, main.adminAddress, 'admin_address');
     await listen(proxyServer, main.proxyAddressHttp, 'proxy_address_http');
+    await listen(tokenApiServer, main.configAddress, 'config_address');
+    if (tlsServer && main.proxyAddressTls) await listen(tlsServer, main.proxyAddressTls, 'proxy_address_tls');
   } catch (error) {
     process.stderr.write(`tollgate: ${(error as Error).message}\n`);
     return 1;
   }
+  // Hot reload (issue 4, src/config/reload.ts): watches the directories of both files; SIGHUP checks now.
+  const hotReload = await startHotReload({ runtime, logger, beforeSwap: (next) => masterkeys.reload(next) });
+  process.on('SIGHUP', () => hotReload.trigger('SIGHUP'));
   runtime.phase = 'ready';
   logger.info({ hash: runtime.table().hash, routes: runtime.table().routes.length }, 'tollgate ready');
 
-  const stop = () => {
-    runtime.phase = 'draining';
-    proxyServer.close();
-    proxyServer.closeIdleConnections();
-    adminServer.close();
-    void health.close();
-    void pools.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // Graceful shutdown (issue 4, src/lifecycle.ts): readiness off, delay, stop accepting, drain, exit 0.
+  const lifecycle = createLifecycle({
+    runtime,
+    main,
+    logger,
+    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), tokenApiServer],
+    keepUntilExit: [adminServer],
+    cleanup: [
+      () => hotReload.close(),
+      () => tls?.close(),
+      () => webSockets.closeAll(),
+      () => rateLimit.close(),
+      () => health.close(),
+      () => pools.close(),
+    ],
+    onExit: (code) => process.exit(code),
+  });
+  process.on('SIGTERM', () => lifecycle.shutdown('SIGTERM'));
+  process.on('SIGINT', () => lifecycle.shutdown('SIGINT'));
   return new Promise(() => {});
 }
 
 async function run(argv: string[]): Promise<number> {
+  // Its own options (--log-n), so it is dispatched before the start/validate parser.
+  if (argv[0] === 'hash-password') return runHashPassword(argv.slice(1));
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({
@@ -140,12 +221,12 @@ async function run(argv: string[]): Promise<number> {
   }
 }
 
+// run() settles only when the command is over (a running proxy never settles it), so exit
+// explicitly: a start that failed half-way may have left listeners or timers holding the loop open.
 run(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
+  (code) => process.exit(code),
   (error: unknown) => {
     process.stderr.write(`tollgate: ${(error as Error).stack ?? String(error)}\n`);
-    process.exitCode = 1;
+    process.exit(1);
   },
 );

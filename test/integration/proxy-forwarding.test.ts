@@ -1,0 +1,323 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+
+describe('forwarding through the proxy process', () => {
+  let a: Upstream;
+  let b: Upstream;
+  let special: Upstream;
+  let fallback: Upstream;
+  let tollgate: Tollgate;
+
+  before(async () => {
+    a = await startUpstream({ name: 'a' });
+    b = await startUpstream({ name: 'b' });
+    fallback = await startUpstream({ name: 'fallback' });
+    special = await startUpstream({
+      name: 'special',
+      handler: (req, res) => {
+        switch (req.url) {
+          case '/special/hop':
+            res.writeHead(200, {
+              connection: 'x-upstream-private, keep-alive',
+              'x-upstream-private': 'secret',
+              'keep-alive': 'timeout=5',
+              'x-kept': 'yes',
+            });
+            res.end('ok');
+            return;
+          case '/special/no-content':
+            res.writeHead(204);
+            res.end();
+            return;
+          case '/special/not-modified':
+            res.writeHead(304, { etag: '"v1"' });
+            res.end();
+            return;
+          case '/special/chunked':
+            res.writeHead(200, { 'content-type': 'text/plain' });
+            res.write('one,');
+            setTimeout(() => res.end('two'), 20);
+            return;
+          case '/special/cookies':
+            res.writeHead(200, { 'set-cookie': ['a=1; Path=/', 'b=2; Path=/'] });
+            res.end('cookies');
+            return;
+          default:
+            res.writeHead(200, { 'content-length': '5' });
+            res.end(req.method === 'HEAD' ? undefined : 'hello');
+        }
+      },
+    });
+    tollgate = await startTollgate({
+      upstreams: {
+        upstreams: {
+          'app.example.com': {
+            paths: {
+              '/': { servers: [a.address, b.address] },
+              '/special': { servers: [special.address] },
+              '/only-a': { servers: [a.address] },
+            },
+          },
+          'narrow.example.com': { paths: { '/v1': { servers: [a.address] } } },
+          DEFAULT: { paths: { '/': { servers: [fallback.address] } } },
+        },
+      },
+    });
+  });
+
+  after(async () => {
+    await tollgate?.stop();
+    await Promise.all([a, b, special, fallback].map((u) => u?.close()));
+  });
+
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    request(tollgate.proxyUrl, { path, headers: { host: 'app.example.com', ...headers } });
+
+  it('routes by Host and keeps Host for the upstream', async () => {
+    const res = await get('/only-a/x?q=1');
+    assert.equal(res.status, 200);
+    const echoed = res.json<{ server: string; url: string; headers: Record<string, string> }>();
+    assert.equal(echoed.server, 'a');
+    assert.equal(echoed.url, '/only-a/x?q=1');
+    assert.equal(echoed.headers.host, 'app.example.com');
+  });
+
+  it('normalises Host: case, port and trailing dot', async () => {
+    for (const host of ['APP.Example.com', 'app.example.com:8080', 'app.example.com.']) {
+      const res = await request(tollgate.proxyUrl, { path: '/only-a', headers: { host } });
+      assert.equal(res.json<{ server: string }>().server, 'a', host);
+    }
+  });
+
+  it('sends unknown hosts to DEFAULT', async () => {
+    const res = await request(tollgate.proxyUrl, { path: '/x', headers: { host: 'other.example.org' } });
+    assert.equal(res.json<{ server: string }>().server, 'fallback');
+  });
+
+  it('normalises hostile paths before routing and forwards the normalised path', async () => {
+    for (const [raw, expected] of [
+      ['/a/../only-a/x', '/only-a/x'],
+      ['//only-a', '/only-a'],
+      ['/%2e%2e/only-a/%2E/y', '/only-a/y'],
+      ['/only-a/./%7Euser', '/only-a/~user'],
+    ] as const) {
+      const res = await get(raw);
+      assert.equal(res.status, 200, raw);
+      const echoed = res.json<{ server: string; url: string }>();
+      assert.equal(echoed.url, expected, raw);
+      assert.equal(echoed.server, 'a', raw);
+    }
+  });
+
+  it('refuses encoded slashes and backslashes with 400 and a JSON body', async () => {
+    for (const raw of ['/only-a%2Fx', '/only-a%5cx', '/a%2F..%2Fonly-a']) {
+      const res = await get(raw);
+      assert.equal(res.status, 400, raw);
+      assert.equal(res.json<{ error: string }>().error, 'bad_path');
+    }
+  });
+
+  it('answers 400 for a missing or malformed Host', async () => {
+    // HTTP/1.0 allows a request without Host; node:http would add one, so write it by hand.
+    const socket = net.connect(tollgate.proxyPort, '127.0.0.1');
+    socket.end('GET /only-a HTTP/1.0\r\n\r\n');
+    let raw = '';
+    for await (const chunk of socket) raw += chunk;
+    assert.match(raw, /^HTTP\/1\.1 400 /);
+    assert.match(raw, /"error":"bad_request"/);
+    const malformed = await request(tollgate.proxyUrl, { path: '/', headers: { host: 'bad host@x' } });
+    assert.equal(malformed.status, 400);
+  });
+
+  it('round-robins across the servers of a path', async () => {
+    const seen: string[] = [];
+    for (let i = 0; i < 6; i++) seen.push((await get('/rr')).json<{ server: string }>().server);
+    assert.deepEqual(seen.filter((s) => s === 'a').length, 3, seen.join());
+    assert.deepEqual(seen.filter((s) => s === 'b').length, 3, seen.join());
+    for (let i = 1; i < seen.length; i++) assert.notEqual(seen[i], seen[i - 1]);
+  });
+
+  it('strips hop-by-hop request headers and sets X-Forwarded-*', async () => {
+    const res = await get('/only-a', {
+      connection: 'keep-alive, x-client-private',
+      'x-client-private': 'secret',
+      'keep-alive': 'timeout=5',
+      te: 'trailers',
+      'proxy-authorization': 'Basic Zm9vOmJhcg==',
+      'x-forwarded-for': '6.6.6.6',
+      'x-forwarded-proto': 'https',
+      'x-tollgate-subject': 'spoofed',
+      'x-end-to-end': 'kept',
+    });
+    const { headers } = res.json<{ headers: Record<string, string> }>();
+    for (const name of [
+      'x-client-private',
+      'keep-alive',
+      'te',
+      'proxy-authorization',
+      'x-tollgate-subject',
+    ]) {
+      assert.equal(headers[name], undefined, name);
+    }
+    assert.equal(headers['x-end-to-end'], 'kept');
+    // The peer (127.0.0.1) is not a trusted proxy: its X-Forwarded-For is replaced, not believed.
+    assert.equal(headers['x-forwarded-for'], '127.0.0.1');
+    assert.equal(headers['x-forwarded-proto'], 'http');
+    assert.equal(headers['x-forwarded-host'], 'app.example.com');
+  });
+
+  it('strips hop-by-hop response headers and keeps end-to-end ones', async () => {
+    const res = await get('/special/hop');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['x-upstream-private'], undefined);
+    assert.equal(res.headers['keep-alive'], undefined);
+    assert.equal(res.headers['x-kept'], 'yes');
+    assert.equal(res.body, 'ok');
+  });
+
+  it('relays HEAD, 204, 304, chunked bodies and several Set-Cookie headers', async () => {
+    const head = await request(tollgate.proxyUrl, {
+      method: 'HEAD',
+      path: '/special/head',
+      headers: { host: 'app.example.com' },
+    });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers['content-length'], '5');
+    assert.equal(head.body, '');
+    assert.equal((await get('/special/no-content')).status, 204);
+    const notModified = await get('/special/not-modified');
+    assert.equal(notModified.status, 304);
+    assert.equal(notModified.headers.etag, '"v1"');
+    const chunked = await get('/special/chunked');
+    assert.equal(chunked.body, 'one,two');
+    assert.equal(chunked.headers['transfer-encoding'], 'chunked');
+    const cookies = await get('/special/cookies');
+    assert.deepEqual(cookies.headers['set-cookie'], ['a=1; Path=/', 'b=2; Path=/']);
+  });
+
+  it('streams request bodies (chunked and with length) to the upstream', async () => {
+    const body = Buffer.alloc(3 * 1024 * 1024, 7);
+    const res = await request(tollgate.proxyUrl, {
+      method: 'POST',
+      path: '/only-a/upload',
+      headers: { host: 'app.example.com', 'content-length': String(body.length) },
+      body,
+    });
+    assert.equal(res.json<{ bodyBytes: number }>().bodyBytes, body.length);
+
+    const chunkedBytes = await new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        {
+          port: tollgate.proxyPort,
+          host: '127.0.0.1',
+          method: 'PUT',
+          path: '/only-a/chunked',
+          headers: { host: 'app.example.com' },
+        },
+        (r) => {
+          let text = '';
+          r.setEncoding('utf8').on('data', (d: string) => {
+            text += d;
+          });
+          r.on('end', () => resolve((JSON.parse(text) as { bodyBytes: number }).bodyBytes));
+        },
+      );
+      req.on('error', reject);
+      req.write('x'.repeat(1000));
+      setTimeout(() => req.end('y'.repeat(24)), 20);
+    });
+    assert.equal(chunkedBytes, 1024);
+  });
+
+  it('handles Expect: 100-continue', async () => {
+    const result = await new Promise<{ sawContinue: boolean; status: number; body: string }>(
+      (resolve, reject) => {
+        let sawContinue = false;
+        const req = http.request({
+          port: tollgate.proxyPort,
+          host: '127.0.0.1',
+          method: 'POST',
+          path: '/only-a/expect',
+          headers: { host: 'app.example.com', expect: '100-continue', 'content-length': '4' },
+        });
+        req.on('continue', () => {
+          sawContinue = true;
+          req.end('body');
+        });
+        req.on('response', (r) => {
+          let body = '';
+          r.setEncoding('utf8').on('data', (d: string) => {
+            body += d;
+          });
+          r.on('end', () => resolve({ sawContinue, status: r.statusCode ?? 0, body }));
+        });
+        req.on('error', reject);
+        req.flushHeaders();
+      },
+    );
+    assert.ok(result.sawContinue);
+    assert.equal(result.status, 200);
+    const echoed = JSON.parse(result.body) as { bodyBytes: number; headers: Record<string, string> };
+    assert.equal(echoed.bodyBytes, 4);
+    assert.equal(echoed.headers.expect, undefined);
+  });
+
+  it('answers 404 with a JSON body when no route matches, and counts requests by route', async () => {
+    const missing = await request(tollgate.proxyUrl, {
+      path: '/v2',
+      headers: { host: 'narrow.example.com' },
+    });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.headers['content-type'], 'application/json');
+    assert.equal(missing.json<{ error: string }>().error, 'not_found');
+    const res = await request(tollgate.proxyUrl, { path: '/', headers: { host: 'app.example.com' } });
+    assert.equal(res.status, 200);
+    const metrics = await tollgate.metrics();
+    assert.match(
+      metrics,
+      /tollgate_requests_total\{route="app\.example\.com\/",method="GET",status="200"\} \d+/,
+    );
+    assert.match(
+      metrics,
+      /tollgate_request_duration_seconds_bucket\{le="[^"]+",route="app\.example\.com\/only-a"\}/,
+    );
+    assert.match(metrics, /tollgate_requests_total\{route="\(none\)",method="GET",status="404"\} \d+/);
+    assert.match(metrics, /process_resident_memory_bytes/);
+  });
+
+  it('writes one access line per request, without the raw query of unrouted requests', async () => {
+    await get('/only-a/logged?x=1');
+    await waitFor(() => tollgate.logs().some((l) => l.msg === 'access' && l.path === '/only-a/logged?x=1'));
+    const line = tollgate.logs().find((l) => l.msg === 'access' && l.path === '/only-a/logged?x=1');
+    assert.ok(line);
+    assert.equal(line.method, 'GET');
+    assert.equal(line.host, 'app.example.com');
+    assert.equal(line.status, 200);
+    assert.equal(line.route, 'app.example.com/only-a');
+    assert.equal(line.upstream, a.address);
+    assert.equal(line.client_ip, '127.0.0.1');
+    assert.equal(typeof line.duration_ms, 'number');
+    assert.ok((line.bytes as number) > 0);
+  });
+
+  it('reports a port already in use in one clear line and exits 1', async () => {
+    const busy = await startTollgate({
+      upstreams: { upstreams: { DEFAULT: { paths: { '/': { servers: [a.address] } } } } },
+      main: { proxy_address_http: `127.0.0.1:${tollgate.proxyPort}` },
+      waitReady: false,
+    });
+    const code = await busy.exited;
+    assert.equal(code, 1);
+    assert.match(
+      busy.stderr(),
+      new RegExp(
+        `cannot listen on 127\\.0\\.0\\.1:${tollgate.proxyPort} \\(proxy_address_http\\): address already in use`,
+      ),
+    );
+    await busy.stop();
+  });
+});
