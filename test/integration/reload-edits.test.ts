@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { appendFile, open, rename, truncate, unlink, writeFile } from 'node:fs/promises';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
@@ -187,6 +188,44 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     assert.equal(tollgate.child.exitCode, null);
     await expectReloads(before, 0, 0);
     assert.equal(await servedBy(), 'a');
+  });
+
+  it('keeps upstream connections of servers still configured; closes those of removed servers', async () => {
+    // An upstream that says which of its connections served the request.
+    const sockets = new Set<Socket>();
+    const keeper = await startUpstream({
+      name: 'keeper',
+      handler: (req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ server: 'keeper', connection: req.socket.remotePort }));
+      },
+    });
+    keeper.server.on('connection', (socket) => {
+      sockets.add(socket);
+      socket.once('close', () => sockets.delete(socket));
+    });
+    const connectionUsed = async (host: string) =>
+      (await request(tollgate.proxyUrl, { path: '/', headers: { host } })).json().connection;
+    try {
+      live = config({ 'app.test': a, 'keep.test': keeper });
+      await writeFile(file, live);
+      await waitFor(async () => (await servedBy('keep.test')) === 'keeper', 1_000);
+      const first = await connectionUsed('keep.test');
+
+      live = config({ 'app.test': b, 'keep.test': keeper, 'other.test': c });
+      await writeFile(file, live);
+      await waitFor(async () => (await servedBy('other.test')) === 'c', 1_000);
+      assert.equal(await connectionUsed('keep.test'), first, 'the pool survived the reload');
+
+      live = config({ 'app.test': a });
+      await writeFile(file, live);
+      await waitFor(async () => (await servedBy('keep.test')) === 'status 404', 1_000);
+      await waitFor(() => sockets.size === 0, 2_000).catch(() =>
+        assert.fail(`${sockets.size} connection(s) to the removed server still open`),
+      );
+    } finally {
+      await keeper.close();
+    }
   });
 
   it('does not apply main.yaml changes live, and says a restart is needed', async () => {
