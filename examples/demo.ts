@@ -30,9 +30,13 @@ function demoUpstream(port: number): http.Server {
 }
 
 const upstreams = [demoUpstream(3001), demoUpstream(3002)];
-const tollgate = spawn(process.execPath, [join(here, '..', 'dist', 'main.js'), 'start', '--config', join(here, 'main.yaml')], {
-  stdio: 'inherit',
-});
+const tollgate = spawn(
+  process.execPath,
+  [join(here, '..', 'dist', 'main.js'), 'start', '--config', join(here, 'main.yaml')],
+  {
+    stdio: 'inherit',
+  },
+);
 
 process.stderr.write(`
 Tollgate demo: proxy on http://localhost:8080, token API on :8081, admin on :9090

@@ -59,7 +59,8 @@ export interface Tollgate {
   metrics(): Promise<string>;
 }
 
-const toYaml = (value: string | Record<string, unknown>) => (typeof value === 'string' ? value : stringify(value));
+const toYaml = (value: string | Record<string, unknown>) =>
+  typeof value === 'string' ? value : stringify(value);
 
 /** Starts the built proxy (dist/main.js) as a child process with a config written to a temp dir. */
 export async function startTollgate(options: TollgateOptions): Promise<Tollgate> {
@@ -78,10 +79,14 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
   await writeFile(join(dir, 'main.yaml'), stringify(main));
   if (!options.upstreamsPath) await writeFile(upstreamsPath, toYaml(options.upstreams));
 
-  const child = spawn(process.execPath, [MAIN_JS, 'start', '--config', join(dir, 'main.yaml'), ...(options.args ?? [])], {
-    env: { ...process.env, TOLLGATE_CONFIG: '', ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [MAIN_JS, 'start', '--config', join(dir, 'main.yaml'), ...(options.args ?? [])],
+    {
+      env: { ...process.env, TOLLGATE_CONFIG: '', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (d: string) => {
@@ -135,8 +140,10 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
 
   if (options.waitReady !== false) {
     try {
-      await waitFor(async () => (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200, 10_000, () =>
-        child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null,
+      await waitFor(
+        async () => (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
+        10_000,
+        () => (child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null),
       );
     } catch (error) {
       child.kill('SIGKILL');
@@ -182,7 +189,13 @@ export interface SimpleResponse {
  */
 export async function request(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer; path?: string; localAddress?: string } = {},
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string | Buffer;
+    path?: string;
+    localAddress?: string;
+  } = {},
 ): Promise<SimpleResponse> {
   const { default: http } = await import('node:http');
   const target = new URL(url);
