@@ -1,5 +1,5 @@
-import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
+import { Pool } from 'undici';
 import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import type { Timeouts } from '../config/types.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
@@ -32,7 +32,11 @@ const CONNECT_ERRORS = new Set([
 const STALE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 
 function failureKind(code: string | undefined): UpstreamFailureKind {
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT')
+  if (
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT'
+  )
     return 'timeout';
   if (code !== undefined && CONNECT_ERRORS.has(code)) return 'connect';
   if (code !== undefined && STALE_CONNECTION_ERRORS.has(code)) return 'reset';
@@ -68,6 +72,18 @@ export class UpstreamPools {
       this.#pools.set(server.origin, pool);
     }
     return pool;
+  }
+
+  /**
+   * Replaces a server's pool. undici marks a pool client busy for good when dispatch() refuses a
+   * request as invalid (UND_ERR_INVALID_ARG), so each such request would permanently take one
+   * connection slot; a fresh pool (the old one finishes its in-flight requests) keeps the proxy alive.
+   */
+  replace(server: UpstreamServer): void {
+    const pool = this.#pools.get(server.origin);
+    if (pool === undefined) return;
+    this.#pools.delete(server.origin);
+    void pool.close().catch(() => {});
   }
 
   /** Closes (gracefully) the pools of servers the new table no longer names. */
@@ -166,6 +182,13 @@ function attempt(request: ProxyRequest, deps: ForwarderDeps, index: number): voi
       finished = true;
       res.off('close', onClientGone);
       const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'UND_ERR_INVALID_ARG') {
+        // undici refused to send this request (a header it considers invalid): the client's fault,
+        // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
+        deps.pools.replace(server);
+        sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
+        return;
+      }
       if (res.destroyed && !responded) return; // the client left first; nothing to report
       const kind = failureKind(code);
       upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });

@@ -37,6 +37,11 @@ export function resolveRequest(
     Array.isArray(forwardedFor) ? forwardedFor.join(', ') : forwardedFor,
     isTrustedProxy,
   );
+  if (hasDuplicateHost(req.rawHeaders)) {
+    // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
+    sendError(res, 'bad_request', undefined, 'more than one Host header');
+    return { ok: false, clientIp: address.clientIp };
+  }
   const host = normaliseHost(req.headers.host);
   if (host === null) {
     sendError(res, 'bad_request', undefined, 'the Host header is missing or malformed');
@@ -81,6 +86,17 @@ export function resolveRequest(
   };
 }
 
+function hasDuplicateHost(rawHeaders: readonly string[]): boolean {
+  let seen = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.length !== 4 || name.toLowerCase() !== 'host') continue;
+    if (seen) return true;
+    seen = true;
+  }
+  return false;
+}
+
 /** Runs the stages in order; each either answers (false) or passes on (true). */
 export async function runStages(stages: readonly Stage[], request: ProxyRequest): Promise<boolean> {
   for (const stage of stages) {
@@ -102,7 +118,9 @@ function runStagesFast(stages: readonly Stage[], request: ProxyRequest): boolean
   return true;
 }
 
-export function createProxyHandler(deps: ProxyHandlerDeps): (req: IncomingMessage, res: ServerResponse) => void {
+export function createProxyHandler(
+  deps: ProxyHandlerDeps,
+): (req: IncomingMessage, res: ServerResponse) => void {
   const { runtime, stages, forward, recorder, isTrustedProxy } = deps;
   const fail = (res: ServerResponse, error: unknown) => {
     runtime.logger.error({ err: error }, 'request failed inside the proxy');

@@ -133,6 +133,20 @@ describe('forwarding through the proxy process', () => {
     assert.equal(malformed.status, 400);
   });
 
+  it('refuses a request with two Host headers, and keeps serving after many of them', async () => {
+    for (let i = 0; i < 20; i++) {
+      const socket = net.connect(tollgate.proxyPort, '127.0.0.1');
+      socket.end(
+        'GET /only-a HTTP/1.1\r\nHost: app.example.com\r\nHost: other.example.org\r\nConnection: close\r\n\r\n',
+      );
+      let raw = '';
+      for await (const chunk of socket) raw += chunk;
+      assert.match(raw, /^HTTP\/1\.1 400 /);
+      assert.match(raw, /more than one Host header/);
+    }
+    assert.equal((await get('/only-a')).status, 200);
+  });
+
   it('round-robins across the servers of a path', async () => {
     const seen: string[] = [];
     for (let i = 0; i < 6; i++) seen.push((await get('/rr')).json<{ server: string }>().server);
