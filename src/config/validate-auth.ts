@@ -1,3 +1,4 @@
+import { isPasswordHash } from '../auth/password.ts';
 import { closestKey } from './suggest.ts';
 import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
@@ -15,7 +16,6 @@ const METHODS: Readonly<Record<string, AuthMethod>> = {
 };
 
 /** auth/password owns the hash format; config only checks it is one of ours. */
-const PASSWORD_HASH_PREFIX = 'scrypt$';
 
 /** The name an apikey `creds` key gets, since consumers only read `keys`. */
 const SINGLE_KEY_NAME = 'apikey';
@@ -166,7 +166,9 @@ function readBasicUsers(r: YamlReader, creds: Field | undefined, usersField: Fie
         password = r.string(passwordField) ?? null;
       } else if (hashField) {
         passwordHash = r.string(hashField) ?? null;
-        if (passwordHash !== null && !passwordHash.startsWith(PASSWORD_HASH_PREFIX)) {
+        // The full format check (not just the prefix): a malformed hash would otherwise load fine and
+        // lock that user out silently.
+        if (passwordHash !== null && !isPasswordHash(passwordHash)) {
           r.report(
             r.at(hashField),
             hashField.path,

@@ -28,12 +28,17 @@ describe('authorization: valid objects, normalised for consumers', () => {
       'creds: "alice:one"',
       'users:',
       '  - { username: bob, password: two }',
-      '  - { username: carol, password_hash: "scrypt$16384$8$1$c2FsdA$aGFzaA" }',
+      '  - { username: carol, password_hash: "scrypt$ln=14,r=8,p=1$Ni_fL65Z-Nbq65u32SwldA$5uqHnf-Gu-BuQMnIiD453xtTBfimlJdbhChfWqU4mqU" }',
     );
     assert.deepEqual(auth?.users, [
       { username: 'alice', password: 'one', passwordHash: null },
       { username: 'bob', password: 'two', passwordHash: null },
-      { username: 'carol', password: null, passwordHash: 'scrypt$16384$8$1$c2FsdA$aGFzaA' },
+      {
+        username: 'carol',
+        password: null,
+        passwordHash:
+          'scrypt$ln=14,r=8,p=1$Ni_fL65Z-Nbq65u32SwldA$5uqHnf-Gu-BuQMnIiD453xtTBfimlJdbhChfWqU4mqU',
+      },
     ]);
   });
 
@@ -135,6 +140,7 @@ describe('authorization: each kind of error names file:line:column and path, nev
         '  - { username: "d:e", password: x }',
         '  - { username: f, password: x }',
         '  - { username: f, password: y }',
+        '  - { username: g, password_hash: "scrypt$ln=14,r=8,p=1$truncated" }',
       ),
     );
     assert.deepEqual(issues, [
@@ -144,6 +150,7 @@ describe('authorization: each kind of error names file:line:column and path, nev
       "upstreams.yaml:7:37: authorization.users[3].password_hash: must be a hash from 'tollgate hash-password' (scrypt$...)",
       "upstreams.yaml:8:19: authorization.users[4].username: must not contain ':' (Basic auth cannot carry it)",
       "upstreams.yaml:10:19: authorization.users[6].username: user 'f' is defined twice",
+      "upstreams.yaml:11:37: authorization.users[7].password_hash: must be a hash from 'tollgate hash-password' (scrypt$...)",
     ]);
   });
 
