@@ -61,11 +61,42 @@ function compileOrExplain(upstreams: UpstreamsConfig): RoutingTable | null {
   }
 }
 
+/**
+ * Everything start and validate share after loading: the compiled table and the masterkey (read from
+ * masterkey_file or the environment). Explains and returns null when either cannot be had.
+ */
+function prepare(config: {
+  main: MainConfig;
+  upstreams: UpstreamsConfig;
+}): { table: RoutingTable; masterkeys: MasterkeySource; warnings: string[] } | null {
+  const table = compileOrExplain(config.upstreams);
+  if (table === null) return null;
+  let masterkeys: MasterkeySource;
+  try {
+    masterkeys = createMasterkeySource(config.main, config.upstreams);
+  } catch (error) {
+    process.stderr.write(`tollgate: ${(error as Error).message}\n`);
+    return null;
+  }
+  const warnings: string[] = [];
+  const jwtRoutes = table.routes.filter((route) => route.auth?.type === 'jwt');
+  if (jwtRoutes.length > 0 && masterkeys.current() === null) {
+    // Fail closed, but say so: with no masterkey every token is refused and no token can be issued.
+    warnings.push(
+      `no masterkey is configured, so every request to the jwt routes (${jwtRoutes.map((r) => r.id).join(', ')}) ` +
+        'will be refused; set masterkey, masterkey_file or TOLLGATE_MASTERKEY',
+    );
+  }
+  return { table, masterkeys, warnings };
+}
+
 async function validate(path: string): Promise<number> {
   const config = await loadOrExplain(path);
   if (config === null) return 1;
-  const table = compileOrExplain(config.upstreams);
-  if (table === null) return 1;
+  const prepared = prepare(config);
+  if (prepared === null) return 1;
+  const { table, warnings } = prepared;
+  for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
   process.stdout.write(
     `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
       `${table.routes.length} routes, ${table.servers.length} servers\n`,
@@ -77,16 +108,11 @@ async function start(path: string): Promise<number> {
   const config = await loadOrExplain(path);
   if (config === null) return 1;
   const { main } = config;
+  const prepared = prepare(config);
+  if (prepared === null) return 1;
+  const { table, masterkeys } = prepared;
   const logger = createLogger(main.logLevel);
-  let masterkeys: MasterkeySource;
-  try {
-    masterkeys = createMasterkeySource(main, config.upstreams);
-  } catch (error) {
-    process.stderr.write(`tollgate: ${(error as Error).message}\n`);
-    return 1;
-  }
-  const table = compileOrExplain(config.upstreams);
-  if (table === null) return 1;
+  for (const warning of prepared.warnings) logger.warn(warning);
   const runtime = createRuntime(main, logger, table);
   const pools = new UpstreamPools(main.timeouts);
   runtime.onTableSwap((next) => pools.retainOnly(next));

@@ -70,6 +70,25 @@ describe('tollgate validate', () => {
     assert.match(result.stderr, /upstreams\.yaml:6:\d+: upstreams\.app\.test\.paths\.\/\.servers:/);
   });
 
+  it('warns when jwt routes exist but no masterkey is configured, and fails on an unreadable masterkey_file', async () => {
+    await writeFile(join(dir, 'main.yaml'), 'proxy_address_http: "127.0.0.1:0"\n');
+    await writeFile(
+      join(dir, 'upstreams.yaml'),
+      'upstreams:\n  app.test:\n    paths:\n      "/private":\n        servers: ["127.0.0.1:3000"]\n        authorization: { type: jwt }\n',
+    );
+    const warned = tollgate('validate', '--config', join(dir, 'main.yaml'));
+    assert.equal(warned.code, 0);
+    assert.match(
+      warned.stderr,
+      /warning: no masterkey is configured, so every request to the jwt routes \(app\.test\/private\)/,
+    );
+
+    await writeFile(join(dir, 'main.yaml'), `masterkey_file: ${join(dir, 'missing-secret')}\n`);
+    const failed = tollgate('validate', '--config', join(dir, 'main.yaml'));
+    assert.equal(failed.code, 1);
+    assert.match(failed.stderr, /missing-secret/);
+  });
+
   it('says clearly when the config file is missing', () => {
     const result = tollgate('validate', '--config', join(dir, 'nope.yaml'));
     assert.equal(result.code, 1);
