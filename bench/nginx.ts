@@ -6,11 +6,8 @@
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { BODY } from './body.ts';
 import { makeTempDir, type Started, startProcess } from './processes.ts';
-
-/** The exact response body size every target returns. */
-export const BODY_BYTES = 100;
-export const BODY = 'x'.repeat(BODY_BYTES);
 
 export function nginxBinary(): string | null {
   for (const candidate of ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) {

@@ -15,8 +15,10 @@ export interface TargetSummary {
 export interface Ratio {
   name: string;
   value: number;
-  /** The bar from the issues (Tollgate ≥ 0.45 × nginx, JWT ≥ 0.9 × no auth). */
-  goal: number;
+  /** The bar from the issues (Tollgate ≥ 0.45 × nginx, JWT ≥ 0.9 × no auth), when there is one. */
+  goal?: number;
+  /** What the figure is compared with when it is a calibration, not a goal. */
+  note?: string;
 }
 
 export function median(values: readonly number[]): number {
@@ -42,10 +44,10 @@ export function ratio(
   name: string,
   numerator: TargetSummary | undefined,
   denominator: TargetSummary | undefined,
-  goal: number,
+  bar: { goal: number } | { note: string },
 ): Ratio | null {
   if (numerator === undefined || denominator === undefined) return null;
-  return { name, value: numerator.requestsPerSecond / denominator.requestsPerSecond, goal };
+  return { name, value: numerator.requestsPerSecond / denominator.requestsPerSecond, ...bar };
 }
 
 function pad(text: string, width: number, alignRight: boolean): string {
@@ -69,8 +71,11 @@ export function renderTable(summaries: readonly TargetSummary[], ratios: readonl
     row.map((cell, column) => pad(cell, widths[column] ?? 0, column > 0 && column !== 3)).join('  '),
   );
   lines.splice(1, 0, widths.map((width) => '-'.repeat(width)).join('  '));
-  for (const { name, value, goal } of ratios) {
-    lines.push(`${name}: ${value.toFixed(2)}  (goal ≥ ${goal}: ${value >= goal ? 'met' : 'NOT met'})`);
+  if (ratios.length > 0) lines.push('');
+  for (const { name, value, goal, note } of ratios) {
+    const comment =
+      goal !== undefined ? `goal ≥ ${goal}: ${value >= goal ? 'met' : 'NOT met'}` : (note ?? '');
+    lines.push(`${name}: ${value.toFixed(2)}${comment === '' ? '' : `  (${comment})`}`);
   }
   return lines.join('\n');
 }

@@ -1,13 +1,15 @@
 /**
  * `npm run bench`: the same load against a fixed-body upstream reached directly, through nginx (one
- * worker, keep-alive pool) and through Tollgate with and without JWT auth, in interleaved rounds
- * (A B C D A B C D …) so that drift on a shared machine hits every target alike. Prints the median
- * requests/s and p99 of each target and the ratios the issues set goals for; writes the figures to
- * bench/results/latest.json. See bench/README.md for the method.
+ * worker, keep-alive pool), through two minimal Node reference proxies (http-proxy-3, hand-written
+ * undici) and through Tollgate with and without JWT auth, in interleaved rounds (A B C … A B C …) so
+ * that drift on a shared machine hits every target alike. Prints the median requests/s and p99 of each
+ * target, the ratios the issues set goals for and the calibration ratios of the reference proxies;
+ * writes the figures to bench/results/latest.json. See bench/README.md for the method.
  *
  * Settings (flag or env): --seconds/BENCH_SECONDS (5), --rounds/BENCH_ROUNDS (3),
  * --connections/BENCH_CONNECTIONS (64), --threads/BENCH_THREADS (1, wrk threads),
- * --warmup/BENCH_WARMUP_SECONDS (2), --targets/BENCH_TARGETS (direct,nginx,tollgate,tollgate-jwt).
+ * --warmup/BENCH_WARMUP_SECONDS (2), --targets/BENCH_TARGETS (all of TARGET_IDS),
+ * --upstream/BENCH_UPSTREAM (nginx | node).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -15,15 +17,25 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { BODY_BYTES } from './body.ts';
 import { httpRequest, waitForHttp } from './http.ts';
 import { findLoadGenerator, type LoadGenerator, type LoadResult } from './load.ts';
-import { BODY_BYTES, nginxBinary, proxyConfig, startNginx, upstreamConfig } from './nginx.ts';
+import { nginxBinary, proxyConfig, startNginx, upstreamConfig } from './nginx.ts';
+import { type ReferenceProxyId, startNodeUpstream, startReferenceProxy } from './node-targets.ts';
 import { freePort, stopAll } from './processes.ts';
 import { type Ratio, ratio, renderTable, summarise, type TargetSummary } from './report.ts';
 import { BENCH_HOST, issueToken, MAIN_JS, startTollgate, tollgateBuilt } from './tollgate.ts';
 
-const TARGET_IDS = ['direct', 'nginx', 'tollgate', 'tollgate-jwt'] as const;
+const TARGET_IDS = ['direct', 'nginx', 'http-proxy-3', 'undici-minimal', 'tollgate', 'tollgate-jwt'] as const;
 type TargetId = (typeof TARGET_IDS)[number];
+
+const UPSTREAM_KINDS = ['nginx', 'node'] as const;
+type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
+
+const REFERENCE_LABELS: Record<ReferenceProxyId, string> = {
+  'http-proxy-3': 'http-proxy-3',
+  'undici-minimal': 'undici (minimal)',
+};
 
 interface Settings {
   seconds: number;
@@ -32,6 +44,7 @@ interface Settings {
   threads: number;
   warmupSeconds: number;
   targets: TargetId[];
+  upstream: UpstreamKind;
 }
 
 interface Target {
@@ -50,6 +63,7 @@ function readSettings(): Settings {
       threads: { type: 'string' },
       warmup: { type: 'string' },
       targets: { type: 'string' },
+      upstream: { type: 'string' },
     },
   });
   const positive = (flag: string | undefined, env: string, fallback: number, allowZero = false): number => {
@@ -66,6 +80,11 @@ function readSettings(): Settings {
     if (id === undefined) throw new Error(`unknown target ${name}; known: ${TARGET_IDS.join(', ')}`);
     return id;
   });
+  const upstreamName = values.upstream ?? process.env.BENCH_UPSTREAM ?? 'nginx';
+  const upstream = UPSTREAM_KINDS.find((known) => known === upstreamName.trim());
+  if (upstream === undefined) {
+    throw new Error(`unknown upstream ${upstreamName}; known: ${UPSTREAM_KINDS.join(', ')}`);
+  }
   return {
     seconds: positive(values.seconds, 'BENCH_SECONDS', 5),
     rounds: positive(values.rounds, 'BENCH_ROUNDS', 3),
@@ -73,6 +92,7 @@ function readSettings(): Settings {
     threads: positive(values.threads, 'BENCH_THREADS', 1),
     warmupSeconds: positive(values.warmup, 'BENCH_WARMUP_SECONDS', 2, true),
     targets,
+    upstream,
   };
 }
 
@@ -109,19 +129,23 @@ function toolVersion(command: string, args: string[]): string {
 
 async function startTargets(settings: Settings): Promise<{ targets: Target[]; skipped: string[] }> {
   const nginx = nginxBinary();
-  if (nginx === null) throw new Error('nginx is needed for the upstream (apt-get install nginx)');
+  if (nginx === null) throw new Error('nginx is needed (apt-get install nginx)');
   const skipped: string[] = [];
   const upstreamPort = await freePort();
-  // Two workers: the upstream must never be what limits a proxy's figure.
-  const upstream = startNginx(nginx, 'upstream', (dir) => upstreamConfig(dir, upstreamPort, 2));
-  await waitForHttp(`http://127.0.0.1:${upstreamPort}/`, upstream);
+  if (settings.upstream === 'nginx') {
+    // Two workers: the upstream must never be what limits a proxy's figure.
+    const upstream = startNginx(nginx, 'upstream', (dir) => upstreamConfig(dir, upstreamPort, 2));
+    await waitForHttp(`http://127.0.0.1:${upstreamPort}/`, upstream);
+  } else {
+    await startNodeUpstream(upstreamPort);
+  }
 
   const host = { host: BENCH_HOST };
   const targets: Target[] = [];
   if (settings.targets.includes('direct')) {
     targets.push({
       id: 'direct',
-      label: 'direct upstream',
+      label: `direct upstream${settings.upstream === 'node' ? ' (node)' : ''}`,
       url: `http://127.0.0.1:${upstreamPort}/`,
       headers: host,
     });
@@ -131,6 +155,11 @@ async function startTargets(settings: Settings): Promise<{ targets: Target[]; sk
     const proxy = startNginx(nginx, 'nginx-proxy', (dir) => proxyConfig(dir, port, upstreamPort));
     await waitForHttp(`http://127.0.0.1:${port}/`, proxy);
     targets.push({ id: 'nginx', label: 'nginx (1 worker)', url: `http://127.0.0.1:${port}/`, headers: host });
+  }
+  for (const id of ['http-proxy-3', 'undici-minimal'] as const) {
+    if (!settings.targets.includes(id)) continue;
+    const port = await startReferenceProxy(id, upstreamPort);
+    targets.push({ id, label: REFERENCE_LABELS[id], url: `http://127.0.0.1:${port}/`, headers: host });
   }
   const wantsTollgate = settings.targets.includes('tollgate') || settings.targets.includes('tollgate-jwt');
   if (wantsTollgate && !tollgateBuilt()) {
@@ -205,14 +234,26 @@ async function main(): Promise<number> {
 
   process.stdout.write(
     `${generator.name}: ${settings.connections} connections, ${settings.threads} thread(s), ` +
-      `${settings.rounds} round(s) × ${settings.seconds}s per target, ${BODY_BYTES}-byte bodies\n`,
+      `${settings.rounds} round(s) × ${settings.seconds}s per target, ${BODY_BYTES}-byte bodies, ` +
+      `${settings.upstream} upstream\n`,
   );
   const results = await measure(generator, settings, targets);
   const summaries = targets.map((target) => summarise(target.id, target.label, results.get(target.id) ?? []));
   const byId = (id: TargetId): TargetSummary | undefined => summaries.find((summary) => summary.id === id);
+  // The issue's figures for the two reference proxies (0.5 and 0.29 × nginx) were taken in another
+  // setup; measuring them here, in the same rounds, says how hard this run's nginx is to match.
   const ratios = [
-    ratio('tollgate / nginx', byId('tollgate'), byId('nginx'), 0.45),
-    ratio('tollgate+JWT / tollgate', byId('tollgate-jwt'), byId('tollgate'), 0.9),
+    ratio('tollgate / nginx', byId('tollgate'), byId('nginx'), { goal: 0.45 }),
+    ratio('tollgate+JWT / tollgate', byId('tollgate-jwt'), byId('tollgate'), { goal: 0.9 }),
+    ratio('undici-minimal / nginx', byId('undici-minimal'), byId('nginx'), {
+      note: "calibration: about 0.5 in the issue's setup",
+    }),
+    ratio('http-proxy-3 / nginx', byId('http-proxy-3'), byId('nginx'), {
+      note: "calibration: about 0.29 in the issue's setup",
+    }),
+    ratio('tollgate / undici-minimal', byId('tollgate'), byId('undici-minimal'), {
+      note: 'the goal scaled to the calibration: 0.45 / 0.5 = 0.9',
+    }),
   ].filter((entry): entry is Ratio => entry !== null);
 
   process.stdout.write(`\n${renderTable(summaries, ratios)}\n`);
@@ -221,7 +262,7 @@ async function main(): Promise<number> {
   mkdirSync(resultsDir, { recursive: true });
   const document = {
     date: new Date().toISOString(),
-    command: `BENCH_SECONDS=${settings.seconds} BENCH_ROUNDS=${settings.rounds} BENCH_CONNECTIONS=${settings.connections} npm run bench`,
+    command: `BENCH_SECONDS=${settings.seconds} BENCH_ROUNDS=${settings.rounds} BENCH_CONNECTIONS=${settings.connections} BENCH_UPSTREAM=${settings.upstream} BENCH_TARGETS=${settings.targets.join(',')} npm run bench`,
     environment: {
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model ?? 'unknown',

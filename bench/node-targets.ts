@@ -1,0 +1,37 @@
+/**
+ * The Node processes of the bench other than Tollgate: the two reference proxies (bench/reference/
+ * undici-proxy.ts, http-proxy-3-proxy.ts) and the optional Node upstream (node-upstream.ts). Each runs
+ * as a .ts file on the same pinned Node as Tollgate (process.execPath; type stripping only costs at
+ * load), so the comparison is between proxies, not between Node versions.
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { waitForHttp } from './http.ts';
+import { freePort, type Started, startProcess } from './processes.ts';
+
+const REFERENCE_DIR = join(dirname(fileURLToPath(import.meta.url)), 'reference');
+
+export const REFERENCE_PROXIES = {
+  'undici-minimal': 'undici-proxy.ts',
+  'http-proxy-3': 'http-proxy-3-proxy.ts',
+} as const;
+export type ReferenceProxyId = keyof typeof REFERENCE_PROXIES;
+
+function startScript(name: string, script: string, args: string[]): Started {
+  return startProcess(name, process.execPath, [join(REFERENCE_DIR, script), ...args]);
+}
+
+/** Starts one reference proxy in front of `upstreamPort`; resolves with its port once it answers. */
+export async function startReferenceProxy(id: ReferenceProxyId, upstreamPort: number): Promise<number> {
+  const port = await freePort();
+  const started = startScript(id, REFERENCE_PROXIES[id], [String(port), `http://127.0.0.1:${upstreamPort}`]);
+  await waitForHttp(`http://127.0.0.1:${port}/`, started);
+  return port;
+}
+
+/** Starts the single-process Node upstream (BENCH_UPSTREAM=node) and waits until it answers. */
+export async function startNodeUpstream(port: number): Promise<Started> {
+  const started = startScript('node-upstream', 'node-upstream.ts', [String(port)]);
+  await waitForHttp(`http://127.0.0.1:${port}/`, started);
+  return started;
+}
