@@ -43,7 +43,11 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | n
  * The headers to send upstream, as a flat `[name, value, …]` list built from the raw headers (so
  * duplicates and original casing survive), minus hop-by-hop and consumed credentials, plus ours.
  */
-export function upstreamRequestHeaders(request: ProxyRequest, forwardedProto: string, forwardedHost: string): string[] {
+export function upstreamRequestHeaders(
+  request: ProxyRequest,
+  forwardedProto: string,
+  forwardedHost: string,
+): string[] {
   const { rawHeaders, headers } = request.req;
   const named = connectionTokens(headers.connection);
   const consumed = request.consumedHeaders;
@@ -75,7 +79,10 @@ export function clientResponseHeaders(
   }
   if (extraCookies.length > 0) {
     const existing = out['set-cookie'];
-    out['set-cookie'] = [...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]), ...extraCookies];
+    out['set-cookie'] = [
+      ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
+      ...extraCookies,
+    ];
   }
   return out;
 }
