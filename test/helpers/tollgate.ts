@@ -62,8 +62,31 @@ export interface Tollgate {
 const toYaml = (value: string | Record<string, unknown>) =>
   typeof value === 'string' ? value : stringify(value);
 
-/** Starts the built proxy (dist/main.js) as a child process with a config written to a temp dir. */
+/** Log levels that hide the "tollgate ready" info line; readiness then rests on /readyz alone. */
+const QUIET_LEVELS = new Set(['warn', 'error', 'fatal', 'silent']);
+
+/** A start that failed only because a port chosen here was taken meanwhile (freePort releases it). */
+class PortTakenError extends Error {}
+
+/**
+ * Starts the built proxy (dist/main.js) as a child process with a config written to a temp dir.
+ *
+ * freePort() releases its port before the child binds it, so on a busy machine (tests run two files
+ * at once) another listener can take it in between. Such a start is retried on fresh ports, a bounded
+ * number of times; any other failure is reported as it is.
+ */
 export async function startTollgate(options: TollgateOptions): Promise<Tollgate> {
+  const attempts = options.waitReady === false ? 1 : 3;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(options);
+    } catch (error) {
+      if (!(error instanceof PortTakenError) || attempt >= attempts) throw error;
+    }
+  }
+}
+
+async function startOnce(options: TollgateOptions): Promise<Tollgate> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tollgate-test-')));
   const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const upstreamsPath = options.upstreamsPath ?? join(dir, 'upstreams.yaml');
@@ -139,15 +162,28 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
   };
 
   if (options.waitReady !== false) {
+    // A 200 on adminPort alone does not prove it is this child answering: if the port was taken
+    // between freePort() and the child's bind, another proxy's admin port (or an echo upstream)
+    // answers while this child is exiting with EADDRINUSE. The child's own "tollgate ready" line,
+    // logged once every listener is bound, does.
+    const quiet = QUIET_LEVELS.has(String(options.main?.log_level ?? 'info'));
+    const saidReady = () => quiet || out.includes('"msg":"tollgate ready"');
     try {
       await waitFor(
-        async () => (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
+        async () => saidReady() && (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
         10_000,
         () => (child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null),
       );
     } catch (error) {
       child.kill('SIGKILL');
-      throw new Error(`tollgate did not become ready: ${(error as Error).message}\n${err}\n${out}`);
+      await exited;
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+      const ours = [proxyPort, apiPort, adminPort].map((port) => `cannot listen on 127.0.0.1:${port} `);
+      const message = `tollgate did not become ready: ${(error as Error).message}\n${err}\n${out}`;
+      if (ours.some((prefix) => err.includes(prefix)) && err.includes('address already in use')) {
+        throw new PortTakenError(message);
+      }
+      throw new Error(message);
     }
   }
   return tollgate;
