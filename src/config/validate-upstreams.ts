@@ -121,8 +121,10 @@ function readStickySessions(r: YamlReader, field: Field): StickySessions | null 
   return null;
 }
 
+// Whole requests per second: the limiter counts whole requests in one-second windows, so 0.5 would
+// refuse everything and 1.5 would behave as 1.
 function readRateLimit(r: YamlReader, field: Field): number | null {
-  return r.number(field, { min: 0, minExclusive: true }) ?? null;
+  return r.number(field, { integer: true, min: 1 }) ?? null;
 }
 
 function readHosts(r: YamlReader, field: Field): HostConfig[] {

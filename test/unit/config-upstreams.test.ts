@@ -47,7 +47,7 @@ describe('upstreams.yaml: valid files', () => {
       masterkey: s3cret
       sticky_sessions: 3600
       to_https: true
-      rate_limit: 12.5
+      rate_limit: 12
       authorization:
         type: basic
         creds: "admin:pa:ss"
@@ -76,7 +76,7 @@ describe('upstreams.yaml: valid files', () => {
       masterkey: 's3cret',
       stickySessions: { maxAgeSeconds: 3600 },
       toHttps: true,
-      rateLimit: 12.5,
+      rateLimit: 12,
       authorization: {
         type: 'basic',
         users: [{ username: 'admin', password: 'pa:ss', passwordHash: null }],
@@ -225,7 +225,7 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
     `;
     assert.deepEqual(problems(parse(text)), [
       'upstreams.yaml:1:11: to_https: expected true or false, got a string',
-      'upstreams.yaml:2:13: rate_limit: expected a number, got a string',
+      'upstreams.yaml:2:13: rate_limit: expected an integer, got a string',
       'upstreams.yaml:7:18: upstreams.api.example.com.paths./.servers: expected a list of servers such as ["10.0.0.5:8080"], got a string',
       'upstreams.yaml:8:19: upstreams.api.example.com.paths./.to_https: expected true or false, got a number',
     ]);
@@ -329,9 +329,12 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
     ]);
   });
 
-  it('rate_limit must be positive', () => {
+  it('rate_limit must be a whole number of requests per second, at least 1', () => {
     assert.deepEqual(problems(parse(`rate_limit: 0\n${MINIMAL}`)), [
-      'upstreams.yaml:1:13: rate_limit: 0 is out of range (must be > 0)',
+      'upstreams.yaml:1:13: rate_limit: 0 is out of range (must be >= 1)',
+    ]);
+    assert.deepEqual(problems(parse(`rate_limit: 2.5\n${MINIMAL}`)), [
+      'upstreams.yaml:1:13: rate_limit: expected an integer, got 2.5',
     ]);
   });
 
