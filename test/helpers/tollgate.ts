@@ -148,15 +148,18 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     exited,
     writeUpstreams: (content) => writeFile(upstreamsPath, toYaml(content)),
     async stop(signal = 'SIGTERM') {
+      let code: number | null;
       if (child.exitCode === null && child.signalCode === null) {
         child.kill(signal);
         const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-        const code = await exited;
+        code = await exited;
         clearTimeout(timer);
-        if (!options.dir) await rm(dir, { recursive: true, force: true });
-        return code;
+      } else {
+        code = await exited;
       }
-      return exited;
+      // Also when the child had already exited (a failed start, a test's own signal): no temp dir left.
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+      return code;
     },
     metrics: async () => (await fetch(`${host(adminPort)}/metrics`)).text(),
   };
