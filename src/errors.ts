@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { writeLocalResponse } from './local-response.ts';
 
 /**
  * The error catalogue: every error Tollgate answers with, by stable code. Logs, metrics and tests refer
@@ -20,6 +21,7 @@ export const ERRORS = {
   token_expired: { status: 401, message: 'the token has expired' },
   token_invalid: { status: 401, message: 'the token is not valid' },
   headers_too_large: { status: 431, message: 'request headers too large' },
+  request_timeout: { status: 408, message: 'the request headers did not arrive in time' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json' },
   payload_too_large: { status: 413, message: 'request body too large' },
   forbidden: { status: 403, message: 'master_key is not valid' },
@@ -43,10 +45,5 @@ export function sendError(
     return;
   }
   const body = JSON.stringify({ error: code, message });
-  res.writeHead(status, {
-    ...headers,
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-  });
-  res.end(body);
+  writeLocalResponse(res, status, { ...headers, 'content-type': 'application/json' }, body);
 }

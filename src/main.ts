@@ -17,6 +17,7 @@ import { createLogger } from './log.ts';
 import { createRequestRecorder } from './observe.ts';
 import { createBalanceStage } from './proxy/balance.ts';
 import { createTrustTest } from './proxy/client-address.ts';
+import { answerClientError } from './proxy/client-error.ts';
 import { createForwarder, UpstreamPools } from './proxy/forward.ts';
 import { createServerHealth } from './proxy/health.ts';
 import { createPipeline } from './proxy/pipeline.ts';
@@ -143,6 +144,8 @@ async function start(path: string): Promise<number> {
     requestTimeout: 0,
     // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
     shouldUpgradeCallback: isWebSocketUpgrade,
+    // A missing Host is answered by resolveRequest with our JSON 400 rather than Node's bare one.
+    requireHostHeader: false,
   };
   const handler = createProxyHandler({ runtime, stages, forward, recorder, isTrustedProxy });
   const webSockets = createWebSocketHandler({
@@ -157,6 +160,7 @@ async function start(path: string): Promise<number> {
   });
   const proxyServer = http.createServer(serverOptions, handler);
   proxyServer.on('upgrade', webSockets.handleUpgrade);
+  proxyServer.on('clientError', answerClientError);
   let tls: TlsContextProvider | null = null;
   let tlsServer: https.Server | null = null;
   if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
@@ -170,6 +174,7 @@ async function start(path: string): Promise<number> {
     }
     tlsServer = https.createServer({ ...serverOptions, ...tls.current() }, handler);
     tlsServer.on('upgrade', webSockets.handleUpgrade);
+    tlsServer.on('clientError', answerClientError);
     tls.attach(tlsServer);
   }
   const adminServer = createAdminServer(runtime);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestDuration, requestsTotal } from './admin/metrics.ts';
+import { localResponseBytes } from './local-response.ts';
 import type { Logger } from './log.ts';
 import type { ProxyRequest } from './proxy/context.ts';
 
@@ -33,7 +34,7 @@ export function createRequestRecorder(logger: Logger, accessLog: boolean): Reque
         path: request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path,
         status: res.statusCode,
         duration_ms: Math.round(seconds * 1e6) / 1e3,
-        bytes: request.responseBytes || Number(res.getHeader('content-length') ?? 0),
+        bytes: request.responseBytes || localResponseBytes(res),
         upstream: request.upstream?.address ?? null,
         route: route.id,
         client_ip: request.clientIp,
@@ -49,11 +50,12 @@ export function createRequestRecorder(logger: Logger, accessLog: boolean): Reque
       logger.info({
         msg: 'access',
         method: req.method,
-        // The raw target may carry a token; only its length is safe to log before normalisation.
+        // The raw target may carry a token and was not normalised: it is never logged.
         host: req.headers.host,
         path: null,
         status: res.statusCode,
         duration_ms: Math.round(seconds * 1e6) / 1e3,
+        bytes: localResponseBytes(res),
         route: NO_ROUTE,
         client_ip: clientIp,
       });

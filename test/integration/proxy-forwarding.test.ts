@@ -133,6 +133,39 @@ describe('forwarding through the proxy process', () => {
     assert.equal(malformed.status, 400);
   });
 
+  it('answers parser-level errors with the same JSON bodies: 431 for huge headers, 400 for garbage, 400 without Host', async () => {
+    const huge = await request(tollgate.proxyUrl, {
+      path: '/only-a',
+      headers: { host: 'app.example.com', 'x-filler': 'a'.repeat(40_000) },
+    });
+    assert.equal(huge.status, 431);
+    assert.equal(huge.json<{ error: string }>().error, 'headers_too_large');
+    const raw = async (text: string) => {
+      const socket = net.connect(tollgate.proxyPort, '127.0.0.1');
+      socket.end(text);
+      let answer = '';
+      for await (const chunk of socket) answer += chunk;
+      return answer;
+    };
+    assert.match(await raw('NOT HTTP AT ALL\r\n\r\n'), /^HTTP\/1\.1 400 [\s\S]*"error":"bad_request"/);
+    assert.match(
+      await raw('GET /only-a HTTP/1.1\r\nConnection: close\r\n\r\n'),
+      /^HTTP\/1\.1 400 [\s\S]*"error":"bad_request"/,
+    );
+    assert.equal((await get('/only-a')).status, 200);
+  });
+
+  it('logs the size of responses Tollgate writes itself', async () => {
+    const missing = await request(tollgate.proxyUrl, {
+      path: '/v2/sized',
+      headers: { host: 'narrow.example.com' },
+    });
+    assert.equal(missing.status, 404);
+    await waitFor(() =>
+      tollgate.logs().some((l) => l.msg === 'access' && l.status === 404 && l.bytes === missing.body.length),
+    );
+  });
+
   it('refuses a request with two Host headers, and keeps serving after many of them', async () => {
     for (let i = 0; i < 20; i++) {
       const socket = net.connect(tollgate.proxyPort, '127.0.0.1');

@@ -1,4 +1,5 @@
 import type { MainConfig } from '../../config/types.ts';
+import { writeLocalResponse } from '../../local-response.ts';
 import type { ProxyRequest, Stage } from '../context.ts';
 
 /**
@@ -18,12 +19,7 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
     const method = request.req.method;
     const status = method === 'GET' || method === 'HEAD' ? 301 : 308;
     const body = `Redirecting to ${location}\n`;
-    request.res.writeHead(status, {
-      location,
-      'content-type': 'text/plain; charset=utf-8',
-      'content-length': Buffer.byteLength(body),
-    });
-    request.res.end(body);
+    writeLocalResponse(request.res, status, { location, 'content-type': 'text/plain; charset=utf-8' }, body);
     return false;
   };
 }
