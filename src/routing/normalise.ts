@@ -12,6 +12,7 @@ const BACKSLASH = 0x5c;
 const DOT = 0x2e;
 const PERCENT = 0x25;
 const HASH = 0x23;
+const SEMICOLON = 0x3b;
 const COLON = 0x3a;
 const OPEN_BRACKET = 0x5b;
 
@@ -97,13 +98,19 @@ function isPort(s: string, start: number): boolean {
 
 export type NormalisedPath =
   | { ok: true; path: string; query: string }
-  | { ok: false; reason: 'encoded_slash' | 'bad_encoding' | 'not_origin_form' };
+  | { ok: false; reason: 'encoded_slash' | 'bad_encoding' | 'not_origin_form' | 'dot_segment_parameters' };
 
 type Refusal = Extract<NormalisedPath, { ok: false }>;
 
 const ENCODED_SLASH: Refusal = Object.freeze({ ok: false, reason: 'encoded_slash' });
 const BAD_ENCODING: Refusal = Object.freeze({ ok: false, reason: 'bad_encoding' });
 const NOT_ORIGIN_FORM: Refusal = Object.freeze({ ok: false, reason: 'not_origin_form' });
+/**
+ * `/public/..;/admin`: Tomcat and other servlet containers drop `;parameters` from a segment before
+ * resolving dot-segments, so they serve `/admin` while a proxy that routes on `/public` would apply
+ * the wrong policy. No legitimate client sends a dot-segment with parameters: refuse it.
+ */
+const DOT_SEGMENT_PARAMETERS: Refusal = Object.freeze({ ok: false, reason: 'dot_segment_parameters' });
 
 /** RFC 3986 unreserved: an escape of one of these is decoded. */
 const UNRESERVED = new Uint8Array(128);
@@ -172,8 +179,9 @@ function isNormalPath(s: string, end: number): boolean {
       if (next === SLASH) return false;
       if (next === DOT) {
         const second = i + 2 < end ? s.charCodeAt(i + 2) : SLASH;
-        if (second === SLASH) return false;
-        if (second === DOT && (i + 3 < end ? s.charCodeAt(i + 3) : SLASH) === SLASH) return false;
+        if (second === SLASH || second === SEMICOLON) return false;
+        const third = i + 3 < end ? s.charCodeAt(i + 3) : SLASH;
+        if (second === DOT && (third === SLASH || third === SEMICOLON)) return false;
       }
     } else if (c === PERCENT) {
       if (i + 2 >= end) return false;
@@ -228,6 +236,7 @@ function rebuildPath(s: string, end: number): string | Refusal {
     }
     segment += s.slice(runStart, i);
 
+    if (segment.startsWith('.;') || segment.startsWith('..;')) return DOT_SEGMENT_PARAMETERS;
     if (segment === '' || segment === '.') {
       trailingSlash = true;
     } else if (segment === '..') {

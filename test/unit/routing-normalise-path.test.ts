@@ -28,6 +28,9 @@ const normalised: [string, string][] = [
   ['/a/b/.', '/a/b/'],
   ['/a/..', '/'],
   ['/..', '/'],
+  // parameters on ordinary segments are kept (jsessionid and matrix parameters are legitimate)
+  ['/a;jsessionid=1/b', '/a;jsessionid=1/b'],
+  ['/a/..b;x/c', '/a/..b;x/c'],
   ['/.', '/'],
   ['/./', '/'],
   ['/a/b/../c/./d', '/a/c/d'],
@@ -113,6 +116,12 @@ const refused: [string, Reason][] = [
   ['a/b', 'not_origin_form'],
   ['example.com:443', 'not_origin_form'],
   ['?x=1', 'not_origin_form'],
+  ['/public/..;/admin', 'dot_segment_parameters'],
+  ['/public/..;jsessionid=x/admin', 'dot_segment_parameters'],
+  ['/..;/admin', 'dot_segment_parameters'],
+  ['/public/.;/admin', 'dot_segment_parameters'],
+  ['/public/%2e%2e;/admin', 'dot_segment_parameters'],
+  ['/public/%2E;x', 'dot_segment_parameters'],
 ];
 
 describe('normaliseTarget: normalised paths', () => {
@@ -199,7 +208,9 @@ describe('normaliseTarget: properties', () => {
     for (const target of randomTargets(5000, 7)) {
       const first = normaliseTarget(target);
       if (!first.ok) {
-        assert.ok(/%2f|%5c|\\|%(?![0-9a-f]{2})/i.test(target), `${target} refused as ${first.reason}`);
+        const expectedRefusal =
+          /%2f|%5c|\\|%(?![0-9a-f]{2})/i.test(target) || /\/(\.|%2e){1,2};/i.test(target);
+        assert.ok(expectedRefusal, `${target} refused as ${first.reason}`);
         continue;
       }
       accepted++;
