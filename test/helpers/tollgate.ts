@@ -20,6 +20,44 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
   return port;
 }
 
+/** A loopback address where connections are refused, held so that nothing else can listen there. */
+export interface RefusedAddress {
+  readonly port: number;
+  /** `127.0.0.1:port`, as written in upstreams.yaml. */
+  readonly address: string;
+  release(): Promise<void>;
+}
+
+/**
+ * A port that refuses connections for as long as the test holds it. A port from freePort() is only
+ * free until someone binds it: under --test-concurrency=2 another test's listener can take it, and a
+ * "dead" server then answers. Here the port is the local end of an open loopback connection: no
+ * listener can bind it (EADDRINUSE) and a new connection to it gets a RST (ECONNREFUSED).
+ */
+export async function refusedAddress(): Promise<RefusedAddress> {
+  const holder = net.createServer();
+  holder.listen(0, '127.0.0.1');
+  await once(holder, 'listening');
+  const accepted = once(holder, 'connection') as Promise<[net.Socket]>;
+  const client = net.connect({ host: '127.0.0.1', port: (holder.address() as net.AddressInfo).port });
+  await once(client, 'connect');
+  const [serverSide] = await accepted;
+  // Never what keeps a test process alive, should a test forget release().
+  for (const handle of [holder, client, serverSide]) handle.unref();
+  const port = client.localPort as number;
+  return {
+    port,
+    address: `127.0.0.1:${port}`,
+    async release() {
+      // The side that closes first keeps TIME_WAIT: let it be the holder's, so the port is free again.
+      client.ref();
+      serverSide.destroy();
+      await once(client, 'close');
+      await new Promise((r) => holder.close(r));
+    },
+  };
+}
+
 export interface TollgateOptions {
   /** Extra main.yaml keys (listen addresses are filled in on loopback unless given). */
   main?: Record<string, unknown>;

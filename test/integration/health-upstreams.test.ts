@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import {
-  freePort,
+  refusedAddress,
   request,
   type SimpleResponse,
   startTollgate,
@@ -19,6 +19,13 @@ async function upstream(options: Parameters<typeof startUpstream>[0] = {}): Prom
   const server = await startUpstream(options);
   running.push(server);
   return server;
+}
+
+/** `127.0.0.1:port` that refuses connections until the end of the file (no other test can take it). */
+async function deadServer(): Promise<string> {
+  const refused = await refusedAddress();
+  running.push({ close: () => refused.release() });
+  return refused.address;
 }
 
 async function proxyFor(
@@ -63,7 +70,7 @@ const logCount = (tollgate: Tollgate, msg: string) =>
 describe('server health', () => {
   it('ejects a server that refuses connections: gauge 0, no more attempts on it', async () => {
     const alive = await upstream({ name: 'alive' });
-    const dead = `127.0.0.1:${await freePort()}`;
+    const dead = await deadServer();
     const tollgate = await proxyFor({ servers: [dead, alive.address] });
     assert.equal(await upGauge(tollgate, dead), 1);
     assert.equal(await upGauge(tollgate, alive.address), 1);
@@ -120,7 +127,7 @@ describe('server health', () => {
         hung++;
       },
     });
-    const refused = `127.0.0.1:${await freePort()}`;
+    const refused = await deadServer();
     const tollgate = await proxyFor(
       { servers: [silent.address, refused] },
       { upstream_response_timeout_seconds: 0.3 },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
 import { after, describe, it } from 'node:test';
-import { freePort, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { refusedAddress, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const running: Array<{ stop?: () => Promise<unknown>; close?: () => Promise<unknown> }> = [];
@@ -25,13 +25,20 @@ async function upstream(options: Parameters<typeof startUpstream>[0] = {}): Prom
   return server;
 }
 
+/** `127.0.0.1:port` that refuses connections until the end of the file (no other test can take it). */
+async function deadServer(): Promise<string> {
+  const refused = await refusedAddress();
+  running.push({ close: () => refused.release() });
+  return refused.address;
+}
+
 const get = (tollgate: Tollgate, path = '/') =>
   request(tollgate.proxyUrl, { path, headers: { host: 'app.test' } });
 
 describe('upstream failures', () => {
   it('fails over to the next server when a connection is refused', async () => {
     const alive = await upstream({ name: 'alive' });
-    const deadAddress = `127.0.0.1:${await freePort()}`;
+    const deadAddress = await deadServer();
     const tollgate = await proxyFor({ '/': { servers: [deadAddress, alive.address] } });
     for (let i = 0; i < 6; i++) {
       const res = await get(tollgate);
@@ -49,7 +56,7 @@ describe('upstream failures', () => {
 
   it('answers 502 with a small JSON body when no server answers', async () => {
     const tollgate = await proxyFor({
-      '/': { servers: [`127.0.0.1:${await freePort()}`, `127.0.0.1:${await freePort()}`] },
+      '/': { servers: [await deadServer(), await deadServer()] },
     });
     const res = await get(tollgate);
     assert.equal(res.status, 502);

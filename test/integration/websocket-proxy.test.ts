@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { WebSocket, WebSocketServer } from 'ws';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
-import { freePort, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import {
+  freePort,
+  type RefusedAddress,
+  refusedAddress,
+  request,
+  startTollgate,
+  type Tollgate,
+  waitFor,
+} from '../helpers/tollgate.ts';
 
 interface EchoUpstream {
   address: string;
@@ -95,10 +103,11 @@ describe('WebSockets through the proxy', () => {
   let tollgate: Tollgate;
   let ws: string;
   let silent: net.Server;
+  let dead: RefusedAddress;
 
   before(async () => {
     upstream = await startEchoUpstream();
-    const deadPort = await freePort();
+    dead = await refusedAddress();
     // Accepts connections and never answers: the handshake must time out.
     silent = net.createServer(() => {}).listen(0, '127.0.0.1');
     await once(silent, 'listening');
@@ -117,7 +126,7 @@ describe('WebSockets through the proxy', () => {
                 authorization: { type: 'basic', creds: 'alice:wonderland' },
               },
               '/limited': { servers: [upstream.address], rate_limit: 1 },
-              '/dead': { servers: [`127.0.0.1:${deadPort}`] },
+              '/dead': { servers: [dead.address] },
               '/silent': { servers: [`127.0.0.1:${silentPort}`] },
             },
           },
@@ -130,6 +139,7 @@ describe('WebSockets through the proxy', () => {
     await tollgate.stop();
     await upstream.close();
     silent.close();
+    await dead.release();
   });
 
   it('echoes text and binary messages both ways, on the normalised path, with proxy headers', async () => {

@@ -8,7 +8,7 @@ import type { ProxyRequest } from '../../src/proxy/context.ts';
 import { createRateLimitStage, rateLimitHeaders } from '../../src/proxy/stages/rate-limit.ts';
 import type { Route } from '../../src/routing/types.ts';
 import { startRedis } from '../helpers/redis-server.ts';
-import { freePort, waitFor } from '../helpers/tollgate.ts';
+import { refusedAddress, waitFor } from '../helpers/tollgate.ts';
 
 interface Answer {
   status: number;
@@ -123,9 +123,9 @@ describe('rateLimitHeaders', () => {
 
 describe('rate limit stage (Redis)', () => {
   it('falls back to local limits when Redis is unreachable, logs once and reports the backend down', async () => {
-    const port = await freePort(); // nothing listens there
+    const nobody = await refusedAddress(); // nothing listens there, nor can while it is held
     const { logger, lines } = capturingLogger();
-    const limiter = createRateLimitStage({ main: { rateLimitRedis: `redis://127.0.0.1:${port}` }, logger });
+    const limiter = createRateLimitStage({ main: { rateLimitRedis: `redis://${nobody.address}` }, logger });
     try {
       await waitFor(() => lines.some((l) => String(l.msg).includes('unreachable')), 5_000);
       const route = { id: 'down.test/', hostKey: 'down.test', rateLimit: 3 };
@@ -135,6 +135,7 @@ describe('rate limit stage (Redis)', () => {
       assert.equal((await rateLimitBackendUp.get()).values[0]?.value, 0);
     } finally {
       await limiter.close();
+      await nobody.release();
     }
   });
 
