@@ -1,6 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import http from 'node:http';
-import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../admin/metrics.ts';
 import { type Clock, processClock } from '../auth/clock.ts';
 import { safeEqual } from '../auth/compare.ts';
@@ -58,17 +58,17 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
     const masterkey = deps.masterkey();
     if (masterkey === null) return refuseToken(res, client, 'token_issuance_disabled');
 
-    const blocked = await wrongKeys.get(client);
-    if (blocked !== null && blocked.remainingPoints <= 0) {
-      const retryAfter = Math.max(1, Math.ceil(blocked.msBeforeNext / 1000));
-      return refuseToken(
+    const tooManyGuesses = (msBeforeNext: number): void =>
+      refuseToken(
         res,
         client,
         'rate_limited',
-        { 'retry-after': retryAfter },
+        { 'retry-after': Math.max(1, Math.ceil(msBeforeNext / 1000)) },
         'too many wrong master keys',
       );
-    }
+    // Early check, so a blocked client is told 429 before it sends a body (the BEHAVIOUR order).
+    const blocked = await wrongKeys.get(client);
+    if (blocked !== null && blocked.remainingPoints <= 0) return tooManyGuesses(blocked.msBeforeNext);
 
     const mediaType = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
     if (mediaType !== 'application/json') return refuseToken(res, client, 'unsupported_media_type');
@@ -80,10 +80,17 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
     const parsed = parseTokenRequest(body, deps.main.maxTokenMinutes);
     if (!parsed.ok) return refuseToken(res, client, 'bad_request', undefined, parsed.message);
 
-    if (!safeEqual(parsed.request.masterKey, masterkey)) {
-      await wrongKeys.penalty(client, 1);
-      return refuseToken(res, client, 'forbidden');
+    // The early check alone lets any number of requests whose bodies were in flight together be
+    // compared. consume() counts synchronously, so reserving a guess before comparing caps them at
+    // the limit however many arrive at once; a right key gives its reservation back.
+    try {
+      await wrongKeys.consume(client);
+    } catch (refusal) {
+      if (!(refusal instanceof RateLimiterRes)) throw refusal;
+      return tooManyGuesses(refusal.msBeforeNext);
     }
+    if (!safeEqual(parsed.request.masterKey, masterkey)) return refuseToken(res, client, 'forbidden');
+    await wrongKeys.reward(client);
 
     const issued = await issueToken(signingKey(masterkey), {
       owner: parsed.request.owner,
