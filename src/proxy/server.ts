@@ -57,6 +57,13 @@ export function resolveRequest(
     sendError(res, 'not_found');
     return { ok: false, clientIp: address.clientIp };
   }
+  if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
+    // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
+    // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
+    // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
+    sendError(res, 'bad_path');
+    return { ok: false, clientIp: address.clientIp };
+  }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
   return {
@@ -84,6 +91,20 @@ export function resolveRequest(
       responseBytes: 0,
     },
   };
+}
+
+/**
+ * The path as servlet containers route it: `;parameters` removed from every segment and the empty
+ * segments that leaves merged (`/a;x/b` → `/a/b`, `/;x/a` → `/a`).
+ */
+function withoutPathParameters(path: string): string {
+  const names: string[] = [];
+  for (const segment of path.split('/')) {
+    const semicolon = segment.indexOf(';');
+    const name = semicolon === -1 ? segment : segment.slice(0, semicolon);
+    if (name !== '') names.push(name);
+  }
+  return `/${names.join('/')}`;
 }
 
 function hasDuplicateHost(rawHeaders: readonly string[]): boolean {
