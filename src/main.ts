@@ -135,7 +135,7 @@ async function start(path: string): Promise<number> {
     authenticate: createAuthStage({ tokenParam: main.tokenParam, masterkey: masterkeys.current, logger }),
     balance: createBalanceStage({ health }),
   });
-  const recorder = createRequestRecorder(logger, main.accessLog);
+  const recorder = createRequestRecorder(logger, main.accessLog, main.tokenParam);
   const isTrustedProxy = createTrustTest(main.trustedProxies);
   const serverOptions = {
     keepAliveTimeout: main.timeouts.clientKeepAliveMs,

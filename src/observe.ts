@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestDuration, requestsTotal } from './admin/metrics.ts';
+import { takeQueryParam } from './auth/query.ts';
 import { localResponseBytes } from './local-response.ts';
 import type { Logger } from './log.ts';
 import type { ProxyRequest } from './proxy/context.ts';
@@ -16,10 +17,16 @@ export interface RequestRecorder {
 
 /**
  * The one place a finished proxied request is recorded: metrics and the access log line
- * (BEHAVIOUR.md §8). The logged path is the normalised path plus the query that was forwarded, so a
- * token consumed from `?tollgatetoken=` never reaches the log; headers are never logged.
+ * (BEHAVIOUR.md §8). The logged path is the normalised path plus the query that was forwarded, minus
+ * the token parameter (`tokenParam`) in every case: the jwt stage removes it only when it runs, so a
+ * request answered before authentication (429, to_https) or sent to a route without jwt would
+ * otherwise log a token. Headers are never logged.
  */
-export function createRequestRecorder(logger: Logger, accessLog: boolean): RequestRecorder {
+export function createRequestRecorder(
+  logger: Logger,
+  accessLog: boolean,
+  tokenParam: string,
+): RequestRecorder {
   return {
     routed(request) {
       const { res, route } = request;
@@ -31,7 +38,7 @@ export function createRequestRecorder(logger: Logger, accessLog: boolean): Reque
         msg: 'access',
         method: request.req.method,
         host: request.host,
-        path: request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path,
+        path: loggedPath(request.path, request.forwardQuery, tokenParam),
         status: res.statusCode,
         duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: request.responseBytes || localResponseBytes(res),
@@ -61,4 +68,9 @@ export function createRequestRecorder(logger: Logger, accessLog: boolean): Reque
       });
     },
   };
+}
+
+function loggedPath(path: string, query: string, tokenParam: string): string {
+  const rest = takeQueryParam(query, tokenParam).rest;
+  return rest ? `${path}?${rest}` : path;
 }
