@@ -219,6 +219,12 @@ function checkPrefix(r: YamlReader, entry: Field): string | undefined {
     r.report(entry.keyNode, entry.path, `path '${entry.key}' must start with '/'`);
     return undefined;
   }
+  if (entry.key.includes(';')) {
+    // Requests with ;parameters that change their route are refused (proxy/server.ts), so such a
+    // prefix could never be reached.
+    r.report(entry.keyNode, entry.path, `path '${entry.key}' must not contain ';'`);
+    return undefined;
+  }
   try {
     return normalisePrefix(entry.key);
   } catch (error) {

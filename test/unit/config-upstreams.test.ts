@@ -306,11 +306,14 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
               servers: ["a:1"]
             /x%2Fy:
               servers: ["a:1"]
+            /z;v=1:
+              servers: ["a:1"]
     `;
     assert.deepEqual(problems(parse(text)), [
       "upstreams.yaml:4:7: upstreams.a.example.com.paths.v1: path 'v1' must start with '/'",
       "upstreams.yaml:8:7: upstreams.a.example.com.paths./v2/: path '/v2/' is the same prefix as '/v2' on line 6",
       'upstreams.yaml:10:7: upstreams.a.example.com.paths./x%2Fy: path "/x%2Fy" is not a valid path (encoded_slash)',
+      "upstreams.yaml:12:7: upstreams.a.example.com.paths./z;v=1: path '/z;v=1' must not contain ';'",
     ]);
   });
 
