@@ -1,43 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import {
-  refusedAddress,
-  request,
-  type SimpleResponse,
-  startTollgate,
-  type Tollgate,
-  waitFor,
-} from '../helpers/tollgate.ts';
-import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import { describe, it } from 'node:test';
+import { testScope } from '../helpers/scope.ts';
+import { request, type SimpleResponse, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import type { Upstream } from '../helpers/upstream.ts';
 
-const running: Array<{ stop?: () => Promise<unknown>; close?: () => Promise<unknown> }> = [];
-after(async () => {
-  for (const thing of running.reverse()) await (thing.stop?.() ?? thing.close?.());
-});
+const scope = testScope();
+const { upstream, deadServer } = scope;
 
-async function upstream(options: Parameters<typeof startUpstream>[0] = {}): Promise<Upstream> {
-  const server = await startUpstream(options);
-  running.push(server);
-  return server;
-}
-
-/** `127.0.0.1:port` that refuses connections until the end of the file (no other test can take it). */
-async function deadServer(): Promise<string> {
-  const refused = await refusedAddress();
-  running.push({ close: () => refused.release() });
-  return refused.address;
-}
-
-async function proxyFor(
-  path: Record<string, unknown>,
-  main: Record<string, unknown> = {},
-): Promise<Tollgate> {
-  const tollgate = await startTollgate({
-    upstreams: { upstreams: { 'app.test': { paths: { '/': path } } } },
-    main,
-  });
-  running.push(tollgate);
-  return tollgate;
+function proxyFor(path: Record<string, unknown>, main: Record<string, unknown> = {}): Promise<Tollgate> {
+  return scope.tollgate({ upstreams: { upstreams: { 'app.test': { paths: { '/': path } } } }, main });
 }
 
 const ROUTE = 'app.test/';
@@ -167,8 +138,7 @@ describe('server health', () => {
         },
       },
     });
-    const tollgate = await startTollgate({ upstreams: config([a, b]) });
-    running.push(tollgate);
+    const tollgate = await scope.tollgate({ upstreams: config([a, b]) });
     assert.equal(await upGauge(tollgate, b.address), 1);
 
     await tollgate.writeUpstreams(config([a], { path: '/ready', interval_seconds: 0.2 }));

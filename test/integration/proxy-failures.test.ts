@@ -1,35 +1,15 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http from 'node:http';
-import { after, describe, it } from 'node:test';
-import { refusedAddress, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
-import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import { describe, it } from 'node:test';
+import { testScope } from '../helpers/scope.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 
-const running: Array<{ stop?: () => Promise<unknown>; close?: () => Promise<unknown> }> = [];
-after(async () => {
-  for (const thing of running.reverse()) await (thing.stop?.() ?? thing.close?.());
-});
+const scope = testScope();
+const { upstream, deadServer } = scope;
 
-async function proxyFor(
-  paths: Record<string, unknown>,
-  main: Record<string, unknown> = {},
-): Promise<Tollgate> {
-  const tollgate = await startTollgate({ upstreams: { upstreams: { 'app.test': { paths } } }, main });
-  running.push(tollgate);
-  return tollgate;
-}
-
-async function upstream(options: Parameters<typeof startUpstream>[0] = {}): Promise<Upstream> {
-  const server = await startUpstream(options);
-  running.push(server);
-  return server;
-}
-
-/** `127.0.0.1:port` that refuses connections until the end of the file (no other test can take it). */
-async function deadServer(): Promise<string> {
-  const refused = await refusedAddress();
-  running.push({ close: () => refused.release() });
-  return refused.address;
+function proxyFor(paths: Record<string, unknown>, main: Record<string, unknown> = {}): Promise<Tollgate> {
+  return scope.tollgate({ upstreams: { upstreams: { 'app.test': { paths } } }, main });
 }
 
 const get = (tollgate: Tollgate, path = '/') =>

@@ -1,23 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
-import { request, type SimpleResponse, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
-import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import { describe, it } from 'node:test';
+import { testScope } from '../helpers/scope.ts';
+import { request, type SimpleResponse, type Tollgate } from '../helpers/tollgate.ts';
+import type { Upstream, UpstreamOptions } from '../helpers/upstream.ts';
 
-const running: Array<{ stop?: () => Promise<unknown>; close?: () => Promise<unknown> }> = [];
-after(async () => {
-  for (const thing of running.reverse()) await (thing.stop?.() ?? thing.close?.());
-});
+const scope = testScope();
 
-async function upstreams(
-  count: number,
-  options: Parameters<typeof startUpstream>[0] = {},
-): Promise<Upstream[]> {
+async function upstreams(count: number, options: UpstreamOptions = {}): Promise<Upstream[]> {
   const list: Upstream[] = [];
-  for (let i = 0; i < count; i++) {
-    const upstream = await startUpstream({ ...options, name: `s${i}` });
-    running.push(upstream);
-    list.push(upstream);
-  }
+  for (let i = 0; i < count; i++) list.push(await scope.upstream({ ...options, name: `s${i}` }));
   return list;
 }
 
@@ -28,10 +19,8 @@ function stickyConfig(servers: Upstream[], sticky: boolean | number = 3600) {
   };
 }
 
-async function proxy(config: Record<string, unknown>, main: Record<string, unknown> = {}): Promise<Tollgate> {
-  const tollgate = await startTollgate({ upstreams: config, main });
-  running.push(tollgate);
-  return tollgate;
+function proxy(config: Record<string, unknown>, main: Record<string, unknown> = {}): Promise<Tollgate> {
+  return scope.tollgate({ upstreams: config, main });
 }
 
 function get(
