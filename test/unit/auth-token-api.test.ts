@@ -1,50 +1,23 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { decodeJwt } from 'jose';
 import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../../src/admin/metrics.ts';
-import { createTokenApiServer } from '../../src/api/server.ts';
 import { createTokenVerifier } from '../../src/auth/tokens.ts';
-import { createLogger } from '../../src/log.ts';
+import { tokenApiForTests } from '../helpers/token-api.ts';
 import { request } from '../helpers/tollgate.ts';
 
 const MASTERKEY = 'api-test-masterkey';
 const T0 = 1_800_000_000;
-const lines: string[] = [];
 let masterkey: string | null = MASTERKEY;
-let server: http.Server;
-let url = '';
-
-before(async () => {
-  server = createTokenApiServer({
-    main: {
-      maxTokenMinutes: 60,
-      timeouts: {
-        clientHeadersMs: 5000,
-        clientKeepAliveMs: 5000,
-        upstreamConnectMs: 1,
-        upstreamResponseHeadersMs: 1,
-      },
-    },
-    masterkey: () => masterkey,
-    logger: createLogger('info', { write: (line: string) => lines.push(line) }),
-    now: () => T0,
-    failureLimit: { attempts: 3, windowSeconds: 60 },
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-after(() => {
-  server.closeAllConnections();
-  server.close();
+const api = tokenApiForTests({
+  masterkey: () => masterkey,
+  now: () => T0,
+  failureLimit: { attempts: 3, windowSeconds: 60 },
 });
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 const post = (body: unknown, headers: Record<string, string> = JSON_TYPE, localAddress?: string) =>
-  request(`${url}/jwt`, {
+  request(`${api.url}/jwt`, {
     method: 'POST',
     headers,
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -72,7 +45,7 @@ test('200: token first, owner, expires_at; the token verifies with the masterkey
     expiresAt: T0 + 1800,
   });
   assert.equal((await tokensIssuedTotal.get()).values[0]?.value, issuedBefore + 1);
-  assert.doesNotMatch(lines.join(''), new RegExp(`${MASTERKEY}|${body.token.split('.')[2]}`));
+  assert.doesNotMatch(api.lines.join(''), new RegExp(`${MASTERKEY}|${body.token.split('.')[2]}`));
 });
 
 test('exp is accepted in place of valid; charset parameters on the content type are fine', async () => {
@@ -136,17 +109,17 @@ test('413 for a body over 16 KiB, declared or streamed', async () => {
 });
 
 test('404 for other paths, 405 with Allow for other methods, healthz 200', async () => {
-  const unknown = await request(`${url}/token`);
+  const unknown = await request(`${api.url}/token`);
   assert.equal(unknown.status, 404);
   assert.equal(unknown.json().error, 'not_found');
-  const getJwt = await request(`${url}/jwt`);
+  const getJwt = await request(`${api.url}/jwt`);
   assert.equal(getJwt.status, 405);
   assert.equal(getJwt.headers.allow, 'POST');
   assert.equal(getJwt.json().error, 'method_not_allowed');
-  const health = await request(`${url}/healthz`);
+  const health = await request(`${api.url}/healthz`);
   assert.equal(health.status, 200);
   assert.deepEqual(health.json(), { status: 'ok' });
-  const postHealth = await request(`${url}/healthz`, { method: 'POST' });
+  const postHealth = await request(`${api.url}/healthz`, { method: 'POST' });
   assert.equal(postHealth.status, 405);
   assert.equal(postHealth.headers.allow, 'GET, HEAD');
 });
@@ -167,7 +140,7 @@ test('403 for a wrong master key; repeated failures from one IP answered 429 wit
   assert.ok(retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
   // Another client is not affected.
   assert.equal((await post({ master_key: MASTERKEY, owner: 'a', valid: 1 })).status, 200);
-  assert.doesNotMatch(lines.join(''), /wrong-\d/);
+  assert.doesNotMatch(api.lines.join(''), /wrong-\d/);
 });
 
 test('503 when no masterkey is configured', async () => {

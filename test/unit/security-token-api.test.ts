@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import type http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
-import { after, before, test } from 'node:test';
-import { createTokenApiServer } from '../../src/api/server.ts';
-import { createLogger } from '../../src/log.ts';
+import net from 'node:net';
+import { test } from 'node:test';
+import { tokenApiForTests } from '../helpers/token-api.ts';
 import { request } from '../helpers/tollgate.ts';
 
 /**
@@ -14,37 +12,14 @@ import { request } from '../helpers/tollgate.ts';
 
 const MASTERKEY = 'security-test-masterkey';
 const ATTEMPTS = 3;
-const lines: string[] = [];
-let server: http.Server;
-let port = 0;
-
-before(async () => {
-  server = createTokenApiServer({
-    main: {
-      maxTokenMinutes: 60,
-      timeouts: {
-        clientHeadersMs: 5000,
-        clientKeepAliveMs: 5000,
-        upstreamConnectMs: 1,
-        upstreamResponseHeadersMs: 1,
-      },
-    },
-    masterkey: () => MASTERKEY,
-    logger: createLogger('info', { write: (line: string) => lines.push(line) }),
-    failureLimit: { attempts: ATTEMPTS, windowSeconds: 60 },
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  port = (server.address() as AddressInfo).port;
-});
-after(() => {
-  server.closeAllConnections();
-  server.close();
+const api = tokenApiForTests({
+  masterkey: () => MASTERKEY,
+  failureLimit: { attempts: ATTEMPTS, windowSeconds: 60 },
 });
 
 /** A raw connection that has sent everything but the last byte of its request. */
 function heldRequest(body: string, localAddress: string): { release(): void; status: Promise<number> } {
-  const socket = net.connect({ port, host: '127.0.0.1', localAddress });
+  const socket = net.connect({ port: api.port, host: '127.0.0.1', localAddress });
   let answer = '';
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => {
@@ -74,13 +49,13 @@ test('concurrent wrong master keys cannot get past the guessing limit', async ()
   const compared = statuses.filter((status) => status === 403).length;
   assert.equal(compared, ATTEMPTS, `statuses: ${statuses.join(',')}`);
   assert.equal(statuses.filter((status) => status === 429).length, statuses.length - ATTEMPTS);
-  assert.doesNotMatch(lines.join(''), /guess-\d/);
+  assert.doesNotMatch(api.lines.join(''), /guess-\d/);
 });
 
 test('a right master key does not use up the guessing budget', async () => {
   const from = '127.0.0.4';
   const post = (masterKey: string) =>
-    request(`http://127.0.0.1:${port}/jwt`, {
+    request(`${api.url}/jwt`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ master_key: masterKey, owner: 'a', valid: 1 }),
@@ -92,7 +67,7 @@ test('a right master key does not use up the guessing budget', async () => {
 });
 
 test('a chunked body over 16 KiB without Content-Length is answered 413 and the connection closed', async () => {
-  const socket = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.5' });
+  const socket = net.connect({ port: api.port, host: '127.0.0.1', localAddress: '127.0.0.5' });
   let answer = '';
   socket.setEncoding('utf8');
   socket.on('data', (chunk: string) => {
@@ -114,7 +89,7 @@ test('a chunked body over 16 KiB without Content-Length is answered 413 and the 
 });
 
 test('__proto__ in the body pollutes nothing and is not a master key', async () => {
-  const res = await request(`http://127.0.0.1:${port}/jwt`, {
+  const res = await request(`${api.url}/jwt`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: `{"__proto__": {"master_key": "${MASTERKEY}", "owner": "a", "valid": 1}, "owner": "a", "valid": 1}`,
