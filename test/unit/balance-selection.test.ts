@@ -7,32 +7,12 @@ import { createBalanceStage } from '../../src/proxy/balance.ts';
 import type { ProxyRequest } from '../../src/proxy/context.ts';
 import { createServerHealth, type ServerHealth } from '../../src/proxy/health.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
-const server = (n: number): UpstreamServer =>
-  Object.freeze({ id: `sid${n}`, address: `10.9.0.${n}:80`, origin: `http://10.9.0.${n}:80` });
-
-function route(id: string, servers: UpstreamServer[], sticky: StickySessions | null = null): Route {
-  return Object.freeze({
-    id,
-    hostKey: 'h',
-    prefix: '/',
-    servers: Object.freeze(servers),
-    auth: null,
-    toHttps: false,
-    rateLimit: null,
-    sticky,
-    healthCheck: null,
-  });
-}
-
-function table(routes: Route[]): RoutingTable {
-  return Object.freeze({
-    hash: 't',
-    routes,
-    servers: [...new Set(routes.flatMap((r) => r.servers))],
-    match: () => null,
-  });
-}
+const server = (n: number): UpstreamServer => fakeServer(`10.9.0.${n}:80`, `sid${n}`);
+const route = (id: string, servers: UpstreamServer[], sticky: StickySessions | null = null): Route =>
+  fakeRoute({ id, hostKey: 'h', prefix: '/', servers, sticky });
+const table = (routes: Route[]): RoutingTable => fakeTable(routes, 't');
 
 interface Answer {
   status: number | null;

@@ -5,31 +5,14 @@ import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createServerHealth, type ServerHealth } from '../../src/proxy/health.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 import { waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-function server(address: string): UpstreamServer {
-  return Object.freeze({ id: `id-${address}`, address, origin: `http://${address}` });
-}
-
-function route(hostKey: string, servers: UpstreamServer[], healthCheck: HealthCheckConfig | null): Route {
-  return Object.freeze({
-    id: `${hostKey}/`,
-    hostKey,
-    prefix: '/',
-    servers: Object.freeze(servers),
-    auth: null,
-    toHttps: false,
-    rateLimit: null,
-    sticky: null,
-    healthCheck,
-  });
-}
-
-function table(routes: Route[]): RoutingTable {
-  const servers = [...new Set(routes.flatMap((r) => r.servers))];
-  return Object.freeze({ hash: 'test', routes, servers, match: () => null });
-}
+const server = (address: string) => fakeServer(address);
+const route = (hostKey: string, servers: UpstreamServer[], healthCheck: HealthCheckConfig | null) =>
+  fakeRoute({ id: `${hostKey}/`, servers, healthCheck });
+const table = (routes: Route[]) => fakeTable(routes);
 
 async function gauge(routeId: string, address: string): Promise<number | undefined> {
   const metric = await registry.getSingleMetric('tollgate_upstream_up')?.get();

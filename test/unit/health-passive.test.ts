@@ -5,30 +5,12 @@ import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createServerHealth } from '../../src/proxy/health.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
-function server(address: string): UpstreamServer {
-  return Object.freeze({ id: `id-${address}`, address, origin: `http://${address}` });
-}
-
-function route(id: string, servers: UpstreamServer[], healthCheck: HealthCheckConfig | null = null): Route {
-  const [hostKey = id, prefix = '/'] = id.split(/(?=\/)/);
-  return Object.freeze({
-    id,
-    hostKey,
-    prefix,
-    servers: Object.freeze(servers),
-    auth: null,
-    toHttps: false,
-    rateLimit: null,
-    sticky: null,
-    healthCheck,
-  });
-}
-
-function table(routes: Route[]): RoutingTable {
-  const servers = [...new Set(routes.flatMap((r) => r.servers))];
-  return Object.freeze({ hash: 'test', routes, servers, match: () => null });
-}
+const server = (address: string) => fakeServer(address);
+const route = (id: string, servers: UpstreamServer[], healthCheck: HealthCheckConfig | null = null) =>
+  fakeRoute({ id, servers, healthCheck });
+const table = (routes: Route[]) => fakeTable(routes);
 
 function capture() {
   const lines: Array<Record<string, unknown>> = [];

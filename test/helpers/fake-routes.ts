@@ -1,0 +1,29 @@
+import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+
+/**
+ * Frozen Route / RoutingTable / UpstreamServer values for unit tests of modules that consume a
+ * compiled table (balance, sticky, health) without going through config parsing and compilation.
+ */
+export function fakeServer(address: string, id = `id-${address}`): UpstreamServer {
+  return Object.freeze({ id, address, origin: `http://${address}` });
+}
+
+export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>): Route {
+  const [hostKey = fields.id, prefix = '/'] = fields.id.split(/(?=\/)/);
+  return Object.freeze({
+    hostKey,
+    prefix,
+    auth: null,
+    toHttps: false,
+    rateLimit: null,
+    sticky: null,
+    healthCheck: null,
+    ...fields,
+    servers: Object.freeze([...fields.servers]),
+  });
+}
+
+export function fakeTable(routes: Route[], hash = 'test'): RoutingTable {
+  const servers = [...new Set(routes.flatMap((route) => route.servers))];
+  return Object.freeze({ hash, routes, servers, match: () => null });
+}
