@@ -4,7 +4,7 @@ import { registry } from '../../src/admin/metrics.ts';
 import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createServerHealth, type ServerHealth } from '../../src/proxy/health.ts';
-import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import type { Route, UpstreamServer } from '../../src/routing/types.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 import { waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
