@@ -18,7 +18,7 @@ import { createRequestRecorder } from './observe.ts';
 import { createBalanceStage } from './proxy/balance.ts';
 import { createTrustTest } from './proxy/client-address.ts';
 import { answerClientError } from './proxy/client-error.ts';
-import { createForwarder, UpstreamPools } from './proxy/forward.ts';
+import { createForwarder, type ForwardObserver, UpstreamPools } from './proxy/forward.ts';
 import { createServerHealth } from './proxy/health.ts';
 import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
@@ -121,13 +121,12 @@ async function start(path: string): Promise<number> {
   health.sync(runtime.table());
   runtime.onTableSwap((next) => health.sync(next));
 
-  const forward = createForwarder({
-    pools,
-    observer: {
-      onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
-      onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
-    },
-  });
+  // Every upstream attempt, HTTP or WebSocket, feeds passive health the same way.
+  const upstreamObserver: ForwardObserver = {
+    onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
+    onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
+  };
+  const forward = createForwarder({ pools, observer: upstreamObserver });
   const rateLimit = createRateLimitStage({ main, logger });
   const stages = createPipeline({
     toHttps: createToHttpsStage(main),
@@ -153,10 +152,7 @@ async function start(path: string): Promise<number> {
     stages,
     recorder,
     isTrustedProxy,
-    observer: {
-      onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
-      onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
-    },
+    observer: upstreamObserver,
   });
   const proxyServer = http.createServer(serverOptions, handler);
   proxyServer.on('upgrade', webSockets.handleUpgrade);
