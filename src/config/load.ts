@@ -22,7 +22,7 @@ export function parseMainConfig(text: string, file: string): Loaded<MainConfig> 
 export function parseUpstreamsConfig(text: string, file: string): Loaded<UpstreamsConfig> {
   const reader = new YamlReader(text, file);
   if (!reader.wellFormed) return { ok: false, issues: reader.issues };
-  const config = validateUpstreams(reader, resolve(file), sha256(text));
+  const config = validateUpstreams(reader, resolve(file), sha256Hex(text));
   if (reader.issues.length > 0) return { ok: false, issues: inFileOrder(reader.issues) };
   const masterkeyAt = reader.locateTopLevelValue('masterkey');
   if (masterkeyAt) masterkeyPositions.set(config, { file, ...masterkeyAt });
@@ -130,6 +130,10 @@ function inFileOrder(issues: ConfigIssue[]): ConfigIssue[] {
   return issues.toSorted((a, b) => a.line - b.line || a.column - b.column);
 }
 
-function sha256(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+/**
+ * The config hash (`tollgate_config_info{hash}`): sha256 of the file's bytes. The watcher hashes
+ * the bytes it reads with this same function, so "unchanged" means the same thing in both places.
+ */
+export function sha256Hex(bytes: Uint8Array | string): string {
+  return createHash('sha256').update(bytes).digest('hex');
 }

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from '../log.ts';
+import { sha256Hex } from './load.ts';
 
 /**
  * What a config file holds right now. `unavailable` covers a missing, unreadable or empty file: a
@@ -44,10 +44,6 @@ export interface ConfigWatcher {
 
 export const DEFAULT_DEBOUNCE_MS = 150;
 export const DEFAULT_POLL_INTERVAL_MS = 2_000;
-
-export function sha256Hex(bytes: Uint8Array | string): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
 
 /** Reads a file through any symlinks (the kubelet's `upstreams.yaml → ..data/upstreams.yaml`). */
 export async function readSnapshot(path: string): Promise<FileSnapshot> {

@@ -3,11 +3,11 @@ import { mkdir, mkdtemp, rename, rm, symlink, truncate, unlink, writeFile } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { sha256Hex } from '../../src/config/load.ts';
 import {
   type ConfigWatcher,
   type FileSnapshot,
   readSnapshot,
-  sha256Hex,
   watchConfigFiles,
 } from '../../src/config/watch.ts';
 import { createLogger } from '../../src/log.ts';
