@@ -13,7 +13,7 @@ const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 function documentedErrors(): Map<string, number> {
   const rows = new Map<string, number>();
   for (const match of read('docs/errors.md').matchAll(/^\| `([a-z_]+)` \| (\d{3}) \|/gm)) {
-    rows.set(match[1], Number(match[2]));
+    rows.set(String(match[1]), Number(match[2]));
   }
   return rows;
 }
@@ -31,7 +31,7 @@ function acceptedConfigKeys(): Set<string> {
       if (!file.endsWith('.ts')) continue;
       const source = read(join(dir, file));
       for (const list of source.matchAll(/const [A-Z_]*KEYS\s*(?::[^=]+)?=\s*\[([^\]]*)\]/g)) {
-        for (const key of list[1].matchAll(/'([a-z_][a-z0-9_]*)'/g)) keys.add(key[1]);
+        for (const key of String(list[1]).matchAll(/'([a-z_][a-z0-9_]*)'/g)) keys.add(String(key[1]));
       }
     }
   }
@@ -73,7 +73,7 @@ describe('docs agree with the code', () => {
     for (const file of markdownFiles()) {
       const text = readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '');
       for (const match of text.matchAll(/\]\(([^)\s]+)\)/g)) {
-        const target = match[1].split('#')[0];
+        const target = String(match[1]).split('#')[0] ?? '';
         if (target === '' || /^[a-z]+:/.test(target)) continue;
         if (!existsSync(resolve(dirname(file), target)))
           broken.push(`${file.slice(ROOT.length + 1)} → ${match[1]}`);
