@@ -15,20 +15,20 @@ import { createLifecycle } from './lifecycle.ts';
 import { listen } from './listen.ts';
 import { createLogger } from './log.ts';
 import { createRequestRecorder } from './observe.ts';
-import { createBalanceStage } from './proxy/balance.ts';
-import { createTrustTest } from './proxy/client-address.ts';
 import { answerClientError } from './proxy/client-error.ts';
-import { createForwarder, type ForwardObserver, UpstreamPools } from './proxy/forward.ts';
-import { createServerHealth } from './proxy/health.ts';
 import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
 import { createRateLimitStage } from './proxy/stages/rate-limit.ts';
 import { createToHttpsStage } from './proxy/stages/to-https.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './proxy/tls.ts';
-import { createWebSocketHandler, isWebSocketUpgrade } from './proxy/websocket.ts';
 import { compileRoutingTable, RoutingCompileError } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime } from './runtime.ts';
+import { createBalanceStage } from './upstream/balance.ts';
+import { createTrustTest } from './upstream/client-address.ts';
+import { createForwarder, type ForwardObserver, UpstreamPools } from './upstream/forward.ts';
+import { createServerHealth } from './upstream/health.ts';
+import { createWebSocketHandler, isWebSocketUpgrade } from './upstream/websocket.ts';
 
 const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
        tollgate hash-password < password

@@ -4,7 +4,7 @@ import { sendError } from '../errors.ts';
 import type { RequestRecorder } from '../observe.ts';
 import { normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { Runtime } from '../runtime.ts';
-import { plainIp, resolveClientAddress, type TrustTest } from './client-address.ts';
+import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/client-address.ts';
 import type { ProxyRequest, Stage } from './context.ts';
 
 export interface ProxyHandlerDeps {

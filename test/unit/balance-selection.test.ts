@@ -3,10 +3,10 @@ import type { ServerResponse } from 'node:http';
 import { after, describe, test } from 'node:test';
 import type { StickySessions } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
-import { createBalanceStage } from '../../src/proxy/balance.ts';
 import type { ProxyRequest } from '../../src/proxy/context.ts';
-import { createServerHealth, type ServerHealth } from '../../src/proxy/health.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import { createBalanceStage } from '../../src/upstream/balance.ts';
+import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
 const server = (n: number): UpstreamServer => fakeServer(`10.9.0.${n}:80`, `sid${n}`);

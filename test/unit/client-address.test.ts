@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { createTrustTest, plainIp, resolveClientAddress } from '../../src/proxy/client-address.ts';
+import { createTrustTest, plainIp, resolveClientAddress } from '../../src/upstream/client-address.ts';
 
 describe('client address', () => {
   const trusted = createTrustTest(['10.0.0.0/8', '::1/128', '192.168.1.7']);

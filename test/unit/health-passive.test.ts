@@ -3,8 +3,8 @@ import { after, describe, test } from 'node:test';
 import { registry } from '../../src/admin/metrics.ts';
 import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
-import { createServerHealth } from '../../src/proxy/health.ts';
 import type { Route, UpstreamServer } from '../../src/routing/types.ts';
+import { createServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
 const server = (address: string) => fakeServer(address);

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
 import {
   knownServerIds,
   pinnedServer,
@@ -7,8 +8,7 @@ import {
   STICKY_COOKIE,
   stickySetCookie,
   stickyValue,
-} from '../../src/proxy/sticky.ts';
-import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+} from '../../src/upstream/sticky.ts';
 
 const server = (id: string): UpstreamServer =>
   Object.freeze({ id, address: `${id}:80`, origin: `http://${id}:80` });

@@ -1,6 +1,6 @@
 import { sendError } from '../errors.ts';
+import type { ProxyRequest, Stage } from '../proxy/context.ts';
 import type { Route, UpstreamServer } from '../routing/types.ts';
-import type { ProxyRequest, Stage } from './context.ts';
 import type { ServerHealth } from './health.ts';
 import { knownServerIds, pinnedServer, readStickyIds, stickySetCookie, stickyValue } from './sticky.ts';
 

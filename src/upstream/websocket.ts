@@ -5,12 +5,12 @@ import { createProxyServer } from 'http-proxy-3';
 import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import { sendError } from '../errors.ts';
 import type { RequestRecorder } from '../observe.ts';
+import type { ProxyRequest, Stage } from '../proxy/context.ts';
+import { resolveRequest, runStages } from '../proxy/server.ts';
 import type { Runtime } from '../runtime.ts';
 import type { TrustTest } from './client-address.ts';
-import type { ProxyRequest, Stage } from './context.ts';
 import type { ForwardObserver } from './forward.ts';
 import { upstreamRequestHeaders } from './headers.ts';
-import { resolveRequest, runStages } from './server.ts';
 
 /**
  * WebSocket upgrades (BEHAVIOUR.md §4 "WebSocket upgrades are proxied after auth"). An upgrade is an

@@ -3,8 +3,8 @@ import { Pool } from 'undici';
 import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import type { Timeouts } from '../config/types.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
+import type { ProxyRequest } from '../proxy/context.ts';
 import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
-import type { ProxyRequest } from './context.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
 /** What the forwarder tells the rest of the process about each attempt (health, logs). */

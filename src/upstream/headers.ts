@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ProxyRequest } from './context.ts';
+import type { ProxyRequest } from '../proxy/context.ts';
 
 /**
  * Header hygiene (RFC 9110 §7.6.1): hop-by-hop headers describe one connection and must not cross
