@@ -1,11 +1,15 @@
 import type { ProxyRequest } from '../proxy/context.ts';
 
-/** Why a request was refused; each is an error code in src/errors.ts (all answer 401). */
+/**
+ * Why a request was refused; each is an error code in src/errors.ts. All answer 401 except
+ * `auth_overloaded` (503): the credential could not be checked now, which says nothing about it.
+ */
 export type AuthFailureReason =
   | 'missing_credentials'
   | 'invalid_credentials'
   | 'token_expired'
-  | 'token_invalid';
+  | 'token_invalid'
+  | 'auth_overloaded';
 
 /**
  * Checks one request's credentials against one policy. On success it records the subject and the

@@ -7,7 +7,16 @@ import {
   subjectHeaderValue,
 } from './authenticator.ts';
 import { matchesDigest, sha256 } from './compare.ts';
-import { hashPassword, type PasswordHash, parsePasswordHash, verifyPassword } from './password.ts';
+import {
+  costOf,
+  createPolicyCheckGate,
+  decoyHash,
+  hashingThreads,
+  PasswordChecksOverloaded,
+  type PasswordHash,
+  parsePasswordHash,
+  verifyPassword,
+} from './password.ts';
 
 /** How long a hash check's answer is reused for the same `user:password` (successes / failures). */
 const SUCCESS_TTL_MS = 60_000;
@@ -22,26 +31,23 @@ interface BasicUserCheck {
   hash: PasswordHash | null;
 }
 
-// A dummy hash to spend the same scrypt time on unknown users as on known ones; made once, lazily.
-let dummyHash: Promise<PasswordHash> | null = null;
-function dummyPasswordHash(): Promise<PasswordHash> {
-  dummyHash ??= hashPassword(randomBytes(16).toString('hex')).then(
-    (hash) => parsePasswordHash(hash) as PasswordHash,
-  );
-  return dummyHash;
-}
-
 /**
- * HTTP Basic against a policy's `users` (plain passwords or scrypt hashes). Timing does not tell a
- * known user from an unknown one: an unknown user is checked against a dummy secret of the same kind.
- * Hash checks are async (thread pool) and their answers are cached briefly, keyed by a digest of the
- * credential, never the credential itself.
+ * HTTP Basic against a policy's `users` (plain passwords or scrypt hashes).
+ *
+ * Timing tells nothing about which users exist or how their password is stored: in a policy with any
+ * hashed user, every check (plain user, hashed user, unknown user) runs one scrypt per distinct cost
+ * found in the policy — the real one where the user's hash has that cost, a decoy elsewhere — plus the
+ * same digest compare. A policy of plain passwords only stays a cheap constant-time compare.
+ * Hash checks queue behind the policy's own gate, then the process-wide one (see docs/security.md),
+ * and their answers are cached briefly, keyed by a digest of the credential, never the credential.
  */
 export function createBasicAuthenticator(
   policy: AuthorizationConfig,
-  options: { nowMs?: () => number } = {},
+  options: { nowMs?: () => number; verify?: typeof verifyPassword } = {},
 ): Authenticator {
   const nowMs = options.nowMs ?? Date.now;
+  const verify = options.verify ?? verifyPassword;
+  const policyGate = createPolicyCheckGate();
   const users = new Map<string, BasicUserCheck>();
   for (const user of policy.users) {
     users.set(user.username, {
@@ -50,7 +56,12 @@ export function createBasicAuthenticator(
       hash: user.passwordHash === null ? null : parsePasswordHash(user.passwordHash),
     });
   }
-  const anyHashed = [...users.values()].some((user) => user.passwordDigest === null);
+  // One decoy per distinct cost: what a check spends on every cost the user's own hash does not have.
+  const decoys = new Map<string, PasswordHash>();
+  for (const user of users.values()) {
+    if (user.hash && !decoys.has(costOf(user.hash))) decoys.set(costOf(user.hash), decoyHash(user.hash));
+  }
+  const anyHashed = decoys.size > 0;
   const dummyDigest = sha256(randomBytes(32));
   const checks = new Map<string, { subject: string | null; until: number }>();
 
@@ -62,12 +73,31 @@ export function createBasicAuthenticator(
     checks.set(cacheKey, { subject, until: nowMs() + (subject === null ? FAILURE_TTL_MS : SUCCESS_TTL_MS) });
   }
 
-  async function checkHash(
+  /** The same work whoever `user` is: the digest compare, then one scrypt per cost of the policy. */
+  async function uniformCheck(password: string, user: BasicUserCheck | undefined): Promise<boolean> {
+    const plainMatch = matchesDigest(password, user?.passwordDigest ?? dummyDigest);
+    let hashMatch = false;
+    for (const [cost, decoy] of decoys) {
+      const own = user?.hash && costOf(user.hash) === cost ? user.hash : null;
+      const matched = await verify(password, own ?? decoy);
+      if (own) hashMatch = matched;
+    }
+    if (user === undefined) return false;
+    return user.hash ? hashMatch : plainMatch;
+  }
+
+  async function checkHashed(
     cacheKey: string,
     password: string,
     user: BasicUserCheck | undefined,
-  ): Promise<string | null> {
-    const ok = await verifyPassword(password, user?.hash ?? (await dummyPasswordHash()));
+  ): Promise<string | null | 'overloaded'> {
+    let ok: boolean;
+    try {
+      ok = await policyGate.run(() => hashingThreads.run(() => uniformCheck(password, user)));
+    } catch (error) {
+      if (error instanceof PasswordChecksOverloaded) return 'overloaded';
+      throw error;
+    }
     const subject = ok && user ? user.subject : null;
     remember(cacheKey, subject);
     return subject;
@@ -84,20 +114,21 @@ export function createBasicAuthenticator(
     const password = decoded.slice(colon + 1);
     const user = users.get(username);
 
-    const accept = (subject: string | null): AuthFailureReason | null => {
+    const accept = (subject: string | null | 'overloaded'): AuthFailureReason | null => {
+      if (subject === 'overloaded') return 'auth_overloaded';
       if (subject === null) return 'invalid_credentials';
       request.subject = subject;
       request.consumedHeaders.push('authorization');
       return null;
     };
 
-    if (user?.passwordDigest != null || (user === undefined && !anyHashed)) {
+    if (!anyHashed) {
       const matches = matchesDigest(password, user?.passwordDigest ?? dummyDigest);
       return accept(matches && user ? user.subject : null);
     }
     const cacheKey = sha256(decoded).toString('base64');
     const cached = checks.get(cacheKey);
     if (cached !== undefined && cached.until > nowMs()) return accept(cached.subject);
-    return checkHash(cacheKey, password, user).then(accept);
+    return checkHashed(cacheKey, password, user).then(accept);
   };
 }

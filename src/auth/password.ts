@@ -49,6 +49,72 @@ export function isPasswordHash(value: string): boolean {
   return parsePasswordHash(value) !== null;
 }
 
+/** Thrown instead of queueing a check when the queue of password checks is already full. */
+export class PasswordChecksOverloaded extends Error {
+  constructor() {
+    super('too many password checks are waiting');
+  }
+}
+
+/**
+ * At most this many scrypt checks run at once in the process. libuv's thread pool (4 threads by
+ * default) also does DNS lookups and file reads: letting password guesses take every thread would
+ * stall connects to upstreams named by host and config reloads. See docs/security.md.
+ */
+export const MAX_CONCURRENT_CHECKS = 2;
+/** Checks of one policy allowed to wait; beyond this a check is refused at once (answered 503). */
+export const MAX_WAITING_CHECKS_PER_POLICY = 16;
+
+/** A counting gate in front of the thread pool: bounded concurrency, bounded queue, no busy wait. */
+export class CheckGate {
+  #active = 0;
+  readonly #waiting: Array<() => void> = [];
+  readonly #concurrency: number;
+  readonly #maxWaiting: number;
+  constructor(concurrency: number, maxWaiting: number) {
+    this.#concurrency = concurrency;
+    this.#maxWaiting = maxWaiting;
+  }
+
+  /** Runs `task` when a slot is free; throws PasswordChecksOverloaded when the queue is full. */
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#active >= this.#concurrency) {
+      if (this.#waiting.length >= this.#maxWaiting) throw new PasswordChecksOverloaded();
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    } else {
+      this.#active++;
+    }
+    try {
+      return await task();
+    } finally {
+      // The slot passes straight to the next waiter, so #active only drops when nobody waits.
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#active--;
+    }
+  }
+
+  get active(): number {
+    return this.#active;
+  }
+
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+}
+
+/**
+ * The process-wide gate in front of the thread pool. Each policy queues behind its own gate first
+ * (one check at a time, a bounded queue), so this one never holds more than one waiter per policy:
+ * guesses flooding one route cannot make another route's checks wait behind them.
+ */
+export const hashingThreads = new CheckGate(MAX_CONCURRENT_CHECKS, Number.POSITIVE_INFINITY);
+
+/** A policy's own gate: one check at a time, at most MAX_WAITING_CHECKS_PER_POLICY waiting. */
+export function createPolicyCheckGate(): CheckGate {
+  return new CheckGate(1, MAX_WAITING_CHECKS_PER_POLICY);
+}
+
 function deriveKey(password: string, salt: Buffer, keyBytes: number, params: ScryptParams): Promise<Buffer> {
   const N = 2 ** params.logN;
   // Node refuses (ERR_CRYPTO_INVALID_SCRYPT_PARAMS) when 128·N·r·p exceeds maxmem; give it room.
@@ -72,10 +138,29 @@ export async function hashPassword(password: string, logN: number = DEFAULT_LOG_
   return `scrypt$ln=${logN},r=${params.r},p=${params.p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
 }
 
-/** True when `password` matches `hash` (a string or an already parsed hash). Constant-time compare. */
+/**
+ * True when `password` matches `hash` (a string or an already parsed hash). Constant-time compare.
+ * Not gated: callers that check untrusted input go through a policy gate and `hashingThreads`.
+ */
 export async function verifyPassword(password: string, hash: string | PasswordHash): Promise<boolean> {
   const parsed = typeof hash === 'string' ? parsePasswordHash(hash) : hash;
   if (!parsed) return false;
   const key = await deriveKey(password, parsed.salt, parsed.key.length, parsed);
   return timingSafeEqual(key, parsed.key);
+}
+
+/** A hash with the same cost as `like` that no password matches: a random key, never derived. */
+export function decoyHash(like: PasswordHash): PasswordHash {
+  return {
+    logN: like.logN,
+    r: like.r,
+    p: like.p,
+    salt: randomBytes(like.salt.length),
+    key: randomBytes(like.key.length),
+  };
+}
+
+/** One string per distinct scrypt cost (parameters and key length): two hashes cost the same work. */
+export function costOf(hash: PasswordHash): string {
+  return `${hash.logN},${hash.r},${hash.p},${hash.key.length}`;
 }

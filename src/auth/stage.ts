@@ -73,7 +73,12 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       },
       'authentication refused',
     );
-    sendError(request.res, reason, { 'www-authenticate': CHALLENGES[method](reason) });
+    // Overloaded is no verdict on the credential: no challenge, just when to try again.
+    const headers: Record<string, string> =
+      reason === 'auth_overloaded'
+        ? { 'retry-after': '1' }
+        : { 'www-authenticate': CHALLENGES[method](reason) };
+    sendError(request.res, reason, headers);
     return false;
   };
 

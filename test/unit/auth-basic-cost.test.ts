@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import type { IncomingHttpHeaders } from 'node:http';
+import { describe, it } from 'node:test';
+import { createBasicAuthenticator } from '../../src/auth/basic.ts';
+import {
+  CheckGate,
+  costOf,
+  hashPassword,
+  MAX_WAITING_CHECKS_PER_POLICY,
+  PasswordChecksOverloaded,
+  type PasswordHash,
+  verifyPassword,
+} from '../../src/auth/password.ts';
+import type { AuthorizationConfig } from '../../src/config/types.ts';
+import type { ProxyRequest } from '../../src/proxy/context.ts';
+
+function request(headers: IncomingHttpHeaders): ProxyRequest {
+  return { req: { headers }, subject: null, consumedHeaders: [] } as unknown as ProxyRequest;
+}
+const basic = (user: string, password: string) =>
+  request({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+
+/** A promise and the function that settles it, for holding a task open until the test says so. */
+function deferred() {
+  let release = () => {};
+  const promise = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return { promise, release };
+}
+
+describe('CheckGate: bounded concurrency and a bounded queue', () => {
+  it('runs at most `concurrency` tasks, queues the rest in order and refuses past the queue', async () => {
+    const gate = new CheckGate(2, 2);
+    const holds = [deferred(), deferred(), deferred(), deferred()];
+    const started: number[] = [];
+    const runs = holds.map((hold, i) =>
+      gate.run(async () => {
+        started.push(i);
+        await hold.promise;
+        return i;
+      }),
+    );
+    await Promise.resolve();
+    assert.deepEqual(started, [0, 1]);
+    assert.equal(gate.active, 2);
+    assert.equal(gate.waiting, 2);
+    await assert.rejects(
+      gate.run(async () => 'too many'),
+      PasswordChecksOverloaded,
+    );
+    holds[1]?.release();
+    assert.equal(await runs[1], 1);
+    assert.deepEqual(started, [0, 1, 2]);
+    for (const hold of holds) hold.release();
+    assert.deepEqual(await Promise.all(runs), [0, 1, 2, 3]);
+    assert.equal(gate.active, 0);
+    assert.equal(gate.waiting, 0);
+  });
+
+  it('frees the slot when a task fails', async () => {
+    const gate = new CheckGate(1, 0);
+    await assert.rejects(
+      gate.run(async () => {
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    assert.equal(await gate.run(async () => 'next'), 'next');
+  });
+});
+
+describe('basic auth costs the same whoever asks', () => {
+  it('runs one scrypt per distinct cost of the policy for every kind of user and answer', async () => {
+    const [cheap, dear] = await Promise.all([hashPassword('cheap-pw', 10), hashPassword('dear-pw', 11)]);
+    const policy: AuthorizationConfig = {
+      type: 'basic',
+      users: [
+        { username: 'plain', password: 'plain-pw', passwordHash: null },
+        { username: 'cheap', password: null, passwordHash: cheap },
+        { username: 'dear', password: null, passwordHash: dear },
+      ],
+      keys: [],
+    };
+    const work: string[][] = [];
+    let current: string[] = [];
+    const verify = (password: string, hash: string | PasswordHash) => {
+      current.push(costOf(hash as PasswordHash));
+      return verifyPassword(password, hash);
+    };
+    const authenticate = createBasicAuthenticator(policy, { verify });
+    const attempts: Array<[string, string, string | null]> = [
+      ['plain', 'plain-pw', 'plain'],
+      ['plain', 'wrong', null],
+      ['cheap', 'cheap-pw', 'cheap'],
+      ['cheap', 'wrong', null],
+      ['dear', 'dear-pw', 'dear'],
+      ['dear', 'wrong', null],
+      ['nobody', 'plain-pw', null],
+    ];
+    for (const [user, password, subject] of attempts) {
+      current = [];
+      const req = basic(user, password);
+      const reason = await authenticate(req);
+      assert.equal(req.subject, subject, `${user}:${password}`);
+      assert.equal(reason, subject === null ? 'invalid_credentials' : null, `${user}:${password}`);
+      work.push(current);
+    }
+    const expected = ['10,8,1,32', '11,8,1,32'];
+    for (const [i, costs] of work.entries()) {
+      assert.deepEqual([...costs].sort(), expected, `attempt ${attempts[i]?.slice(0, 2).join(':')}`);
+    }
+  });
+
+  it('a policy of plain passwords only never hashes', async () => {
+    let hashed = 0;
+    const authenticate = createBasicAuthenticator(
+      { type: 'basic', users: [{ username: 'a', password: 'pw', passwordHash: null }], keys: [] },
+      {
+        verify: async () => {
+          hashed++;
+          return false;
+        },
+      },
+    );
+    assert.equal(authenticate(basic('a', 'pw')), null);
+    assert.equal(authenticate(basic('b', 'pw')), 'invalid_credentials');
+    assert.equal(hashed, 0);
+  });
+
+  it('refuses with auth_overloaded past the policy queue, while another policy still checks', async () => {
+    const hash = await hashPassword('pw', 10);
+    const policy: AuthorizationConfig = {
+      type: 'basic',
+      users: [{ username: 'u', password: null, passwordHash: hash }],
+      keys: [],
+    };
+    const hold = deferred();
+    const flooded = createBasicAuthenticator(policy, {
+      verify: async () => {
+        await hold.promise;
+        return false;
+      },
+    });
+    const other = createBasicAuthenticator(policy);
+    // One running plus the full queue, each with a different password so no answer is cached.
+    const pending = Array.from({ length: MAX_WAITING_CHECKS_PER_POLICY + 1 }, (_, i) =>
+      flooded(basic('u', `guess-${i}`)),
+    );
+    assert.equal(await flooded(basic('u', 'one-too-many')), 'auth_overloaded');
+    const req = basic('u', 'pw');
+    assert.equal(await other(req), null);
+    assert.equal(req.subject, 'u');
+    hold.release();
+    for (const reason of await Promise.all(pending)) assert.equal(reason, 'invalid_credentials');
+  });
+});
