@@ -1,0 +1,86 @@
+import { readFileSync } from 'node:fs';
+import type http from 'node:http';
+import type https from 'node:https';
+import type { Socket } from 'node:net';
+
+/**
+ * What one listener allows a client before Tollgate hangs up: how long a new connection may stay
+ * silent, how long a request body may pause between two chunks, and how many connections may be open
+ * at once. Node closes idle keep-alive connections (keepAliveTimeout) and slow request headers
+ * (headersTimeout) itself; these close the gaps it leaves. See docs/security.md.
+ */
+export interface ClientLimits {
+  /** A connection that sends no byte within this time is closed (before TLS: the handshake too). */
+  firstByteMs: number;
+  /** A request body that stops arriving for this long has its connection closed. */
+  bodyIdleMs: number;
+  /** Connections beyond this many are closed as soon as they are accepted. */
+  maxConnections: number;
+}
+
+/** What a request with a body looks like on the wire (RFC 9112 §6.3). */
+function hasBody(req: http.IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+function onRequest(limits: ClientLimits) {
+  return (req: http.IncomingMessage) => {
+    const socket = req.socket;
+    if (!hasBody(req) || req.complete) {
+      socket.setTimeout(0);
+      return;
+    }
+    // While the body arrives, silence is the client's; once it has all arrived, waiting is ours.
+    socket.setTimeout(limits.bodyIdleMs);
+    req.once('end', () => socket.setTimeout(0));
+  };
+}
+
+/**
+ * Applies `limits` to a server. Must be called before the server listens. Timeouts destroy the socket
+ * (Node's default when nothing handles a socket's timeout), which also aborts the upstream request.
+ */
+export function applyClientLimits(
+  server: http.Server | https.Server,
+  limits: ClientLimits,
+  tls = false,
+): void {
+  server.maxConnections = limits.maxConnections;
+  const silentUntilFirstRequest = (socket: Socket) => socket.setTimeout(limits.firstByteMs);
+  if (tls) {
+    // Before the handshake the raw socket belongs to TLS: bound it with the handshake timeout.
+    (server as unknown as { handshakeTimeout: number }).handshakeTimeout = limits.firstByteMs;
+    server.on('secureConnection', silentUntilFirstRequest);
+  } else {
+    server.on('connection', silentUntilFirstRequest);
+  }
+  // First, so the body timer starts before any stage can pause or consume the body.
+  server.prependListener('request', onRequest(limits));
+  server.prependListener('upgrade', (req: http.IncomingMessage) => req.socket.setTimeout(0));
+}
+
+/** The process's soft limit on open file descriptors, or null where /proc does not say. */
+export function openFileLimit(procLimits = '/proc/self/limits'): number | null {
+  try {
+    const line = readFileSync(procLimits, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
+    const soft = line?.split(/\s{2,}/)[1];
+    return soft === undefined || soft === 'unlimited' ? null : Number(soft);
+  } catch {
+    return null;
+  }
+}
+
+/** Descriptors kept back for everything that is not a client connection (files, probes, logs). */
+export const RESERVED_DESCRIPTORS = 256;
+
+/**
+ * The client-connection cap that cannot exhaust descriptors: every proxied client connection may hold
+ * an upstream connection too, so at most half of what is left after the reserve.
+ */
+export function safeConnectionCap(configured: number, fileLimit: number | null): number {
+  if (fileLimit === null) return configured;
+  return Math.max(1, Math.min(configured, Math.floor((fileLimit - RESERVED_DESCRIPTORS) / 2)));
+}
