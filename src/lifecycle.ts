@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { constants } from 'node:os';
 import type { MainConfig } from './config/types.ts';
 import type { Logger } from './log.ts';
 import type { Runtime } from './runtime.ts';
@@ -31,19 +30,14 @@ export interface LifecycleOptions {
   logger: Logger;
   /** Run once the listeners are drained (upstream pools, config watcher, rate-limit store). */
   cleanup?: ReadonlyArray<() => unknown>;
-  onExit: (code: number) => void;
 }
 
 export interface Lifecycle {
-  /** Starts the graceful shutdown; called again while shutting down, exits at once. */
-  shutdown(signal: NodeJS.Signals): void;
-  /** Resolves when the graceful shutdown finished (just before onExit(0)). */
-  readonly finished: Promise<void>;
-}
-
-/** Exit code of a second signal during a drain: the shell convention 128 + signal number. */
-export function signalExitCode(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 15);
+  /**
+   * Starts the graceful shutdown (`reason` is logged: a signal name, or why the app closes) and
+   * resolves once it finished; a second call returns the same promise.
+   */
+  shutdown(reason: string): Promise<void>;
 }
 
 /** How long a cleanup step may take before the exit goes ahead anyway. */
@@ -62,12 +56,13 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  *    `Connection: close`, so keep-alive clients move to another pod on their next request.
  * 2. Stop accepting (listening sockets closed: new connections are refused), close idle keep-alive
  *    connections, and let in-flight requests finish for up to `shutdown_grace_seconds`.
- * 3. Cut whatever is left, run the cleanup steps (upstream pools, watchers), close admin, exit 0.
+ * 3. Cut whatever is left, run the cleanup steps (upstream pools, watchers), close admin.
  *
- * A second signal exits at once with 128 + signal number (130 for SIGINT, 143 for SIGTERM).
+ * Exiting is the caller's business: src/cli.ts exits 0 once this resolves, and at once with
+ * 128 + signal number on a second signal.
  */
 export function createLifecycle(options: LifecycleOptions): Lifecycle {
-  const { runtime, servers, logger, main, onExit } = options;
+  const { runtime, servers, logger, main } = options;
   const keepUntilExit = options.keepUntilExit ?? [];
   const cleanup = options.cleanup ?? [];
 
@@ -94,10 +89,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     });
   }
 
-  let resolveFinished: () => void = () => {};
-  const finished = new Promise<void>((resolve) => {
-    resolveFinished = resolve;
-  });
+  let finished: Promise<void> | null = null;
 
   const runCleanup = async () => {
     await Promise.allSettled(
@@ -109,8 +101,9 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     );
   };
 
-  const drain = async (signal: NodeJS.Signals) => {
-    const delayMs = main.shutdownDelaySeconds * 1000;
+  const drain = async (signal: string, wasReady: boolean) => {
+    // Readiness never turned on (a failed or interrupted start): nobody is routing here, no delay.
+    const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
     logger.info(
       {
@@ -156,26 +149,17 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       logger.flush(() => resolve());
       setTimeout(resolve, 500).unref();
     });
-    resolveFinished();
-    onExit(0);
   };
 
   return {
-    finished,
-    shutdown(signal) {
-      if (draining) {
-        const code = signalExitCode(signal);
-        logger.warn({ signal, exit_code: code }, 'second signal during shutdown; exiting now');
-        logger.flush();
-        onExit(code);
-        return;
+    shutdown(reason) {
+      if (finished === null) {
+        draining = true;
+        const wasReady = runtime.phase === 'ready';
+        runtime.phase = 'draining';
+        finished = drain(reason, wasReady);
       }
-      draining = true;
-      runtime.phase = 'draining';
-      drain(signal).catch((error: unknown) => {
-        logger.error({ err: error }, 'graceful shutdown failed; exiting');
-        onExit(1);
-      });
+      return finished;
     },
   };
 }

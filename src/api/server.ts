@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import http from 'node:http';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../admin/metrics.ts';
-import { type Clock, processClock } from '../auth/clock.ts';
+import { type Clock, systemClock } from '../auth/clock.ts';
 import { safeEqual } from '../auth/compare.ts';
 import { deriveSigningKey, issueToken } from '../auth/tokens.ts';
 import type { MainConfig } from '../config/types.ts';
@@ -32,7 +32,7 @@ const DEFAULT_FAILURE_LIMIT = { attempts: 10, windowSeconds: 300 };
  * TCP peer: this listener is meant to be a cluster-internal Service, not behind a proxy).
  */
 export function createTokenApiServer(deps: TokenApiDeps): http.Server {
-  const now = deps.now ?? processClock();
+  const now = deps.now ?? systemClock;
   const limit = deps.failureLimit ?? DEFAULT_FAILURE_LIMIT;
   const wrongKeys = new RateLimiterMemory({ points: limit.attempts, duration: limit.windowSeconds });
   let signing: { masterkey: string; key: KeyObject } | null = null;

@@ -1,6 +1,6 @@
 import { createSecretKey, hkdfSync, type KeyObject, randomUUID } from 'node:crypto';
 import { errors, jwtVerify, SignJWT } from 'jose';
-import { type Clock, processClock } from './clock.ts';
+import { type Clock, systemClock } from './clock.ts';
 
 /**
  * Issuing and verifying Tollgate JWTs (BEHAVIOUR.md §6): JWS compact, HS256 only, signed with a key
@@ -50,7 +50,7 @@ export async function issueToken(
   key: KeyObject,
   options: { owner: string; validMinutes: number; now?: Clock },
 ): Promise<IssuedToken> {
-  const issuedAt = Math.floor((options.now ?? processClock())());
+  const issuedAt = Math.floor((options.now ?? systemClock)());
   const expiresAt = issuedAt + options.validMinutes * 60;
   const jti = randomUUID();
   const token = await new SignJWT({ owner: options.owner })
@@ -105,7 +105,7 @@ export interface TokenVerifierOptions {
  */
 export function createTokenVerifier(masterkey: string, options: TokenVerifierOptions = {}): TokenVerifier {
   const key = deriveSigningKey(masterkey);
-  const now = options.now ?? processClock();
+  const now = options.now ?? systemClock;
   const maxEntries = options.cacheEntries ?? 10_000;
   // Insertion-ordered Map as a FIFO: enough to bound memory; reused tokens are re-added once expired.
   const verified = new Map<string, VerifiedToken>();

@@ -6,6 +6,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
+import { type Tollgate as App, type BoundAddresses, createTollgate } from '../../src/app.ts';
+import type { Clock } from '../../src/auth/clock.ts';
+import { formatIssue } from '../../src/config/issues.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { createLogger } from '../../src/log.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MAIN_JS = join(ROOT, 'dist', 'main.js');
@@ -73,28 +78,35 @@ export interface TollgateOptions {
   args?: string[];
 }
 
-export interface Tollgate {
+/** What every started Tollgate offers, spawned or in-process. */
+export interface RunningTollgate {
   readonly dir: string;
-  readonly child: ChildProcess;
   readonly proxyPort: number;
   readonly apiPort: number;
   readonly adminPort: number;
+  /** The bound `proxy_address_tls` port, when TLS is configured. */
+  readonly tlsPort: number | null;
   readonly proxyUrl: string;
   readonly apiUrl: string;
   readonly adminUrl: string;
-  /** Everything the process printed to stdout so far. */
+  /** Everything the process printed to stdout so far (in-process: every log line). */
   stdout(): string;
   stderr(): string;
   /** stdout parsed as JSON lines (non-JSON lines skipped). */
   logs(): Array<Record<string, unknown>>;
-  /** Resolves with the exit code once the process has exited. */
-  exited: Promise<number | null>;
   /** Writes upstreams.yaml in place (not atomic: for kubelet-style swaps use test/helpers/configmap.ts). */
   writeUpstreams(content: string | Record<string, unknown>): Promise<void>;
   /** Sends a signal (default SIGTERM) and waits for the exit code; kills after 20 s. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** GET admin /metrics as text. */
   metrics(): Promise<string>;
+}
+
+/** The built proxy as a child process (`dist/main.js start`). */
+export interface Tollgate extends RunningTollgate {
+  readonly child: ChildProcess;
+  /** Resolves with the exit code once the process has exited. */
+  exited: Promise<number | null>;
 }
 
 const toYaml = (value: string | Record<string, unknown>) =>
@@ -124,30 +136,49 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
   }
 }
 
-async function startOnce(options: TollgateOptions): Promise<Tollgate> {
+/** Writes main.yaml (listeners on loopback unless given) and upstreams.yaml into the test's dir. */
+async function writeConfig(
+  options: Pick<TollgateOptions, 'main' | 'upstreams' | 'dir' | 'upstreamsPath'>,
+  ports: { proxy: number; api: number; admin: number },
+): Promise<{ dir: string; mainPath: string; upstreamsPath: string }> {
   const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'tollgate-test-')));
-  const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const upstreamsPath = options.upstreamsPath ?? join(dir, 'upstreams.yaml');
   const main = {
-    proxy_address_http: `127.0.0.1:${proxyPort}`,
-    config_address: `127.0.0.1:${apiPort}`,
-    admin_address: `127.0.0.1:${adminPort}`,
+    proxy_address_http: `127.0.0.1:${ports.proxy}`,
+    config_address: `127.0.0.1:${ports.api}`,
+    admin_address: `127.0.0.1:${ports.admin}`,
     upstreams_conf: upstreamsPath,
     shutdown_delay_seconds: 0,
     shutdown_grace_seconds: 5,
     ...options.main,
   };
-  await writeFile(join(dir, 'main.yaml'), stringify(main));
+  const mainPath = join(dir, 'main.yaml');
+  await writeFile(mainPath, stringify(main));
   if (!options.upstreamsPath) await writeFile(upstreamsPath, toYaml(options.upstreams));
+  return { dir, mainPath, upstreamsPath };
+}
 
-  const child = spawn(
-    process.execPath,
-    [MAIN_JS, 'start', '--config', join(dir, 'main.yaml'), ...(options.args ?? [])],
-    {
-      env: { ...process.env, TOLLGATE_CONFIG: '', ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+/** The port of a `host:port` / `[v6]:port` address as logged in the ready line. */
+const portOf = (address: unknown) => Number(String(address).slice(String(address).lastIndexOf(':') + 1));
+
+async function startOnce(options: TollgateOptions): Promise<Tollgate> {
+  const quiet = QUIET_LEVELS.has(String(options.main?.log_level ?? 'info'));
+  // The ready line names the ports the kernel chose, so port 0 needs no free-port race. Without it
+  // (no wait, or a log level that hides it) the ports must be known up front.
+  const readPortsFromLog = options.waitReady !== false && !quiet;
+  const fixed = readPortsFromLog
+    ? { proxy: 0, api: 0, admin: 0 }
+    : { proxy: await freePort(), api: await freePort(), admin: await freePort() };
+  const { dir, mainPath, upstreamsPath } = await writeConfig(options, fixed);
+  let proxyPort = fixed.proxy;
+  let apiPort = fixed.api;
+  let adminPort = fixed.admin;
+  let tlsPort: number | null = null;
+
+  const child = spawn(process.execPath, [MAIN_JS, 'start', '--config', mainPath, ...(options.args ?? [])], {
+    env: { ...process.env, TOLLGATE_CONFIG: '', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (d: string) => {
@@ -164,25 +195,30 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
   const tollgate: Tollgate = {
     dir,
     child,
-    proxyPort,
-    apiPort,
-    adminPort,
-    proxyUrl: host(proxyPort),
-    apiUrl: host(apiPort),
-    adminUrl: host(adminPort),
+    get proxyPort() {
+      return proxyPort;
+    },
+    get apiPort() {
+      return apiPort;
+    },
+    get adminPort() {
+      return adminPort;
+    },
+    get tlsPort() {
+      return tlsPort;
+    },
+    get proxyUrl() {
+      return host(proxyPort);
+    },
+    get apiUrl() {
+      return host(apiPort);
+    },
+    get adminUrl() {
+      return host(adminPort);
+    },
     stdout: () => out,
     stderr: () => err,
-    logs: () =>
-      out
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .flatMap((line) => {
-          try {
-            return [JSON.parse(line) as Record<string, unknown>];
-          } catch {
-            return [];
-          }
-        }),
+    logs: () => parseLogLines(out),
     exited,
     writeUpstreams: (content) => writeFile(upstreamsPath, toYaml(content)),
     async stop(signal = 'SIGTERM') {
@@ -206,9 +242,18 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     // A 200 on adminPort alone does not prove it is this child answering: if the port was taken
     // between freePort() and the child's bind, another proxy's admin port (or an echo upstream)
     // answers while this child is exiting with EADDRINUSE. The child's own "tollgate ready" line,
-    // logged once every listener is bound, does.
-    const quiet = QUIET_LEVELS.has(String(options.main?.log_level ?? 'info'));
-    const saidReady = () => quiet || out.includes('"msg":"tollgate ready"');
+    // logged once every listener is bound, does, and names the ports it bound.
+    const saidReady = () => {
+      if (quiet) return true;
+      const ready = parseLogLines(out).find((line) => line.msg === 'tollgate ready');
+      if (ready === undefined) return false;
+      const addresses = ready.addresses as Record<string, string>;
+      proxyPort = portOf(addresses.proxy);
+      apiPort = portOf(addresses.api);
+      adminPort = portOf(addresses.admin);
+      tlsPort = addresses.proxy_tls === undefined ? null : portOf(addresses.proxy_tls);
+      return true;
+    };
     try {
       await waitFor(
         async () => saidReady() && (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
@@ -219,7 +264,7 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
       child.kill('SIGKILL');
       await exited;
       if (!options.dir) await rm(dir, { recursive: true, force: true });
-      const ours = [proxyPort, apiPort, adminPort].map((port) => `cannot listen on 127.0.0.1:${port} `);
+      const ours = [fixed.proxy, fixed.api, fixed.admin].map((port) => `cannot listen on 127.0.0.1:${port} `);
       const message = `tollgate did not become ready: ${(error as Error).message}\n${err}\n${out}`;
       if (ours.some((prefix) => err.includes(prefix)) && err.includes('address already in use')) {
         throw new PortTakenError(message);
@@ -228,6 +273,85 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     }
   }
   return tollgate;
+}
+
+function parseLogLines(text: string): Array<Record<string, unknown>> {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+}
+
+export interface InProcessOptions
+  extends Pick<TollgateOptions, 'main' | 'upstreams' | 'dir' | 'upstreamsPath'> {
+  /** Token clock (seconds since the epoch), e.g. one running ahead to see tokens expire. */
+  clock?: Clock;
+  /** Watch the config files (default true, as the real process does). */
+  watch?: boolean;
+}
+
+/** The app of src/app.ts in this test process: no spawn, ports chosen by the kernel. */
+export interface InProcessTollgate extends RunningTollgate {
+  readonly app: App;
+  /** Checks the config files now (what SIGHUP does) and resolves once the check is done. */
+  reload(): Promise<void>;
+}
+
+/**
+ * Starts Tollgate inside the test process (createTollgate + listen on port 0): for tests that need
+ * no process boundary (signals, exit codes, the CLI, environment variables keep startTollgate).
+ * Metrics live in one registry per process, so tests sharing a file should compare deltas.
+ */
+export async function startInProcess(options: InProcessOptions): Promise<InProcessTollgate> {
+  const { dir, mainPath, upstreamsPath } = await writeConfig(options, { proxy: 0, api: 0, admin: 0 });
+  const loaded = await loadConfig(mainPath);
+  if (!loaded.ok) {
+    if (!options.dir) await rm(dir, { recursive: true, force: true });
+    throw new Error(`invalid test config:\n${loaded.issues.map(formatIssue).join('\n')}`);
+  }
+  let out = '';
+  const logger = createLogger(loaded.value.main.logLevel, {
+    write: (line: string) => {
+      out += line;
+    },
+  });
+  const app = createTollgate(loaded.value, { clock: options.clock, logger, watch: options.watch });
+  let bound: BoundAddresses;
+  try {
+    bound = await app.listen();
+  } catch (error) {
+    if (!options.dir) await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+  const url = (port: number) => `http://127.0.0.1:${port}`;
+  return {
+    app,
+    dir,
+    proxyPort: bound.proxy.port,
+    apiPort: bound.api.port,
+    adminPort: bound.admin.port,
+    tlsPort: bound.proxyTls?.port ?? null,
+    proxyUrl: url(bound.proxy.port),
+    apiUrl: url(bound.api.port),
+    adminUrl: url(bound.admin.port),
+    stdout: () => out,
+    stderr: () => '',
+    logs: () => parseLogLines(out),
+    writeUpstreams: (content) => writeFile(upstreamsPath, toYaml(content)),
+    reload: () => app.reload('test'),
+    async stop() {
+      await app.close('test');
+      if (!options.dir) await rm(dir, { recursive: true, force: true });
+      return 0;
+    },
+    metrics: async () => (await fetch(`${url(bound.admin.port)}/metrics`)).text(),
+  };
 }
 
 /**

@@ -3,24 +3,25 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { type RunningTollgate, request, startInProcess, startTollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
  * Tokens are verified by any process holding the same masterkey, whatever source it came from, and
- * by no other. Expiry is shown with a process whose clock runs ahead (TOLLGATE_CLOCK_OFFSET_SECONDS,
- * a test-only setting), not by waiting minutes.
+ * by no other. Expiry is shown with a replica whose clock runs ahead (an in-process app given its
+ * own clock), not by waiting minutes. The replica holding another key gets it from the environment,
+ * so it is a real process.
  */
 const MASTERKEY = 'replica-shared-masterkey';
 
 describe('tokens across replicas and time', () => {
   let upstream: Upstream;
   let secretDir: string;
-  let issuer: Tollgate;
-  let sameKeyFromFile: Tollgate;
-  let otherKeyFromEnv: Tollgate;
-  let clockAhead: Tollgate;
-  let clockBehind: Tollgate;
+  let issuer: RunningTollgate;
+  let sameKeyFromFile: RunningTollgate;
+  let otherKeyFromEnv: RunningTollgate;
+  let clockAhead: RunningTollgate;
+  let clockBehind: RunningTollgate;
 
   before(async () => {
     upstream = await startUpstream();
@@ -33,23 +34,23 @@ describe('tokens across replicas and time', () => {
       },
     };
     [issuer, sameKeyFromFile, otherKeyFromEnv, clockAhead, clockBehind] = await Promise.all([
-      startTollgate({ main: { masterkey: MASTERKEY }, upstreams: routes }),
-      startTollgate({ main: { masterkey_file: keyFile }, upstreams: { masterkey: MASTERKEY, ...routes } }),
+      startInProcess({ main: { masterkey: MASTERKEY }, upstreams: routes }),
+      startInProcess({ main: { masterkey_file: keyFile }, upstreams: { masterkey: MASTERKEY, ...routes } }),
       // The env wins over main.yaml: this replica holds another key despite the same file.
       startTollgate({
         main: { masterkey: MASTERKEY },
         upstreams: routes,
         env: { TOLLGATE_MASTERKEY: 'another-key' },
       }),
-      startTollgate({
+      startInProcess({
         main: { masterkey: MASTERKEY },
         upstreams: routes,
-        env: { TOLLGATE_CLOCK_OFFSET_SECONDS: '150' },
+        clock: () => Date.now() / 1000 + 150,
       }),
-      startTollgate({
+      startInProcess({
         main: { masterkey: MASTERKEY },
         upstreams: routes,
-        env: { TOLLGATE_CLOCK_OFFSET_SECONDS: '-120' },
+        clock: () => Date.now() / 1000 - 120,
       }),
     ]);
   });
@@ -61,7 +62,7 @@ describe('tokens across replicas and time', () => {
     await rm(secretDir, { recursive: true, force: true });
   });
 
-  async function issue(from: Tollgate, owner: string, valid: number): Promise<string> {
+  async function issue(from: RunningTollgate, owner: string, valid: number): Promise<string> {
     const res = await request(`${from.apiUrl}/jwt`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -71,7 +72,7 @@ describe('tokens across replicas and time', () => {
     return res.json<{ token: string }>().token;
   }
 
-  const use = (target: Tollgate, token: string) =>
+  const use = (target: RunningTollgate, token: string) =>
     request(target.proxyUrl, { path: '/data', headers: { host: 'any', authorization: `Bearer ${token}` } });
   const reason = (res: { json<T>(): T }) => res.json<{ error: string }>().error;
 

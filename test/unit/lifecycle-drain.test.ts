@@ -3,8 +3,9 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
+import { signalExitCode } from '../../src/cli.ts';
 import { parseMainConfig, parseUpstreamsConfig } from '../../src/config/load.ts';
-import { createLifecycle, signalExitCode } from '../../src/lifecycle.ts';
+import { createLifecycle } from '../../src/lifecycle.ts';
 import { createLogger } from '../../src/log.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
 import { createRuntime } from '../../src/runtime.ts';
@@ -58,7 +59,6 @@ describe('createLifecycle', () => {
   it('drains: readiness off at once, serves through the delay, then refuses, finishes in-flight, exits 0', async () => {
     const rt = runtime();
     const { server, url } = await startServer();
-    const exits: number[] = [];
     let cleanedUp = false;
     const lifecycle = createLifecycle({
       runtime: rt,
@@ -66,7 +66,6 @@ describe('createLifecycle', () => {
       main: { shutdownDelaySeconds: 0.3, shutdownGraceSeconds: 5 },
       logger,
       cleanup: [() => (cleanedUp = true)],
-      onExit: (code) => exits.push(code),
     });
     const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
     assert.equal((await get(`${url}/`, keepAlive)).connection, 'keep-alive');
@@ -75,7 +74,11 @@ describe('createLifecycle', () => {
     const endsWithinDelay = get(`${url}/slow?ms=200`, new http.Agent({ keepAlive: true }));
     await sleep(50);
 
-    lifecycle.shutdown('SIGTERM');
+    const finished = lifecycle.shutdown('SIGTERM');
+    let done = false;
+    finished.then(() => {
+      done = true;
+    });
     assert.equal(rt.phase, 'draining');
     // During the delay new connections are still served, and told not to come back.
     const during = await get(`${url}/`, new http.Agent({ keepAlive: true }));
@@ -88,14 +91,13 @@ describe('createLifecycle', () => {
 
     await sleep(400);
     await assert.rejects(get(`${url}/`), { code: 'ECONNREFUSED' });
-    assert.deepEqual(exits, [], 'still draining the slow request');
+    assert.equal(done, false, 'still draining the slow request');
 
-    const finished = await slow;
-    assert.equal(finished.status, 200);
-    assert.equal(finished.body, 'done');
-    assert.equal(finished.connection, 'close');
-    await lifecycle.finished;
-    assert.deepEqual(exits, [0]);
+    const last = await slow;
+    assert.equal(last.status, 200);
+    assert.equal(last.body, 'done');
+    assert.equal(last.connection, 'close');
+    await finished;
     assert.ok(cleanedUp);
     keepAlive.destroy();
   });
@@ -103,13 +105,11 @@ describe('createLifecycle', () => {
   it('cuts connections still open when shutdown_grace_seconds runs out, then exits 0', async () => {
     const rt = runtime();
     const { server, url } = await startServer();
-    const exits: number[] = [];
     const lifecycle = createLifecycle({
       runtime: rt,
       servers: [server],
       main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 0.3 },
       logger,
-      onExit: (code) => exits.push(code),
     });
     const stuck = get(`${url}/slow?ms=5000`).then(
       () => 'answered',
@@ -117,10 +117,9 @@ describe('createLifecycle', () => {
     );
     await sleep(50);
     const started = Date.now();
-    lifecycle.shutdown('SIGTERM');
+    const finished = lifecycle.shutdown('SIGTERM');
     assert.equal(await stuck, 'cut');
-    await lifecycle.finished;
-    assert.deepEqual(exits, [0]);
+    await finished;
     assert.ok(Date.now() - started < 3_000);
   });
 
@@ -128,41 +127,41 @@ describe('createLifecycle', () => {
     const rt = runtime();
     const proxy = await startServer();
     const admin = await startServer();
-    const exits: number[] = [];
     const lifecycle = createLifecycle({
       runtime: rt,
       servers: [proxy.server],
       keepUntilExit: [admin.server],
       main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 5 },
       logger,
-      onExit: (code) => exits.push(code),
     });
     const slow = get(`${proxy.url}/slow?ms=400`);
     await sleep(50);
-    lifecycle.shutdown('SIGTERM');
+    const finished = lifecycle.shutdown('SIGTERM');
     await sleep(100);
     await assert.rejects(get(`${proxy.url}/`), { code: 'ECONNREFUSED' });
     assert.equal((await get(`${admin.url}/`)).status, 200, 'admin still answers during the drain');
     await slow;
-    await lifecycle.finished;
+    await finished;
     await assert.rejects(get(`${admin.url}/`), { code: 'ECONNREFUSED' });
   });
 
-  it('a second signal exits at once with 128 + signal number', async () => {
+  it('a second shutdown call returns the same drain', async () => {
     const rt = runtime();
     const { server } = await startServer();
-    const exits: number[] = [];
     const lifecycle = createLifecycle({
       runtime: rt,
       servers: [server],
-      main: { shutdownDelaySeconds: 0.5, shutdownGraceSeconds: 0.5 },
+      main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 0.5 },
       logger,
-      onExit: (code) => exits.push(code),
     });
-    lifecycle.shutdown('SIGTERM');
-    lifecycle.shutdown('SIGINT');
-    assert.deepEqual(exits, [130]);
+    const first = lifecycle.shutdown('SIGTERM');
+    assert.equal(lifecycle.shutdown('SIGINT'), first);
+    await first;
+    assert.equal(server.listening, false);
+  });
+
+  it('a second signal exits with 128 + signal number', () => {
     assert.equal(signalExitCode('SIGTERM'), 143);
-    server.close();
+    assert.equal(signalExitCode('SIGINT'), 130);
   });
 });

@@ -1,0 +1,278 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo, Server } from 'node:net';
+import { createAdminServer } from './admin/server.ts';
+import { createTokenApiServer } from './api/server.ts';
+import { type Clock, systemClock } from './auth/clock.ts';
+import { createMasterkeySource, type MasterkeySource } from './auth/masterkey.ts';
+import { createAuthStage } from './auth/stage.ts';
+import { type HotReload, startHotReload } from './config/reload.ts';
+import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
+import { createLifecycle } from './lifecycle.ts';
+import { formatAddress, listen } from './listen.ts';
+import { createLogger, type Logger } from './log.ts';
+import { createRequestRecorder } from './observe.ts';
+import { answerClientError } from './proxy/client-error.ts';
+import { createPipeline } from './proxy/pipeline.ts';
+import { createProxyHandler } from './proxy/server.ts';
+import { createRateLimitStage } from './proxy/stages/rate-limit.ts';
+import { createToHttpsStage } from './proxy/stages/to-https.ts';
+import { createTlsContextProvider, type TlsContextProvider } from './proxy/tls.ts';
+import { compileRoutingTable, RoutingCompileError } from './routing/compile.ts';
+import type { RoutingTable } from './routing/types.ts';
+import { createRuntime, type Runtime } from './runtime.ts';
+import { createBalanceStage } from './upstream/balance.ts';
+import { createTrustTest } from './upstream/client-address.ts';
+import { createForwarder, type ForwardObserver, UpstreamPools } from './upstream/forward.ts';
+import { createServerHealth } from './upstream/health.ts';
+import { createWebSocketHandler, isWebSocketUpgrade } from './upstream/websocket.ts';
+
+/** A loaded and validated configuration: what config/load returns for main.yaml + upstreams.yaml. */
+export interface TollgateConfig {
+  main: MainConfig;
+  upstreams: UpstreamsConfig;
+}
+
+export interface TollgateOptions {
+  /** Token clock (seconds since the epoch); the system clock by default. */
+  clock?: Clock;
+  /** Defaults to a JSON logger on stdout at main.yaml's `log_level`. */
+  logger?: Logger;
+  /** Watch upstreams.yaml and main.yaml for changes once listening (default true). */
+  watch?: boolean;
+}
+
+/** Where each listener is actually bound (port 0 in main.yaml becomes the port the kernel chose). */
+export interface BoundAddresses {
+  proxy: ListenAddress;
+  proxyTls: ListenAddress | null;
+  api: ListenAddress;
+  admin: ListenAddress;
+}
+
+export interface Tollgate {
+  readonly logger: Logger;
+  /** The live routing table and lifecycle phase (readiness, reloads). */
+  readonly runtime: Runtime;
+  /** Binds every listener, starts watching the config files, turns readiness on. */
+  listen(): Promise<BoundAddresses>;
+  /** The bound addresses; throws before listen() resolved. */
+  addresses(): BoundAddresses;
+  /** Checks the config files now (what SIGHUP does) and resolves once the check is done. */
+  reload(reason?: string): Promise<void>;
+  /**
+   * The graceful shutdown (docs/reload.md): readiness off, `shutdown_delay_seconds` of serving,
+   * stop accepting, drain in-flight requests for up to `shutdown_grace_seconds`, release everything.
+   * Calling it again returns the same promise.
+   */
+  close(reason?: string): Promise<void>;
+}
+
+/** A start-up problem, already worded as the one line to print (the CLI adds nothing to it). */
+export class StartError extends Error {}
+
+export interface PreparedConfig {
+  table: RoutingTable;
+  masterkeys: MasterkeySource;
+  /** Legal but probably unintended setups, to print or log before serving. */
+  warnings: string[];
+}
+
+/**
+ * What `start` and `validate` share after loading: the compiled table and the masterkey (from
+ * masterkey_file or the environment). Throws StartError when either cannot be had.
+ */
+export function prepareConfig(config: TollgateConfig): PreparedConfig {
+  let table: RoutingTable;
+  try {
+    table = compileRoutingTable(config.upstreams);
+  } catch (error) {
+    // Two keys that normalise to the same host or prefix are ambiguous.
+    if (!(error instanceof RoutingCompileError)) throw error;
+    throw new StartError(`${config.upstreams.file}: ${error.message}`);
+  }
+  let masterkeys: MasterkeySource;
+  try {
+    masterkeys = createMasterkeySource(config.main, config.upstreams);
+  } catch (error) {
+    throw new StartError(`tollgate: ${(error as Error).message}`);
+  }
+  const warnings: string[] = [];
+  const jwtRoutes = table.routes.filter((route) => route.auth?.type === 'jwt');
+  if (jwtRoutes.length > 0 && masterkeys.current() === null) {
+    // Fail closed, but say so: with no masterkey every token is refused and no token can be issued.
+    warnings.push(
+      `no masterkey is configured, so every request to the jwt routes (${jwtRoutes.map((r) => r.id).join(', ')}) ` +
+        'will be refused; set masterkey, masterkey_file or TOLLGATE_MASTERKEY',
+    );
+  }
+  return { table, masterkeys, warnings };
+}
+
+/**
+ * Builds one Tollgate from a validated config: the proxy listener(s), the token API and the admin
+ * listener, wired to one routing table that reloads swap whole. Nothing is bound until listen(), and
+ * nothing here touches process-wide state (signals, exit codes, argv): that is src/cli.ts's job.
+ */
+export function createTollgate(config: TollgateConfig, options: TollgateOptions = {}): Tollgate {
+  const { main } = config;
+  const { table, masterkeys, warnings } = prepareConfig(config);
+  const logger = options.logger ?? createLogger(main.logLevel);
+  const clock = options.clock ?? systemClock;
+  for (const warning of warnings) logger.warn(warning);
+
+  const runtime = createRuntime(main, logger, table);
+  const pools = new UpstreamPools(main.timeouts);
+  runtime.onTableSwap((next) => pools.retainOnly(next));
+  const health = createServerHealth({ logger });
+  health.sync(runtime.table());
+  runtime.onTableSwap((next) => health.sync(next));
+
+  // Every upstream attempt, HTTP or WebSocket, feeds passive health the same way.
+  const upstreamObserver: ForwardObserver = {
+    onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
+    onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
+  };
+  const forward = createForwarder({ pools, observer: upstreamObserver });
+  const rateLimit = createRateLimitStage({ main, logger });
+  const stages = createPipeline({
+    toHttps: createToHttpsStage(main),
+    rateLimit: rateLimit.stage,
+    authenticate: createAuthStage({
+      tokenParam: main.tokenParam,
+      masterkey: masterkeys.current,
+      logger,
+      now: clock,
+    }),
+    balance: createBalanceStage({ health }),
+  });
+  const recorder = createRequestRecorder(logger, main.accessLog, main.tokenParam);
+  const isTrustedProxy = createTrustTest(main.trustedProxies);
+  const serverOptions = {
+    keepAliveTimeout: main.timeouts.clientKeepAliveMs,
+    headersTimeout: main.timeouts.clientHeadersMs,
+    // Uploads and long responses are bounded by the upstream timeouts, not by a total request timer.
+    requestTimeout: 0,
+    // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
+    shouldUpgradeCallback: isWebSocketUpgrade,
+    // A missing Host is answered by resolveRequest with our JSON 400 rather than Node's bare one.
+    requireHostHeader: false,
+  };
+  const handler = createProxyHandler({ runtime, stages, forward, recorder, isTrustedProxy });
+  const webSockets = createWebSocketHandler({
+    runtime,
+    stages,
+    recorder,
+    isTrustedProxy,
+    observer: upstreamObserver,
+  });
+  const proxyServer = http.createServer(serverOptions, handler);
+  proxyServer.on('upgrade', webSockets.handleUpgrade);
+  proxyServer.on('clientError', answerClientError);
+
+  let tls: TlsContextProvider | null = null;
+  let tlsServer: https.Server | null = null;
+  if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
+    try {
+      tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
+    } catch (error) {
+      rateLimit.close();
+      health.close();
+      pools.close();
+      throw new StartError(`tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}`);
+    }
+    tlsServer = https.createServer({ ...serverOptions, ...tls.current() }, handler);
+    tlsServer.on('upgrade', webSockets.handleUpgrade);
+    tlsServer.on('clientError', answerClientError);
+    tls.attach(tlsServer);
+  }
+  const adminServer = createAdminServer(runtime);
+  const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
+
+  let hotReload: HotReload | null = null;
+  let bound: BoundAddresses | null = null;
+  const lifecycle = createLifecycle({
+    runtime,
+    main,
+    logger,
+    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), tokenApiServer],
+    keepUntilExit: [adminServer],
+    cleanup: [
+      () => hotReload?.close(),
+      () => tls?.close(),
+      () => webSockets.closeAll(),
+      () => rateLimit.close(),
+      () => health.close(),
+      () => pools.close(),
+    ],
+  });
+
+  let closing: Promise<void> | null = null;
+  const close = (reason = 'close') => {
+    closing ??= lifecycle.shutdown(reason);
+    return closing;
+  };
+
+  return {
+    logger,
+    runtime,
+    async listen() {
+      try {
+        bound = {
+          admin: await listenOn(adminServer, main.adminAddress, 'admin_address'),
+          proxy: await listenOn(proxyServer, main.proxyAddressHttp, 'proxy_address_http'),
+          api: await listenOn(tokenApiServer, main.configAddress, 'config_address'),
+          proxyTls:
+            tlsServer && main.proxyAddressTls
+              ? await listenOn(tlsServer, main.proxyAddressTls, 'proxy_address_tls')
+              : null,
+        };
+        if (options.watch !== false) {
+          hotReload = await startHotReload({
+            runtime,
+            logger,
+            beforeSwap: (next) => masterkeys.reload(next),
+          });
+        }
+      } catch (error) {
+        // Nothing is served half-way: release what was bound, then report the first problem.
+        await close('start-up failed');
+        throw error instanceof Error && error.message.startsWith('cannot listen')
+          ? new StartError(`tollgate: ${error.message}`)
+          : error;
+      }
+      runtime.phase = 'ready';
+      const addresses = bound;
+      logger.info(
+        {
+          hash: runtime.table().hash,
+          routes: runtime.table().routes.length,
+          addresses: {
+            proxy: formatAddress(addresses.proxy),
+            ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
+            api: formatAddress(addresses.api),
+            admin: formatAddress(addresses.admin),
+          },
+        },
+        'tollgate ready',
+      );
+      return addresses;
+    },
+    addresses() {
+      if (bound === null) throw new Error('tollgate is not listening yet');
+      return bound;
+    },
+    async reload(reason = 'manual') {
+      if (hotReload === null) return;
+      hotReload.trigger(reason);
+      await hotReload.settled();
+    },
+    close,
+  };
+}
+
+async function listenOn(server: Server, address: ListenAddress, key: string): Promise<ListenAddress> {
+  await listen(server, address, key);
+  const { port } = server.address() as AddressInfo;
+  return { host: address.host, port };
+}

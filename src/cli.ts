@@ -1,0 +1,198 @@
+import { constants } from 'node:os';
+import { parseArgs } from 'node:util';
+import { createTollgate, prepareConfig, StartError, type Tollgate, type TollgateConfig } from './app.ts';
+import { runHashPassword } from './auth/hash-password-cli.ts';
+import { formatIssue } from './config/issues.ts';
+import { loadConfig } from './config/load.ts';
+
+const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
+       tollgate hash-password < password
+
+  start          run the proxy (default)
+  validate       check main.yaml and upstreams.yaml, print every problem, exit 1 if any
+  hash-password  print a scrypt hash of the password read on stdin, for a basic-auth password_hash
+
+--config falls back to $TOLLGATE_CONFIG, then ./main.yaml`;
+
+/** Exit code of a second signal during a drain: the shell convention 128 + signal number. */
+export function signalExitCode(signal: NodeJS.Signals): number {
+  return 128 + (constants.signals[signal] ?? 15);
+}
+
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
+
+/**
+ * Runs one command line and resolves with the process exit code: 0 done, 1 failed (config, listen),
+ * 2 usage error. `start` resolves only once the proxy has shut down.
+ */
+export async function runCli(argv: string[]): Promise<number> {
+  // Its own options (--log-n), so it is dispatched before the start/validate parser.
+  if (argv[0] === 'hash-password') return runHashPassword(argv.slice(1));
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+    });
+  } catch (error) {
+    process.stderr.write(`tollgate: ${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const [command = 'start', ...rest] = parsed.positionals;
+  const path = configPath(parsed.values.config as string | undefined);
+  if (rest.length > 0) {
+    process.stderr.write(`tollgate: unexpected argument '${rest[0]}'\n${USAGE}\n`);
+    return 2;
+  }
+  switch (command) {
+    case 'start':
+      return start(path);
+    case 'validate':
+      return validate(path);
+    default:
+      process.stderr.write(`tollgate: unknown command '${command}'\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+function configPath(value: string | undefined): string {
+  return value || process.env.TOLLGATE_CONFIG || 'main.yaml';
+}
+
+async function loadOrExplain(path: string): Promise<TollgateConfig | null> {
+  const loaded = await loadConfig(path);
+  if (loaded.ok) return loaded.value;
+  for (const issue of loaded.issues) process.stderr.write(`${formatIssue(issue)}\n`);
+  process.stderr.write(`${loaded.issues.length} problem${loaded.issues.length === 1 ? '' : 's'} found\n`);
+  return null;
+}
+
+async function validate(path: string): Promise<number> {
+  const config = await loadOrExplain(path);
+  if (config === null) return 1;
+  let prepared: ReturnType<typeof prepareConfig>;
+  try {
+    prepared = prepareConfig(config);
+  } catch (error) {
+    if (!(error instanceof StartError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+  for (const warning of prepared.warnings) process.stderr.write(`warning: ${warning}\n`);
+  process.stdout.write(
+    `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
+      `${prepared.table.routes.length} routes, ${prepared.table.servers.length} servers\n`,
+  );
+  return 0;
+}
+
+/**
+ * What `start` serves once the config is loaded; resolves with the exit code when it has stopped.
+ * The one place that turns a config into a running proxy for this process.
+ */
+export type Serve = (config: TollgateConfig, signals: ProcessSignals) => Promise<number>;
+
+/** The process signals, as `start` sees them: stop (SIGTERM, SIGINT) and reload (SIGHUP). */
+export interface ProcessSignals {
+  /** The stop signal received so far, or null. */
+  readonly stopping: NodeJS.Signals | null;
+  /** Called on the first stop signal (at once if one already arrived). */
+  onStop(listener: (signal: NodeJS.Signals) => void): void;
+  onReload(listener: () => void): void;
+  /** Resolves with 128 + signal number when a second stop signal arrives: exit now, drain or not. */
+  readonly forcedExit: Promise<number>;
+}
+
+/**
+ * Installs the signal handlers before any start-up work, so a SIGTERM while the config loads stops
+ * the start cleanly instead of killing the process mid-way, and an early SIGHUP is not fatal.
+ */
+function captureSignals(): ProcessSignals {
+  let stopping: NodeJS.Signals | null = null;
+  const stopListeners: Array<(signal: NodeJS.Signals) => void> = [];
+  const reloadListeners: Array<() => void> = [];
+  let force: (code: number) => void = () => {};
+  const forcedExit = new Promise<number>((resolve) => {
+    force = resolve;
+  });
+  for (const signal of STOP_SIGNALS) {
+    process.on(signal, () => {
+      if (stopping !== null) {
+        force(signalExitCode(signal));
+        return;
+      }
+      stopping = signal;
+      for (const listener of stopListeners) listener(signal);
+    });
+  }
+  process.on('SIGHUP', () => {
+    for (const listener of reloadListeners) listener();
+  });
+  return {
+    get stopping() {
+      return stopping;
+    },
+    onStop(listener) {
+      stopListeners.push(listener);
+      if (stopping !== null) listener(stopping);
+    },
+    onReload(listener) {
+      reloadListeners.push(listener);
+    },
+    forcedExit,
+  };
+}
+
+async function start(path: string, serve: Serve = serveOneProcess): Promise<number> {
+  const signals = captureSignals();
+  const config = await loadOrExplain(path);
+  if (config === null) return 1;
+  if (signals.stopping !== null) return 0;
+  return serve(config, signals);
+}
+
+/** One process serving every listener: the proxy as a single Node process. */
+async function serveOneProcess(config: TollgateConfig, signals: ProcessSignals): Promise<number> {
+  let app: Tollgate;
+  try {
+    app = createTollgate(config);
+  } catch (error) {
+    if (!(error instanceof StartError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+  const { logger } = app;
+  const forced = signals.forcedExit.then((code) => {
+    logger.warn({ exit_code: code }, 'second signal during shutdown; exiting now');
+    logger.flush();
+    return code;
+  });
+  signals.onReload(() => {
+    app.reload('SIGHUP');
+  });
+  try {
+    await app.listen();
+  } catch (error) {
+    if (!(error instanceof StartError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+  // Registered once listening, so a signal that arrived during listen() drains a complete app.
+  const stopped = new Promise<number>((resolve) => {
+    signals.onStop((signal) =>
+      app.close(signal).then(
+        () => resolve(0),
+        (error: unknown) => {
+          logger.error({ err: error }, 'graceful shutdown failed; exiting');
+          resolve(1);
+        },
+      ),
+    );
+  });
+  return Promise.race([stopped, forced]);
+}
