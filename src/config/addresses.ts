@@ -1,11 +1,11 @@
 import { BlockList, isIP, isIPv4, isIPv6 } from 'node:net';
+import { isHostname } from '../routing/normalise.ts';
 import type { ListenAddress, ServerAddress } from './types.ts';
 
 /** Either the parsed value or a sentence saying what is wrong (never echoing secrets). */
 export type Parsed<T> = { ok: true; value: T } | { ok: false; reason: string };
 
 const PORT = /^\d{1,5}$/;
-const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i;
 
 /**
  * `host:port`, `[v6]:port` or `:port` (all interfaces). Port 0 is allowed: the OS picks one, which
@@ -62,14 +62,6 @@ export function parseCidr(text: string): Parsed<string> {
     return { ok: false, reason: `'${text}' is not a valid CIDR` };
   }
   return { ok: true, value: `${address}/${bits}` };
-}
-
-/** RFC 1123 host name (underscores tolerated: some internal DNS names carry them). */
-export function isHostname(name: string): boolean {
-  if (name.length === 0 || name.length > 253) return false;
-  // All digits and dots is an IPv4 attempt, never a name: `10.0.0.300` must not be looked up in DNS.
-  if (/^[\d.]+$/.test(name)) return false;
-  return name.split('.').every((label) => LABEL.test(label));
 }
 
 function splitHostPort(

@@ -84,15 +84,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
       }
       const config = parsed.value;
       config.file = resolve(file);
-      let table: RoutingTable;
-      try {
-        table = compileRoutingTable(config);
-      } catch (error) {
-        // Validation let it through but it is ambiguous (e.g. two keys normalising to one host).
-        const message = `${file}: ${(error as Error).message}`;
-        logger.error({ file }, message);
-        return reject('invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });
-      }
+      const table = compileRoutingTable(config);
       try {
         beforeSwap?.(config);
       } catch (error) {

@@ -95,7 +95,10 @@ export interface HealthCheckConfig {
 }
 
 export interface PathConfig {
-  /** The path key as written, starting with `/`. */
+  /**
+   * The path key in routing form (routing/normalise normalisePrefix): `/v1/` is written `/v1`,
+   * `/café` is `/caf%C3%A9`. Two keys with one routing form are refused by validation.
+   */
   prefix: string;
   servers: ServerAddress[];
   toHttps: boolean;
@@ -106,7 +109,10 @@ export interface PathConfig {
 }
 
 export interface HostConfig {
-  /** Lower-cased host key, or `DEFAULT`. */
+  /**
+   * The host key in routing form (routing/normalise normaliseHostKey): lower case, no trailing dot,
+   * IPv6 canonical without brackets, IPv4-mapped IPv6 as IPv4; or `DEFAULT`.
+   */
   name: string;
   paths: PathConfig[];
 }

@@ -1,7 +1,6 @@
-import { isIPv4, isIPv6 } from 'node:net';
 import { isScalar } from 'yaml';
-import { normalisePrefix } from '../routing/compile.ts';
-import { isHostname, parseServerAddress } from './addresses.ts';
+import { canonicalIPv6, DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../routing/normalise.ts';
+import { parseServerAddress } from './addresses.ts';
 import type {
   HealthCheckConfig,
   HostConfig,
@@ -28,7 +27,6 @@ const PATH_KEYS = ['servers', 'to_https', 'authorization', 'rate_limit', 'health
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
 
 const PROVIDERS = ['file'] as const;
-const DEFAULT_HOST = 'DEFAULT';
 const DEFAULT_HEALTH_CHECK_INTERVAL_SECONDS = 10;
 const MAX_SECONDS = 2_147_483;
 
@@ -135,16 +133,22 @@ function readHosts(r: YamlReader, field: Field): HostConfig[] {
     return [];
   }
   const hosts: HostConfig[] = [];
+  // Keyed by routing form, so the duplicate check is one lookup per host whatever the file's size.
   const seen = new Map<string, Field>();
   for (const entry of entries) {
-    const name = normaliseHostKey(r, entry);
-    if (name === undefined) continue;
+    const normalised = normaliseHostKey(entry.key);
+    if (!normalised.ok) {
+      r.report(entry.keyNode, entry.path, `'${entry.key}': ${normalised.reason}`);
+      continue;
+    }
+    const name = normalised.value;
     const first = seen.get(name);
     if (first !== undefined) {
       r.report(
         entry.keyNode,
         entry.path,
-        `host '${entry.key}' is the same as '${first.key}' on line ${r.lineOf(first.keyNode)} (host names are case-insensitive)`,
+        `host '${entry.key}' is the same host as '${first.key}' on line ${r.lineOf(first.keyNode)}` +
+          (name === DEFAULT_HOST ? '' : ` (both are ${name} when matching the Host header)`),
       );
       continue;
     }
@@ -152,29 +156,6 @@ function readHosts(r: YamlReader, field: Field): HostConfig[] {
     hosts.push({ name, paths: readHost(r, entry) });
   }
   return hosts;
-}
-
-/**
- * Lower-cased, trailing dot removed, IPv6 without brackets: the form routing produces from a Host
- * header. `DEFAULT` is the catch-all and keeps its spelling.
- */
-function normaliseHostKey(r: YamlReader, entry: Field): string | undefined {
-  const key = entry.key;
-  if (key === DEFAULT_HOST) return key;
-  if (key.toLowerCase() === 'default') {
-    r.report(entry.keyNode, entry.path, `the catch-all host is spelled '${DEFAULT_HOST}' (capitals)`);
-    return undefined;
-  }
-  const lower = key.toLowerCase();
-  const unbracketed = lower.startsWith('[') && lower.endsWith(']') ? lower.slice(1, -1) : lower;
-  if (isIPv6(unbracketed)) return unbracketed;
-  const name = lower.endsWith('.') ? lower.slice(0, -1) : lower;
-  if (isIPv4(name) || isHostname(name)) return name;
-  const reason = /:\d+$/.test(name)
-    ? 'host keys have no port (the port is ignored when matching the Host header)'
-    : 'is neither a host name nor an IP address';
-  r.report(entry.keyNode, entry.path, `'${key}': ${reason}`);
-  return undefined;
 }
 
 function readHost(r: YamlReader, host: Field): PathConfig[] {
@@ -195,45 +176,30 @@ function readHost(r: YamlReader, host: Field): PathConfig[] {
   const seen = new Map<string, Field>();
   const result: PathConfig[] = [];
   for (const entry of entries) {
-    const prefix = checkPrefix(r, entry);
-    const first = prefix === undefined ? undefined : seen.get(prefix);
+    const normalised = normalisePrefix(entry.key);
+    if (!normalised.ok) {
+      r.report(entry.keyNode, entry.path, `path '${entry.key}' ${normalised.reason}`);
+      readPath(r, entry, ''); // its settings are still checked, so one run reports every problem
+      continue;
+    }
+    const prefix = normalised.value;
+    const first = seen.get(prefix);
     if (first !== undefined) {
       r.report(
         entry.keyNode,
         entry.path,
-        `path '${entry.key}' is the same prefix as '${first.key}' on line ${r.lineOf(first.keyNode)}`,
+        `path '${entry.key}' is the same prefix as '${first.key}' on line ${r.lineOf(first.keyNode)}` +
+          ` (both are ${prefix} when matching)`,
       );
-    } else if (prefix !== undefined) seen.set(prefix, entry);
-    const path = readPath(r, entry);
-    if (path) result.push(path);
+    } else seen.set(prefix, entry);
+    const path = readPath(r, entry, prefix);
+    if (path && first === undefined) result.push(path);
   }
   return result;
 }
 
-/**
- * The prefix in the form routing matches on, computed by routing itself so that validation refuses
- * exactly the prefixes the routing table could not hold (`/v1` and `/v1/` are one prefix).
- */
-function checkPrefix(r: YamlReader, entry: Field): string | undefined {
-  if (!entry.key.startsWith('/')) {
-    r.report(entry.keyNode, entry.path, `path '${entry.key}' must start with '/'`);
-    return undefined;
-  }
-  if (entry.key.includes(';')) {
-    // Requests with ;parameters that change their route are refused (proxy/server.ts), so such a
-    // prefix could never be reached.
-    r.report(entry.keyNode, entry.path, `path '${entry.key}' must not contain ';'`);
-    return undefined;
-  }
-  try {
-    return normalisePrefix(entry.key);
-  } catch (error) {
-    r.report(entry.keyNode, entry.path, (error as Error).message);
-    return undefined;
-  }
-}
-
-function readPath(r: YamlReader, entry: Field): PathConfig | undefined {
+/** `prefix` is the key in routing form. */
+function readPath(r: YamlReader, entry: Field, prefix: string): PathConfig | undefined {
   if (r.isNull(entry.node)) {
     r.report(entry.keyNode, entry.path, "is empty: a path needs 'servers'");
     return undefined;
@@ -252,7 +218,7 @@ function readPath(r: YamlReader, entry: Field): PathConfig | undefined {
   const authorization = fields.get('authorization');
   const healthCheck = get('health_check');
   return {
-    prefix: entry.key,
+    prefix,
     servers: serversField ? readServers(r, serversField) : [],
     toHttps: (toHttps && r.boolean(toHttps)) ?? false,
     authorization: authorization ? validateAuthorization(r, authorization) : null,
@@ -276,7 +242,8 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
       r.report(item.node, item.path, parsed.reason);
       continue;
     }
-    const identity = `${parsed.value.host.toLowerCase()}|${parsed.value.port}`;
+    const { host, port } = parsed.value;
+    const identity = `${host.includes(':') ? canonicalIPv6(host) : host.toLowerCase()}|${port}`;
     if (seen.has(identity)) {
       r.report(item.node, item.path, `server '${text}' is listed twice`);
       continue;

@@ -1,19 +1,9 @@
-import type { PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
-import { normaliseHost, normaliseTarget } from './normalise.ts';
+import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer } from './types.ts';
 
-/** The host key that catches requests whose Host matches no other key. */
-export const DEFAULT_HOST = 'DEFAULT';
-
-/**
- * A config that validation let through but that cannot be compiled unambiguously (two host keys or
- * two prefixes that normalise to the same thing, a prefix that is not a path). The loader reports it
- * like any other config error: at start the process exits, on reload the previous table stays.
- */
-export class RoutingCompileError extends Error {
-  override name = 'RoutingCompileError';
-}
+export { DEFAULT_HOST };
 
 /**
  * Compiles a validated UpstreamsConfig into the immutable RoutingTable the hot path uses. Everything a
@@ -30,25 +20,19 @@ export function compileRoutingTable(config: UpstreamsConfig): RoutingTable {
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
 
+  // Validation already normalised every host key and prefix (routing/normalise) and refused
+  // duplicates with their line numbers, so compiling is assembly only and cannot fail.
   for (const host of config.hosts) {
-    const hostKey = normaliseHostKey(host.name);
-    if (routesByHost.has(hostKey)) {
-      throw new RoutingCompileError(`host "${host.name}" is a second definition of host "${hostKey}"`);
-    }
+    const hostKey = host.name;
     const hostRoutes: Route[] = [];
     for (const path of host.paths) {
-      const prefix = normalisePrefix(path.prefix, hostKey);
-      if (hostRoutes.some((route) => route.prefix === prefix)) {
-        throw new RoutingCompileError(
-          `path "${path.prefix}" of host "${hostKey}" is a second definition of prefix "${prefix}"`,
-        );
-      }
+      const prefix = path.prefix;
       const route: Route = Object.freeze({
         id: hostKey + prefix,
         hostKey,
         prefix,
         servers: Object.freeze(path.servers.map((address) => sharedServer(address, servers))),
-        // seed §5 rule 4: a global authorization replaces every per-path one, on every host.
+        // A global authorization replaces every per-path one, on every host (docs/configuration.md).
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
@@ -100,38 +84,6 @@ function sharedServer(address: ServerAddress, servers: Map<string, UpstreamServe
     servers.set(address.raw, server);
   }
   return server;
-}
-
-/**
- * Host keys go through the same normaliser as request Host headers, so `API.example.com.` in the config
- * matches `api.example.com:8080` on the wire. IPv6 keys may be written with or without brackets.
- */
-function normaliseHostKey(name: string): string {
-  if (name === DEFAULT_HOST) return DEFAULT_HOST;
-  const bareIPv6 = name.indexOf(':') !== name.lastIndexOf(':') && !name.startsWith('[');
-  const key = normaliseHost(bareIPv6 ? `[${name}]` : name);
-  if (key === null) throw new RoutingCompileError(`host "${name}" is not a valid host name`);
-  return key;
-}
-
-/**
- * A path key in the form request paths take after normalisation, without a trailing slash (except the
- * root), so `/v1/` and `/v1` are the same prefix and matching is a plain string comparison.
- */
-export function normalisePrefix(prefix: PathConfig['prefix'], hostKey = ''): string {
-  const where = hostKey === '' ? `path "${prefix}"` : `path "${prefix}" of host "${hostKey}"`;
-  if (prefix.includes('?')) throw new RoutingCompileError(`${where} contains "?"`);
-  // YAML gives Unicode text; clients send UTF-8 percent-encoded, so encode the same way first.
-  let ascii: string;
-  try {
-    ascii = prefix.replace(/[\u0080-\uffff]+/g, encodeURIComponent);
-  } catch {
-    throw new RoutingCompileError(`${where} is not valid Unicode`); // a lone surrogate
-  }
-  const normalised = normaliseTarget(ascii);
-  if (!normalised.ok) throw new RoutingCompileError(`${where} is not a valid path (${normalised.reason})`);
-  const path = normalised.path;
-  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
 }
 
 /**

@@ -1,10 +1,14 @@
-import { isIPv6 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 
 /**
- * Host and request-target normalisation (BEHAVIOUR.md §3). Runs on every request, so both functions
- * scan character codes through lookup tables (no regular expressions, nothing that can backtrack)
- * and return the input string itself when it is already in normal form: the common request costs a
- * single pass and no allocation beyond the result.
+ * Host and request-target normalisation (docs/configuration.md, "How requests are matched"). The
+ * request functions run on every request, so they scan character codes through lookup tables (no
+ * regular expressions, nothing that can backtrack) and return the input string itself when it is
+ * already in normal form: the common request costs a single pass and no allocation beyond the result.
+ *
+ * Config validation and routing compile call the same functions for host keys and path prefixes, so
+ * a key and a request that mean the same host or path always end up as the same string. Nothing here
+ * depends on the config module beyond plain strings: config imports these helpers, never the reverse.
  */
 
 const SLASH = 0x2f;
@@ -15,6 +19,8 @@ const HASH = 0x23;
 const SEMICOLON = 0x3b;
 const COLON = 0x3a;
 const OPEN_BRACKET = 0x5b;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
 
 // ---------------------------------------------------------------------------------------------------
 // Host
@@ -30,9 +36,11 @@ const MAX_HOST_HEADER = 253 + 1 + 6;
 const MAX_IPV6_TEXT = 45;
 
 /**
- * The Host header in routing form: lower case, port removed, one trailing dot removed, IPv6 literal
- * without brackets (`[::1]:8080` → `::1`). Returns null for a missing, empty or malformed value
- * (spaces, `/`, `@`, an unbracketed or invalid IPv6 literal, a bad port…): the caller answers 400.
+ * The Host header in routing form: lower case, port removed, one trailing dot removed, IP literals
+ * canonical (`[0:0:0:0:0:0:0:1]:8080` → `::1`, `[::ffff:127.0.0.1]` → `127.0.0.1`). Returns null for
+ * a missing, empty or malformed value (spaces, `/`, `@`, an empty label such as `localhost..` or
+ * `a..b`, a numeric name that is not a dotted-quad IPv4 address, an unbracketed or invalid IPv6
+ * literal, a bad port…): the caller answers 400.
  *
  * Since results are always lower case, no request host can ever equal the upper-case `DEFAULT` key.
  */
@@ -43,14 +51,23 @@ export function normaliseHost(hostHeader: string | undefined): string | null {
   if (hostHeader.charCodeAt(0) === OPEN_BRACKET) return normaliseBracketedHost(hostHeader);
 
   let hasUpper = false;
+  // Only digits and dots: an IPv4 attempt, which must then be a canonical dotted quad.
+  let numeric = true;
+  let previous = DOT; // a leading dot is an empty first label
   let end = length;
   for (let i = 0; i < length; i++) {
     const c = hostHeader.charCodeAt(i);
+    if (c === DOT) {
+      if (previous === DOT) return null; // empty label
+      previous = c;
+      continue;
+    }
     if (c < 128) {
       const kind = HOST_CHAR[c];
-      if (kind === 1) continue;
-      if (kind === 2) {
-        hasUpper = true;
+      if (kind === 1 || kind === 2) {
+        if (kind === 2) hasUpper = true;
+        if (c < DIGIT_0 || c > DIGIT_9) numeric = false;
+        previous = c;
         continue;
       }
     }
@@ -60,9 +77,11 @@ export function normaliseHost(hostHeader: string | undefined): string | null {
     }
     return null;
   }
-  if (end > 0 && hostHeader.charCodeAt(end - 1) === DOT) end--;
   if (end === 0) return null;
+  // One trailing dot (the absolute form of a DNS name) is the same host; the loop refused a second.
+  if (hostHeader.charCodeAt(end - 1) === DOT) end--;
   const host = end === length ? hostHeader : hostHeader.slice(0, end);
+  if (numeric && !isIPv4(host)) return null;
   return hasUpper ? host.toLowerCase() : host;
 }
 
@@ -76,7 +95,26 @@ function normaliseBracketedHost(hostHeader: string): string | null {
   const literal = hostHeader.slice(1, close);
   // isIPv6 alone would accept a zone id (`fe80::1%eth0`), which has no place in a Host header.
   if (literal.indexOf('%') !== -1 || !isIPv6(literal)) return null;
-  return literal.toLowerCase();
+  return canonicalIPv6(literal);
+}
+
+/** `::ffff:a.b.c.d` after WHATWG serialisation, which writes the IPv4 part as two hex groups. */
+const IPV4_MAPPED = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/;
+
+/**
+ * One spelling per IPv6 address: the WHATWG URL serialisation (lower case, leading zeros dropped,
+ * the longest run of zero groups written `::`, as RFC 5952 recommends), so `0:0:0:0:0:0:0:1`,
+ * `0::1` and `::1` are one host. An IPv4-mapped address is the IPv4 host it maps
+ * (`::ffff:127.0.0.1` → `127.0.0.1`): a client reaching 127.0.0.1 over an IPv6 socket writes it so.
+ * `literal` must already be a valid IPv6 address without zone id.
+ */
+export function canonicalIPv6(literal: string): string {
+  const serialised = new URL(`http://[${literal}]/`).hostname.slice(1, -1);
+  const mapped = IPV4_MAPPED.exec(serialised);
+  if (mapped === null) return serialised;
+  const high = Number.parseInt(mapped[1] as string, 16);
+  const low = Number.parseInt(mapped[2] as string, 16);
+  return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`;
 }
 
 /** An optional port after the colon: empty (RFC 3986 allows `host:`) or 1-5 digits up to 65535. */
@@ -92,6 +130,85 @@ function isPort(s: string, start: number): boolean {
   }
   return value <= 65535;
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Config keys: host keys and path prefixes, in the form requests are matched in
+
+/** The host key that catches requests whose Host matches no other key. */
+export const DEFAULT_HOST = 'DEFAULT';
+
+/** The normalised value, or a sentence saying what is wrong with the key as written. */
+export type Normalised = { ok: true; value: string } | { ok: false; reason: string };
+
+const LABEL = /^[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$/i;
+
+/** RFC 1123 host name (underscores tolerated: some internal DNS names carry them). */
+export function isHostname(name: string): boolean {
+  if (name.length === 0 || name.length > 253) return false;
+  // All digits and dots is an IPv4 attempt, never a name: `10.0.0.300` must not be looked up in DNS.
+  if (/^[\d.]+$/.test(name)) return false;
+  return name.split('.').every((label) => LABEL.test(label));
+}
+
+/**
+ * A host key of upstreams.yaml in routing form: exactly what normaliseHost makes of a Host header
+ * naming the same host, so `API.example.com.`, `[0:0:0:0:0:0:0:1]`, `0::1` and `::1` each become one
+ * key (two spellings of one host are then a duplicate). IPv6 keys may be written with or without
+ * brackets. `DEFAULT` keeps its spelling: no request host can produce it.
+ */
+export function normaliseHostKey(key: string): Normalised {
+  if (key === DEFAULT_HOST) return { ok: true, value: DEFAULT_HOST };
+  if (key.toLowerCase() === 'default') {
+    return { ok: false, reason: `the catch-all host is spelled '${DEFAULT_HOST}' (capitals)` };
+  }
+  const bareIPv6 = !key.startsWith('[') && key.indexOf(':') !== key.lastIndexOf(':');
+  const hasPort = bareIPv6 ? false : key.startsWith('[') ? /\]:/.test(key) : key.includes(':');
+  if (hasPort) {
+    return {
+      ok: false,
+      reason: 'host keys have no port (the port is ignored when matching the Host header)',
+    };
+  }
+  const host = normaliseHost(bareIPv6 ? `[${key}]` : key);
+  // normaliseHost is lenient about label syntax (it only has to be safe); a key must be a real name.
+  if (host === null || !(host.includes(':') || isIPv4(host) || isHostname(host))) {
+    const reason = key.endsWith('..')
+      ? 'is not a host name: at most one trailing dot'
+      : 'is neither a host name nor an IP address';
+    return { ok: false, reason };
+  }
+  return { ok: true, value: host };
+}
+
+/**
+ * A path key in the form request paths take after normaliseTarget, without a trailing slash (except
+ * the root), so `/v1/`, `/v1//` and `/v1` are one prefix and matching is a plain string comparison.
+ */
+export function normalisePrefix(prefix: string): Normalised {
+  if (!prefix.startsWith('/')) return { ok: false, reason: "must start with '/'" };
+  // Requests whose ;parameters would change their route are refused, so such a prefix is unreachable.
+  if (prefix.includes(';')) return { ok: false, reason: "must not contain ';'" };
+  if (prefix.includes('?')) return { ok: false, reason: "must not contain '?'" };
+  // YAML gives Unicode text; clients send UTF-8 percent-encoded, so encode the same way first.
+  let ascii: string;
+  try {
+    ascii = prefix.replace(/[\u0080-\uffff]+/g, encodeURIComponent);
+  } catch {
+    return { ok: false, reason: 'is not valid Unicode' }; // a lone surrogate
+  }
+  const normalised = normaliseTarget(ascii);
+  if (!normalised.ok)
+    return { ok: false, reason: `is not a valid path (${PREFIX_REFUSALS[normalised.reason]})` };
+  const path = normalised.path;
+  return { ok: true, value: path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path };
+}
+
+const PREFIX_REFUSALS: Readonly<Record<Refusal['reason'], string>> = {
+  encoded_slash: 'an encoded slash or a backslash',
+  bad_encoding: "a '%' not followed by two hex digits, or a '#'",
+  not_origin_form: "it must start with '/'",
+  dot_segment_parameters: "a dot-segment with ';' parameters",
+};
 
 // ---------------------------------------------------------------------------------------------------
 // Request target

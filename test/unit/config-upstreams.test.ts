@@ -311,8 +311,8 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
     `;
     assert.deepEqual(problems(parse(text)), [
       "upstreams.yaml:4:7: upstreams.a.example.com.paths.v1: path 'v1' must start with '/'",
-      "upstreams.yaml:8:7: upstreams.a.example.com.paths./v2/: path '/v2/' is the same prefix as '/v2' on line 6",
-      'upstreams.yaml:10:7: upstreams.a.example.com.paths./x%2Fy: path "/x%2Fy" is not a valid path (encoded_slash)',
+      "upstreams.yaml:8:7: upstreams.a.example.com.paths./v2/: path '/v2/' is the same prefix as '/v2' on line 6 (both are /v2 when matching)",
+      "upstreams.yaml:10:7: upstreams.a.example.com.paths./x%2Fy: path '/x%2Fy' is not a valid path (an encoded slash or a backslash)",
       "upstreams.yaml:12:7: upstreams.a.example.com.paths./z;v=1: path '/z;v=1' must not contain ';'",
     ]);
   });
@@ -372,10 +372,79 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
           paths: { /: { servers: ["a:1"] } }
     `;
     assert.deepEqual(problems(parse(text)), [
-      "upstreams.yaml:4:3: upstreams.API.example.com: host 'API.example.com' is the same as 'api.example.com' on line 2 (host names are case-insensitive)",
-      "upstreams.yaml:6:3: upstreams.Default: the catch-all host is spelled 'DEFAULT' (capitals)",
+      "upstreams.yaml:4:3: upstreams.API.example.com: host 'API.example.com' is the same host as 'api.example.com' on line 2 (both are api.example.com when matching the Host header)",
+      "upstreams.yaml:6:3: upstreams.Default: 'Default': the catch-all host is spelled 'DEFAULT' (capitals)",
       "upstreams.yaml:8:3: upstreams.api.example.com:8080: 'api.example.com:8080': host keys have no port (the port is ignored when matching the Host header)",
       "upstreams.yaml:10:3: upstreams.*.example.com: '*.example.com': is neither a host name nor an IP address",
+    ]);
+  });
+
+  it('host keys are canonical: IPv6 spellings, IPv4-mapped IPv6 and a trailing dot are one host', () => {
+    const text = yaml`
+      upstreams:
+        ::1:
+          paths: { /: { servers: ["a:1"] } }
+        0::1:
+          paths: { /: { servers: ["a:1"] } }
+        "[0:0:0:0:0:0:0:1]":
+          paths: { /: { servers: ["a:1"] } }
+        127.0.0.1:
+          paths: { /: { servers: ["a:1"] } }
+        "[::ffff:127.0.0.1]":
+          paths: { /: { servers: ["a:1"] } }
+        localhost.:
+          paths: { /: { servers: ["a:1"] } }
+        LOCALHOST:
+          paths: { /: { servers: ["a:1"] } }
+        "localhost..":
+          paths: { /: { servers: ["a:1"] } }
+        "a..b":
+          paths: { /: { servers: ["a:1"] } }
+    `;
+    assert.deepEqual(problems(parse(text)), [
+      "upstreams.yaml:4:3: upstreams.0::1: host '0::1' is the same host as '::1' on line 2 (both are ::1 when matching the Host header)",
+      "upstreams.yaml:6:3: upstreams.[0:0:0:0:0:0:0:1]: host '[0:0:0:0:0:0:0:1]' is the same host as '::1' on line 2 (both are ::1 when matching the Host header)",
+      "upstreams.yaml:10:3: upstreams.[::ffff:127.0.0.1]: host '[::ffff:127.0.0.1]' is the same host as '127.0.0.1' on line 8 (both are 127.0.0.1 when matching the Host header)",
+      "upstreams.yaml:14:3: upstreams.LOCALHOST: host 'LOCALHOST' is the same host as 'localhost.' on line 12 (both are localhost when matching the Host header)",
+      "upstreams.yaml:16:3: upstreams.localhost..: 'localhost..': is not a host name: at most one trailing dot",
+      "upstreams.yaml:18:3: upstreams.a..b: 'a..b': is neither a host name nor an IP address",
+    ]);
+  });
+
+  it('the validated config carries host keys and prefixes in routing form', () => {
+    const text = yaml`
+      upstreams:
+        "[2001:DB8:0:0:0:0:0:1]":
+          paths:
+            /v1//:
+              servers: ["a:1"]
+            /café:
+              servers: ["a:1"]
+        Api.Example.COM.:
+          paths:
+            /a/./b/../c/:
+              servers: ["a:1"]
+    `;
+    const config = valid(parse(text));
+    assert.deepEqual(
+      config.hosts.map((host) => [host.name, host.paths.map((path) => path.prefix)]),
+      [
+        ['2001:db8::1', ['/v1', '/caf%C3%A9']],
+        ['api.example.com', ['/a/c']],
+      ],
+    );
+  });
+
+  it('servers: two spellings of one IPv6 address are listed twice', () => {
+    const text = yaml`
+      upstreams:
+        a:
+          paths:
+            /:
+              servers: ["[::1]:80", "[0:0::1]:80"]
+    `;
+    assert.deepEqual(problems(parse(text)), [
+      "upstreams.yaml:5:31: upstreams.a.paths./.servers[1]: server '[0:0::1]:80' is listed twice",
     ]);
   });
 
