@@ -45,16 +45,18 @@ const unavailable = await dockerUnavailableReason();
 async function chartMainYaml(ports: { proxy: number; token: number; admin: number }): Promise<string> {
   const manifests = await helmTemplate({
     set: [
-      `config.extra.proxy_address_http=127.0.0.1:${ports.proxy}`,
-      `config.extra.config_address=127.0.0.1:${ports.token}`,
-      `config.extra.admin_address=127.0.0.1:${ports.admin}`,
+      `ports.proxy=${ports.proxy}`,
+      `ports.token=${ports.token}`,
+      `ports.admin=${ports.admin}`,
       `config.shutdownDelaySeconds=${SHUTDOWN_DELAY_SECONDS}`,
       `config.shutdownGraceSeconds=${SHUTDOWN_GRACE_SECONDS}`,
     ],
   });
   const main = find(manifests, 'ConfigMap', 'tollgate').data['main.yaml'] as string;
   assert.match(main, /masterkey_file: masterkey/);
-  return main;
+  // The container shares the host's network here: listen on loopback, not on every interface.
+  assert.equal(main.match(/0\.0\.0\.0:/g)?.length, 3);
+  return main.replaceAll('0.0.0.0:', '127.0.0.1:');
 }
 
 const routes = (root: Upstream, jwt: Upstream, slow: Upstream) =>

@@ -15,6 +15,7 @@ import {
   type Manifest,
   selects,
   splitManifests,
+  TEST_MASTERKEY,
   tollgateContainer,
   validateAll,
 } from './manifests.ts';
@@ -48,6 +49,7 @@ const EVERYTHING = {
 
 /** Token issuance off, no metrics Service, an explicit grace period. */
 const MINIMAL = {
+  podDisruptionBudget: { enabled: false },
   masterkey: { enabled: false },
   metrics: { service: { enabled: false }, podAnnotations: false },
   serviceAccount: { create: false },
@@ -70,7 +72,7 @@ after(async () => {
 
 describe('helm lint', () => {
   for (const [name, values] of [
-    ['default values', null],
+    ['default values and a masterkey', { masterkey: { value: TEST_MASTERKEY } }],
     ['kind e2e values', 'kind'],
     ['everything enabled', EVERYTHING],
     ['minimal', MINIMAL],
@@ -136,7 +138,7 @@ describe('helm template: default values', () => {
   test('a masterkey Secret is created and projected as a file readable by the pod group only', () => {
     const secret = find(manifests, 'Secret', 'tollgate-masterkey');
     const key = Buffer.from(secret.data.masterkey, 'base64').toString();
-    assert.ok(key.length >= 32, 'generated masterkey too short');
+    assert.equal(key, TEST_MASTERKEY);
     const sources = deployment.spec.template.spec.volumes[0].projected.sources as Manifest[];
     const item = sources.find((s) => s.secret?.name === 'tollgate-masterkey')?.secret.items[0];
     assert.deepEqual(
@@ -157,16 +159,14 @@ describe('helm template: default values', () => {
     assert.equal(pod.metadata.labels['tollgate-client'], 'true');
   });
 
-  test('optional objects are off by default', () => {
-    for (const kind of [
-      'HorizontalPodAutoscaler',
-      'PodDisruptionBudget',
-      'NetworkPolicy',
-      'ServiceMonitor',
-    ]) {
+  test('optional objects are off by default; two replicas get a PodDisruptionBudget', () => {
+    for (const kind of ['HorizontalPodAutoscaler', 'NetworkPolicy', 'ServiceMonitor']) {
       assert.equal(findAll(manifests, kind).length, 0, kind);
     }
     assert.equal(deployment.spec.replicas, 2);
+    const pdb = find(manifests, 'PodDisruptionBudget');
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.ok(selects(pdb.spec.selector.matchLabels, deployment.spec.template.metadata.labels));
   });
 });
 
@@ -338,7 +338,17 @@ describe('helm template: minimal', () => {
 describe('helm template: refused values', () => {
   const refused = async (values: object, message: RegExp) => {
     const file = await valuesFile(`bad${Math.random()}`.replace('.', ''), values);
-    const result = await helm(['template', 'tollgate', CHART, '--kube-version', KUBE_VERSION, '-f', file]);
+    const result = await helm([
+      'template',
+      'tollgate',
+      CHART,
+      '--kube-version',
+      KUBE_VERSION,
+      '--set',
+      `masterkey.value=${TEST_MASTERKEY}`,
+      '-f',
+      file,
+    ]);
     assert.equal(result.ok, false, 'helm template should have failed');
     assert.match(result.stderr, message);
   };
@@ -364,7 +374,7 @@ describe('NOTES.txt', () => {
         '{{ include (print $.Template.BasePath "/NOTES.txt") . | indent 4 }}\n',
     );
     const args = ['template', 'tollgate', copy, '--namespace', 'edge', '--kube-version', KUBE_VERSION];
-    for (const pair of set) args.push('--set', pair);
+    for (const pair of [`masterkey.value=${TEST_MASTERKEY}`, ...set]) args.push('--set', pair);
     const result = await helm(args);
     assert.ok(result.ok, result.stderr);
     return find(splitManifests(result.stdout), 'ConfigMap', 'notes-check').data.notes as string;

@@ -38,11 +38,18 @@ export async function helm(args: string[]): Promise<HelmResult> {
   }
 }
 
+/**
+ * The chart refuses to render without a masterkey (it never makes one up), so the renders below get
+ * this one unless they set masterkey values of their own, which win.
+ */
+export const TEST_MASTERKEY = 'deploy-test-masterkey-not-a-secret';
+
 /** `helm template` with the given values (objects are passed as --set-json-free values files). */
 export async function helmTemplate(
   options: { valuesFiles?: string[]; set?: string[] } = {},
 ): Promise<Manifest[]> {
   const args = ['template', 'tollgate', CHART, '--namespace', 'edge', '--kube-version', KUBE_VERSION];
+  args.push('--set', `masterkey.value=${TEST_MASTERKEY}`);
   for (const file of options.valuesFiles ?? []) args.push('-f', file);
   for (const pair of options.set ?? []) args.push('--set', pair);
   const result = await helm(args);
@@ -135,18 +142,33 @@ export function containerPortNumber(container: Manifest, port: number | string):
   return named.containerPort as number;
 }
 
-/** main.yaml as mounted into the pod, parsed, from the ConfigMap the config volume projects. */
+/** The text of each key of a rendered ConfigMap or Secret (Secret data decoded). */
+export function objectData(object: Manifest): Record<string, string> {
+  if (object.kind === 'ConfigMap') return { ...(object.data ?? {}) };
+  const decoded: Record<string, string> = { ...(object.stringData ?? {}) };
+  for (const [key, value] of Object.entries((object.data ?? {}) as Record<string, string>)) {
+    decoded[key] = Buffer.from(value, 'base64').toString('utf8');
+  }
+  return decoded;
+}
+
+/**
+ * A file as mounted into the pod at /etc/tollgate, from the rendered ConfigMap or Secret the config
+ * volume projects it from.
+ */
 export function mountedFile(manifests: Manifest[], podSpec: Manifest, fileName: string): string {
   const volume = configVolume(podSpec);
   for (const source of volume.projected.sources as Manifest[]) {
-    const ref = source.configMap;
-    if (!ref) continue;
-    const configMap = manifests.find((m) => m.kind === 'ConfigMap' && m.metadata.name === ref.name);
+    const kind = source.configMap ? 'ConfigMap' : source.secret ? 'Secret' : null;
+    if (!kind) continue;
+    const ref = source.configMap ?? source.secret;
+    const object = manifests.find((m) => m.kind === kind && m.metadata.name === ref.name);
     const items = (ref.items as Manifest[] | undefined) ?? null;
     const key = items ? items.find((i) => i.path === fileName)?.key : fileName;
-    if (key && configMap?.data?.[key] !== undefined) return configMap.data[key] as string;
+    const data = object ? objectData(object) : {};
+    if (key && data[key] !== undefined) return data[key];
   }
-  throw new Error(`${fileName} is not projected from a rendered ConfigMap`);
+  throw new Error(`${fileName} is not projected from a rendered ConfigMap or Secret`);
 }
 
 export function parseYaml(text: string): Manifest {

@@ -17,7 +17,9 @@ const portOf = (address: unknown, fallback: number) =>
 
 export interface PodContractResult {
   main: Manifest;
+  /** Name of the ConfigMap or Secret upstreams.yaml is projected from. */
   upstreamsConfigMapName: string;
+  upstreamsFrom: 'ConfigMap' | 'Secret';
 }
 
 export function assertPodContract(manifests: Manifest[], podSpec: Manifest, what: string): PodContractResult {
@@ -63,14 +65,18 @@ export function assertPodContract(manifests: Manifest[], podSpec: Manifest, what
     sources,
     `${what}: /etc/tollgate should be a projected volume (main.yaml, upstreams.yaml, masterkey)`,
   );
-  const upstreamsSource = sources.find(
-    (s) =>
-      s.configMap &&
-      ((s.configMap.items as Manifest[] | undefined)?.some((i) => i.path === 'upstreams.yaml') ??
-        manifests.some(
-          (m) => m.kind === 'ConfigMap' && m.metadata.name === s.configMap.name && 'upstreams.yaml' in m.data,
-        )),
-  );
+  // From a ConfigMap, or from a Secret when it holds credentials: projected the same way either way.
+  const upstreamsSource = sources.find((s) => {
+    const ref = s.configMap ?? s.secret;
+    if (!ref) return false;
+    const kind = s.configMap ? 'ConfigMap' : 'Secret';
+    return (
+      (ref.items as Manifest[] | undefined)?.some((i) => i.path === 'upstreams.yaml') ??
+      manifests.some(
+        (m) => m.kind === kind && m.metadata.name === ref.name && 'upstreams.yaml' in (m.data ?? {}),
+      )
+    );
+  });
   assert.ok(upstreamsSource, `${what}: upstreams.yaml is not projected into /etc/tollgate`);
   assert.equal(
     main.upstreams_conf ?? 'upstreams.yaml',
@@ -125,5 +131,9 @@ export function assertPodContract(manifests: Manifest[], podSpec: Manifest, what
   assert.ok(container.resources?.requests, `${what}: resource requests`);
   assert.ok(container.resources?.limits?.memory, `${what}: memory limit`);
 
-  return { main, upstreamsConfigMapName: upstreamsSource.configMap.name as string };
+  return {
+    main,
+    upstreamsConfigMapName: (upstreamsSource.configMap ?? upstreamsSource.secret).name as string,
+    upstreamsFrom: upstreamsSource.configMap ? 'ConfigMap' : 'Secret',
+  };
 }

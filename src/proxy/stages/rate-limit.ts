@@ -30,6 +30,35 @@ import type { ProxyRequest, Stage } from '../context.ts';
 export interface RateLimitStageDeps {
   main: Pick<MainConfig, 'rateLimitRedis'>;
   logger: Logger;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Env variable holding the Redis URL. It wins over main.yaml's `rate_limit_redis`, because the URL
+ * usually carries a password and main.yaml is a ConfigMap in Kubernetes: the Helm chart passes the
+ * URL from a Secret this way (docs/deployment.md).
+ */
+export const RATE_LIMIT_REDIS_ENV = 'TOLLGATE_RATE_LIMIT_REDIS';
+
+/** The Redis URL in use, or null for in-memory counters. Never echoes the URL (it may hold a password). */
+export function rateLimitRedisUrl(
+  main: Pick<MainConfig, 'rateLimitRedis'>,
+  env: NodeJS.ProcessEnv = process.env,
+): string | null {
+  const fromEnv = env[RATE_LIMIT_REDIS_ENV];
+  if (fromEnv === undefined || fromEnv === '') return main.rateLimitRedis;
+  let host = '';
+  try {
+    host = /^rediss?:\/\//.test(fromEnv) ? new URL(fromEnv).hostname : '';
+  } catch {
+    // reported below
+  }
+  if (host === '') {
+    throw new Error(
+      `${RATE_LIMIT_REDIS_ENV} is not a valid redis URL (redis://[user:password@]host[:port][/db] or rediss://)`,
+    );
+  }
+  return fromEnv;
 }
 
 export interface RateLimitStage {
@@ -43,8 +72,9 @@ const REDIS_PREFIX = 'tollgate:rl';
 /** A Redis that takes longer than this per command is treated as down for that request. */
 const REDIS_COMMAND_TIMEOUT_MS = 250;
 
-export function createRateLimitStage({ main, logger }: RateLimitStageDeps): RateLimitStage {
-  const redis = main.rateLimitRedis ? connectRedis(main.rateLimitRedis, logger) : null;
+export function createRateLimitStage({ main, logger, env }: RateLimitStageDeps): RateLimitStage {
+  const redisUrl = rateLimitRedisUrl(main, env);
+  const redis = redisUrl ? connectRedis(redisUrl, logger) : null;
   // In-memory counters are always available: 1 keeps a single `== 0` alert valid for both setups.
   if (!redis) rateLimitBackendUp.set(1);
   const limiters = new Map<number, RateLimiterAbstract>();

@@ -61,13 +61,47 @@ app.kubernetes.io/part-of: tollgate
 {{- include "tollgate.fullname" . }}
 {{- end }}
 
-{{/* ConfigMap holding upstreams.yaml: the user's, or the chart's. */}}
-{{- define "tollgate.upstreamsConfigMapName" -}}
-{{- if .Values.upstreams.existingConfigMap }}
-{{- .Values.upstreams.existingConfigMap }}
-{{- else }}
-{{- include "tollgate.suffixed" (dict "root" . "suffix" "upstreams") }}
+{{/*
+Where upstreams.yaml comes from, as a projected-volume source: "secret" or "configMap", its name and
+key. A Secret and a ConfigMap are projected the same way, so hot reload works for both.
+*/}}
+{{- define "tollgate.upstreamsSource" -}}
+{{- $u := .Values.upstreams }}
+{{- if and $u.existingSecret $u.existingConfigMap }}
+{{- fail "upstreams.existingSecret and upstreams.existingConfigMap are both set: pick one" }}
 {{- end }}
+{{- if $u.existingSecret }}
+{{- dict "kind" "secret" "name" $u.existingSecret "key" $u.existingSecretKey | toJson }}
+{{- else if $u.existingConfigMap }}
+{{- dict "kind" "configMap" "name" $u.existingConfigMap "key" $u.existingConfigMapKey | toJson }}
+{{- else }}
+{{- dict "kind" (ternary "secret" "configMap" (eq (toString $u.createSecret) "true")) "name" (include "tollgate.suffixed" (dict "root" . "suffix" "upstreams")) "key" "upstreams.yaml" | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the ConfigMap or Secret holding upstreams.yaml. */}}
+{{- define "tollgate.upstreamsConfigMapName" -}}
+{{- (include "tollgate.upstreamsSource" . | fromJson).name }}
+{{- end }}
+
+{{/*
+upstreams.yaml keys that carry credentials (basic users' passwords, API keys, a masterkey). Inline
+upstreams.config holding any of them must go to a Secret, never to a ConfigMap.
+*/}}
+{{- define "tollgate.upstreamsCredentialKeys" -}}
+{{- $found := list }}
+{{- $json := "" }}
+{{- if kindIs "string" .Values.upstreams.config }}
+{{- $json = .Values.upstreams.config | fromYaml | toJson }}
+{{- else }}
+{{- $json = .Values.upstreams.config | toJson }}
+{{- end }}
+{{- range list "creds" "data" "password" "password_hash" "keys" "key" "masterkey" "master_key" }}
+{{- if regexMatch (printf "\"%s\"\\s*:" .) $json }}
+{{- $found = append $found . }}
+{{- end }}
+{{- end }}
+{{- join ", " $found }}
 {{- end }}
 
 {{/* Secret holding the masterkey: the user's, or the chart's. */}}
@@ -113,6 +147,70 @@ it, or the kubelet kills the pod mid-drain. Empty means delay + grace + 5 s of s
 {{- end }}
 
 {{/*
+main.yaml keys the chart owns. Listen addresses and TLS files must match the container ports, probes
+and Services; upstreams_conf the projected volume; secrets must never land in the main.yaml ConfigMap.
+*/}}
+{{- define "tollgate.checkConfigExtra" -}}
+{{- $owned := dict
+  "proxy_address_http" "ports.proxy"
+  "proxy_address_tls" "tls.enabled and ports.proxyTls"
+  "config_address" "ports.token"
+  "admin_address" "ports.admin"
+  "tls_certificate" "tls.secretName"
+  "tls_key_file" "tls.secretName"
+  "upstreams_conf" "upstreams.*"
+  "masterkey" "masterkey.existingSecret or masterkey.value (it would sit in a ConfigMap)"
+  "master_key" "masterkey.existingSecret or masterkey.value (it would sit in a ConfigMap)"
+  "masterkey_file" "masterkey.*"
+  "rate_limit_redis" "config.rateLimitRedis, or config.rateLimitRedisSecret for a URL with a password"
+}}
+{{- range $key := keys .Values.config.extra | sortAlpha }}
+{{- if hasKey $owned $key }}
+{{- fail (printf "config.extra.%s is not allowed: the chart sets it; use %s" $key (get $owned $key)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Redis URL may carry a password: only a credential-free one may go into main.yaml. */}}
+{{- define "tollgate.checkRateLimitRedis" -}}
+{{- if and .Values.config.rateLimitRedis (regexMatch "^[a-z]+://[^/]*@" .Values.config.rateLimitRedis) }}
+{{- fail "config.rateLimitRedis carries credentials and would sit in a ConfigMap: put the URL in a Secret and set config.rateLimitRedisSecret.name" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pods that must stay available through voluntary disruptions: "" when no PDB is rendered. "auto"
+renders one whenever more than one pod runs; true with a single pod is refused, since such a PDB
+blocks every node drain.
+*/}}
+{{- define "tollgate.pdbEnabled" -}}
+{{- $pods := ternary (int .Values.autoscaling.minReplicas) (int .Values.replicaCount) (eq (toString .Values.autoscaling.enabled) "true") }}
+{{- $mode := toString .Values.podDisruptionBudget.enabled }}
+{{- $on := false }}
+{{- if eq $mode "true" }}
+{{- if le $pods 1 }}
+{{- fail "podDisruptionBudget.enabled is true with a single pod: the PodDisruptionBudget would block every node drain. Run 2 or more replicas, or set podDisruptionBudget.enabled to auto or false" }}
+{{- end }}
+{{- $on = true }}
+{{- else if and (eq $mode "auto") (gt $pods 1) }}
+{{- $on = true }}
+{{- end }}
+{{- if $on }}
+{{- $pdb := .Values.podDisruptionBudget }}
+{{- if not (kindIs "string" $pdb.maxUnavailable) }}
+{{- if le (int $pdb.maxUnavailable) 0 }}
+{{- fail "podDisruptionBudget.maxUnavailable must be at least 1: 0 blocks every node drain" }}
+{{- end }}
+{{- else if and (not $pdb.maxUnavailable) (not (kindIs "string" $pdb.minAvailable)) }}
+{{- if ge (int $pdb.minAvailable) $pods }}
+{{- fail (printf "podDisruptionBudget.minAvailable (%d) must be below the pod count (%d): otherwise no pod may ever be evicted and node drains block" (int $pdb.minAvailable) $pods) }}
+{{- end }}
+{{- end }}
+{{- true }}
+{{- end }}
+{{- end }}
+
+{{/*
 main.yaml, rendered from .Values.config. File paths are relative to main.yaml's directory (the
 /etc/tollgate projected volume), so the same file works wherever that directory is reproduced;
 upstreams.yaml is found beside main.yaml by default.
@@ -144,8 +242,38 @@ upstreams.yaml is found beside main.yaml by default.
 {{- $_ := set $main "tls_certificate" "tls.crt" }}
 {{- $_ := set $main "tls_key_file" "tls.key" }}
 {{- end }}
-{{- if $c.rateLimitRedis }}
+{{- if and $c.rateLimitRedis (not $c.rateLimitRedisSecret.name) }}
 {{- $_ := set $main "rate_limit_redis" $c.rateLimitRedis }}
 {{- end }}
+{{- include "tollgate.checkConfigExtra" . }}
+{{- include "tollgate.checkRateLimitRedis" . }}
 {{- toYaml (mergeOverwrite $main (deepCopy $c.extra)) }}
+{{- end }}
+
+{{/* The chart-managed masterkey (see templates/secret.yaml for why it is never generated). */}}
+{{- define "tollgate.masterkeyValue" -}}
+{{- if .Values.masterkey.value }}
+{{- .Values.masterkey.value }}
+{{- else }}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace (include "tollgate.masterkeySecretName" .)).data | default dict }}
+{{- if hasKey $existing "masterkey" }}
+{{- index $existing "masterkey" | b64dec }}
+{{- else }}
+{{- fail "masterkey.existingSecret or masterkey.value is required (or masterkey.enabled=false): the chart does not generate a key, since every render without a cluster would make a different one" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* upstreams.yaml from upstreams.config (YAML given as a map, or as a string kept verbatim). */}}
+{{- define "tollgate.upstreamsYaml" -}}
+{{- if kindIs "string" .Values.upstreams.config }}
+{{- .Values.upstreams.config }}
+{{- else }}
+{{- toYaml .Values.upstreams.config }}
+{{- end }}
+{{- end }}
+
+{{/* Label of the `helm test` pod; the NetworkPolicy admits it on every port. */}}
+{{- define "tollgate.testLabel" -}}
+{{- include "tollgate.suffixed" (dict "root" . "suffix" "test") }}
 {{- end }}
