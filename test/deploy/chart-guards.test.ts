@@ -292,12 +292,13 @@ describe('listen addresses and files stay with the chart', () => {
     ['tls_certificate', 'tls.secretName'],
     ['upstreams_conf', 'upstreams'],
     ['masterkey_file', 'masterkey'],
-  ]) {
-    test(`config.extra.${key} is refused, pointing at ${hint}`, () =>
-      refused(
+  ] as Array<[string, string]>) {
+    test(`config.extra.${key} is refused, pointing at ${hint}`, async () => {
+      await refused(
         { masterkey: { value: 'x' }, config: { extra: { [key]: '0.0.0.0:1234' } } },
         new RegExp(`config.extra.${key} is not allowed: the chart sets it; use ${hint.replace('.', '\\.')}`),
-      ));
+      );
+    });
   }
 
   test('other main.yaml keys in config.extra pass through', async () => {
@@ -333,8 +334,10 @@ describe('values.schema.json', () => {
     ],
     ['a port out of range', { ports: { admin: 70000 } }, /ports.admin: Must be less than or equal to 65535/],
     ['an unknown PDB mode', { podDisruptionBudget: { enabled: 'always' } }, /podDisruptionBudget.enabled/],
-  ] as const) {
-    test(`rejects ${name}`, () => refused({ masterkey: { value: 'x' }, ...values }, message));
+  ] as Array<[string, object, RegExp]>) {
+    test(`rejects ${name}`, async () => {
+      await refused({ masterkey: { value: 'x' }, ...values }, message);
+    });
   }
 
   test('accepts upstreams.config as YAML text and every documented example', async () => {
