@@ -4,9 +4,7 @@ import type { AddressInfo, Server } from 'node:net';
 import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
-import { createMasterkeySource, type MasterkeySource } from './auth/masterkey.ts';
 import { createAuthStage } from './auth/stage.ts';
-import { type HotReload, startHotReload } from './config/reload.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
@@ -17,10 +15,12 @@ import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
 import { createRateLimitStage } from './proxy/stages/rate-limit.ts';
 import { createToHttpsStage } from './proxy/stages/to-https.ts';
-import { createTlsContextProvider, type TlsContextProvider } from './proxy/tls.ts';
 import { compileRoutingTable } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
+import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
+import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
+import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
 import { createBalanceStage } from './upstream/balance.ts';
 import { createTrustTest } from './upstream/client-address.ts';
 import { createForwarder, type ForwardObserver, UpstreamPools } from './upstream/forward.ts';
@@ -38,7 +38,7 @@ export interface TollgateOptions {
   clock?: Clock;
   /** Defaults to a JSON logger on stdout at main.yaml's `log_level`. */
   logger?: Logger;
-  /** Watch upstreams.yaml and main.yaml for changes once listening (default true). */
+  /** Watch the files read at runtime (docs/reload.md) once listening (default true). */
   watch?: boolean;
 }
 
@@ -183,7 +183,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   const adminServer = createAdminServer(runtime);
   const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
 
-  let hotReload: HotReload | null = null;
+  let hotReload: RuntimeFiles | null = null;
   let bound: BoundAddresses | null = null;
   const lifecycle = createLifecycle({
     runtime,
@@ -222,10 +222,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
               : null,
         };
         if (options.watch !== false) {
-          hotReload = await startHotReload({
-            runtime,
-            logger,
-            beforeSwap: (next) => masterkeys.reload(next),
+          // One watcher for every file read at runtime: upstreams.yaml, main.yaml, masterkey_file, TLS.
+          hotReload = await watchRuntimeFiles({ runtime, logger, masterkeys, tls }).catch((error: Error) => {
+            throw new StartError(`tollgate: ${error.message}`);
           });
         }
       } catch (error) {

@@ -65,8 +65,8 @@ export const tokenRequestsRefusedTotal = new Counter({
 
 export const configReloadsTotal = new Counter({
   name: 'tollgate_config_reloads_total',
-  help: 'Attempts to load a changed upstreams.yaml, by result (success, failure).',
-  labelNames: ['result'] as const,
+  help: 'Attempts to apply a changed file, by file (upstreams.yaml, main.yaml, tls_certificate, masterkey_file, …) and result (success, failure; restart_required for main.yaml).',
+  labelNames: ['file', 'result'] as const,
   registers: [registry],
 });
 
@@ -79,7 +79,8 @@ export const configInfo = new Gauge({
 
 export const configLastReloadSuccess = new Gauge({
   name: 'tollgate_config_last_reload_success_timestamp_seconds',
-  help: 'Unix time of the last successful (re)load of upstreams.yaml.',
+  help: 'Unix time the live content of each watched file was loaded (at start or by a reload), by file.',
+  labelNames: ['file'] as const,
   registers: [registry],
 });
 

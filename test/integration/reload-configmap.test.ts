@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { lstat, readlink } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
+import { reloadCount } from '../helpers/reload-metrics.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
@@ -17,10 +18,7 @@ function config(routes: Record<string, Upstream>): string {
 
 async function reloadState(tollgate: Tollgate) {
   const text = await tollgate.metrics();
-  const count = (result: string) =>
-    Number(
-      text.match(new RegExp(`^tollgate_config_reloads_total\\{result="${result}"\\} (\\d+)$`, 'm'))?.[1],
-    );
+  const count = (result: string) => reloadCount(text, 'upstreams.yaml', result);
   const hashes = [...text.matchAll(/^tollgate_config_info\{hash="([0-9a-f]+)"\} 1$/gm)].map((m) => m[1]);
   return { success: count('success'), failure: count('failure'), hashes };
 }

@@ -4,6 +4,7 @@ import { appendFile, open, rename, truncate, unlink, writeFile } from 'node:fs/p
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { lastReloadSuccess, reloadCount } from '../helpers/reload-metrics.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
@@ -21,13 +22,12 @@ function config(routes: Record<string, Upstream>): string {
 /** Reads the reload counters and the live hash from /metrics. */
 async function reloadState(tollgate: Tollgate) {
   const text = await tollgate.metrics();
-  const value = (pattern: RegExp) => Number(text.match(pattern)?.[1] ?? Number.NaN);
   const hashes = [...text.matchAll(/^tollgate_config_info\{hash="([0-9a-f]+)"\} 1$/gm)].map((m) => m[1]);
   return {
-    success: value(/^tollgate_config_reloads_total\{result="success"\} (\d+)$/m),
-    failure: value(/^tollgate_config_reloads_total\{result="failure"\} (\d+)$/m),
+    success: reloadCount(text, 'upstreams.yaml', 'success'),
+    failure: reloadCount(text, 'upstreams.yaml', 'failure'),
     hashes,
-    lastSuccess: value(/^tollgate_config_last_reload_success_timestamp_seconds (\S+)$/m),
+    lastSuccess: lastReloadSuccess(text, 'upstreams.yaml'),
   };
 }
 

@@ -3,7 +3,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { createMasterkeySource, MasterkeyError, resolveMasterkey } from '../../src/auth/masterkey.ts';
+import {
+  createMasterkeySource,
+  MasterkeyError,
+  masterkeyFromFileText,
+  resolveMasterkey,
+} from '../../src/sources/masterkey.ts';
 
 let dir = '';
 before(async () => {
@@ -81,4 +86,43 @@ test('a masterkey source follows upstreams.yaml reloads and keeps its key on a c
   const pinned = createMasterkeySource(main('pinned'), upstreams(null), {});
   assert.throws(() => pinned.reload(upstreams('other')), MasterkeyError);
   assert.equal(pinned.current(), 'pinned');
+});
+
+test('a rotated masterkey_file replaces the key on its own; upstreams reloads keep using it', async () => {
+  const file = join(dir, 'rotating');
+  await writeFile(file, 'first-key\n');
+  const source = createMasterkeySource(main(null, file), upstreams(null), {});
+  assert.equal(source.file, file);
+  assert.equal(source.current(), 'first-key');
+  source.replaceFileKey(masterkeyFromFileText('second-key\n'));
+  assert.equal(source.current(), 'second-key');
+  // An upstreams.yaml reload does not go back to the file: the watcher owns it.
+  await writeFile(file, 'not-applied-yet\n');
+  source.reload(upstreams(null));
+  assert.equal(source.current(), 'second-key');
+});
+
+test('a rotated masterkey_file that disagrees with upstreams.yaml is refused, keeping the key', async () => {
+  const file = join(dir, 'pinned-by-upstreams');
+  await writeFile(file, 'shared\n');
+  const source = createMasterkeySource(main(null, file), upstreams('shared'), {});
+  assert.throws(() => source.replaceFileKey('rotated'), MasterkeyError);
+  assert.equal(source.current(), 'shared');
+  // Both sides rotated: upstreams.yaml first is refused too, then file and upstreams agree again.
+  assert.throws(() => source.reload(upstreams('rotated')), MasterkeyError);
+  assert.equal(source.current(), 'shared');
+});
+
+test('no file to watch when the environment or an inline key wins over masterkey_file', async () => {
+  const file = join(dir, 'shadowed');
+  await writeFile(file, 'from-file\n');
+  assert.equal(createMasterkeySource(main(null, file), null, { TOLLGATE_MASTERKEY: 'env' }).file, null);
+  assert.equal(createMasterkeySource(main('inline', file), null, {}).file, null);
+});
+
+test('an empty masterkey file is refused, never an empty key', async () => {
+  assert.throws(() => masterkeyFromFileText('\n'), MasterkeyError);
+  const file = join(dir, 'empty');
+  await writeFile(file, '\n');
+  assert.throws(() => resolveMasterkey(main(null, file), null, {}), /masterkey_file .*empty/);
 });

@@ -5,13 +5,15 @@ import { join } from 'node:path';
 import { after, beforeEach, describe, it } from 'node:test';
 import { configInfo, configLastReloadSuccess, configReloadsTotal } from '../../src/admin/metrics.ts';
 import { parseMainConfig, parseUpstreamsConfig, sha256Hex } from '../../src/config/load.ts';
-import { createReloader, startHotReload } from '../../src/config/reload.ts';
 import type { MainConfig } from '../../src/config/types.ts';
-import type { FileSnapshot } from '../../src/config/watch.ts';
 import { createLogger } from '../../src/log.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
 import type { RoutingTable } from '../../src/routing/types.ts';
 import { createRuntime, type Runtime } from '../../src/runtime.ts';
+import { createUpstreamsApplier } from '../../src/sources/apply-upstreams.ts';
+import type { FileSnapshot } from '../../src/sources/files.ts';
+import { createMasterkeySource } from '../../src/sources/masterkey.ts';
+import { watchRuntimeFiles } from '../../src/sources/runtime-files.ts';
 
 const UPSTREAMS_FILE = '/etc/tollgate/upstreams.yaml';
 
@@ -42,9 +44,10 @@ function setup(main = mainConfig()) {
   return { runtime, lines, swaps };
 }
 
-async function reloads(): Promise<{ success: number; failure: number }> {
+async function reloads(file = 'upstreams.yaml'): Promise<{ success: number; failure: number }> {
   const { values } = await configReloadsTotal.get();
-  const of = (result: string) => values.find((v) => v.labels.result === result)?.value ?? 0;
+  const of = (result: string) =>
+    values.find((v) => v.labels.file === file && v.labels.result === result)?.value ?? 0;
   return { success: of('success'), failure: of('failure') };
 }
 
@@ -54,7 +57,7 @@ async function liveHashes(): Promise<string[]> {
 
 const serverOf = (runtime: Runtime) => runtime.table().match('app.test', '/')?.servers[0]?.address;
 
-describe('createReloader', () => {
+describe('createUpstreamsApplier', () => {
   beforeEach(() => {
     configReloadsTotal.reset();
     configInfo.reset();
@@ -66,7 +69,7 @@ describe('createReloader', () => {
     const before = runtime.table();
     const text = routesTo('10.0.0.2:80');
     let reloaded: RoutingTable | null = null;
-    const reloader = createReloader({ runtime, onReloaded: (table) => (reloaded = table) });
+    const reloader = createUpstreamsApplier({ runtime, onReloaded: (table) => (reloaded = table) });
 
     const outcome = reloader.apply(content(text), 'test');
     assert.deepEqual(outcome, { ok: true, hash: sha256Hex(text) });
@@ -90,7 +93,7 @@ describe('createReloader', () => {
   it('rejects invalid YAML with file:line, counts a failure and keeps the old table', async () => {
     const { runtime, lines, swaps } = setup();
     const before = runtime.table();
-    const outcome = createReloader({ runtime }).apply(content('upstreams:\n  app.test: [unclosed\n'));
+    const outcome = createUpstreamsApplier({ runtime }).apply(content('upstreams:\n  app.test: [unclosed\n'));
     assert.equal(outcome.ok, false);
     assert.equal(runtime.table(), before);
     assert.equal(swaps.length, 0);
@@ -118,7 +121,7 @@ describe('createReloader', () => {
       '        authorisation: {type: basic, creds: "a:b"}',
       '',
     ].join('\n');
-    const outcome = createReloader({ runtime }).apply(content(text));
+    const outcome = createUpstreamsApplier({ runtime }).apply(content(text));
     assert.equal(outcome.ok, false);
     assert.equal(serverOf(runtime), '10.0.0.1:80');
     const problems = lines.filter((l) => l.level === 'error' && typeof l.line === 'number');
@@ -137,7 +140,7 @@ describe('createReloader', () => {
 
   it('applies the cross-file rule: a masterkey differing from main.yaml is rejected', async () => {
     const { runtime } = setup(mainConfig('masterkey: one-secret\n'));
-    const outcome = createReloader({ runtime }).apply(
+    const outcome = createUpstreamsApplier({ runtime }).apply(
       content(`masterkey: another-secret\n${routesTo('10.0.0.2:80')}`),
     );
     assert.equal(outcome.ok, false);
@@ -149,7 +152,7 @@ describe('createReloader', () => {
   it('rejects a config that validates but does not compile (two keys for one host)', async () => {
     const { runtime } = setup();
     const text = `${routesTo('10.0.0.2:80', 'app.test')}  APP.test:\n    paths:\n      "/":\n        servers: ["10.0.0.3:80"]\n`;
-    const outcome = createReloader({ runtime }).apply(content(text));
+    const outcome = createUpstreamsApplier({ runtime }).apply(content(text));
     assert.equal(outcome.ok, false, JSON.stringify(outcome));
     assert.equal(serverOf(runtime), '10.0.0.1:80');
     assert.deepEqual(await reloads(), { success: 0, failure: 1 });
@@ -158,7 +161,7 @@ describe('createReloader', () => {
   it('runs beforeSwap on a valid config only; a throw rejects the reload', async () => {
     const { runtime, lines } = setup();
     const seen: Array<string | null> = [];
-    const reloader = createReloader({
+    const reloader = createUpstreamsApplier({
       runtime,
       beforeSwap: (config) => {
         seen.push(config.masterkey);
@@ -182,7 +185,7 @@ describe('createReloader', () => {
 
   it('keeps the old table when the file is missing or empty, and says why', async () => {
     const { runtime, lines } = setup();
-    const reloader = createReloader({ runtime });
+    const reloader = createUpstreamsApplier({ runtime });
     const outcome = reloader.apply({ kind: 'unavailable', reason: 'the file does not exist' }, 'fs.watch');
     assert.deepEqual(outcome, {
       ok: false,
@@ -195,7 +198,7 @@ describe('createReloader', () => {
   });
 });
 
-describe('startHotReload', () => {
+describe('watchRuntimeFiles', () => {
   const dirs: string[] = [];
   after(async () => {
     for (const dir of dirs) await rm(dir, { recursive: true, force: true });
@@ -208,7 +211,12 @@ describe('startHotReload', () => {
     await writeFile(join(dir, 'main.yaml'), 'upstreams_conf: upstreams.yaml\n');
     await writeFile(join(dir, 'upstreams.yaml'), routesTo('10.0.0.1:80'));
     const { runtime, lines } = setup(mainConfig('', dir));
-    const hot = await startHotReload({ runtime, debounceMs: 30, pollIntervalMs: 60_000 });
+    const hot = await watchRuntimeFiles({
+      runtime,
+      masterkeys: createMasterkeySource(runtime.main, null, {}),
+      quietMs: 30,
+      pollIntervalMs: 60_000,
+    });
     try {
       assert.deepEqual(await liveHashes(), [runtime.table().hash]);
       assert.deepEqual(await reloads(), { success: 0, failure: 0 });
@@ -226,6 +234,11 @@ describe('startHotReload', () => {
       await hot.settled();
       assert.ok(lines.some((l) => l.level === 'warn' && /restart tollgate to apply it/.test(String(l.msg))));
       assert.deepEqual(await reloads(), { success: 1, failure: 0 });
+      const { values } = await configReloadsTotal.get();
+      const restart = values.find(
+        (v) => v.labels.file === 'main.yaml' && v.labels.result === 'restart_required',
+      );
+      assert.equal(restart?.value, 1);
     } finally {
       await hot.close();
     }

@@ -1,16 +1,28 @@
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rename, rm, symlink, truncate, unlink, writeFile } from 'node:fs/promises';
+import {
+  appendFile,
+  mkdir,
+  mkdtemp,
+  rename,
+  rm,
+  symlink,
+  truncate,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { configReloadsTotal } from '../../src/admin/metrics.ts';
 import { sha256Hex } from '../../src/config/load.ts';
-import {
-  type ConfigWatcher,
-  type FileSnapshot,
-  readSnapshot,
-  watchConfigFiles,
-} from '../../src/config/watch.ts';
 import { createLogger } from '../../src/log.ts';
+import {
+  createFileWatcher,
+  type FileSnapshot,
+  type FileWatcher,
+  type FileWatcherOptions,
+  readSnapshot,
+} from '../../src/sources/files.ts';
 import { createConfigMapVolume } from '../helpers/configmap.ts';
 
 const logger = createLogger('silent');
@@ -30,20 +42,26 @@ async function tempDir(): Promise<string> {
 /** Starts a watcher on one file and records what its handler is told. */
 async function watchOne(
   path: string,
-  options: { liveHash?: string; pollIntervalMs?: number; debounceMs?: number } = {},
+  options: { liveHash?: string } & Partial<Omit<FileWatcherOptions, 'logger'>> = {},
 ) {
   const seen: FileSnapshot[] = [];
-  const watcher: ConfigWatcher = await watchConfigFiles({
+  const watcher = await createFileWatcher({
     logger,
-    debounceMs: options.debounceMs ?? 50,
+    quietMs: options.quietMs ?? 50,
+    maxWaitMs: options.maxWaitMs,
     pollIntervalMs: options.pollIntervalMs ?? 60_000,
-    files: [{ path, liveHash: options.liveHash, onChange: (snapshot) => void seen.push(snapshot) }],
+  });
+  await watcher.watch({
+    name: 'test',
+    paths: [path],
+    liveHashes: options.liveHash === undefined ? undefined : [options.liveHash],
+    onChange: ([snapshot]) => void seen.push(snapshot as FileSnapshot),
   });
   return { seen, watcher };
 }
 
 /** Waits until `count` changes were reported (fails after 3 s), then for the watcher to be idle. */
-async function changes(seen: FileSnapshot[], watcher: ConfigWatcher, count: number): Promise<void> {
+async function changes(seen: FileSnapshot[], watcher: FileWatcher, count: number): Promise<void> {
   const deadline = Date.now() + 3_000;
   while (seen.length < count) {
     if (Date.now() > deadline) assert.fail(`expected ${count} change(s), saw ${seen.length}`);
@@ -85,7 +103,7 @@ describe('readSnapshot', () => {
   });
 });
 
-describe('watchConfigFiles', () => {
+describe('createFileWatcher', () => {
   it('reports an in-place write, and nothing when the same content is written again', async () => {
     const dir = await tempDir();
     const file = join(dir, 'upstreams.yaml');
@@ -118,7 +136,7 @@ describe('watchConfigFiles', () => {
     const dir = await tempDir();
     const file = join(dir, 'upstreams.yaml');
     await writeFile(file, 'v: 0\n');
-    const { seen, watcher } = await watchOne(file, { debounceMs: 100 });
+    const { seen, watcher } = await watchOne(file, { quietMs: 100, maxWaitMs: 10_000 });
     for (let i = 1; i <= 20; i++) {
       await writeFile(file, `v: ${i}\n`);
       await sleep(5);
@@ -178,7 +196,7 @@ describe('watchConfigFiles', () => {
     const dir = await tempDir();
     const file = join(dir, 'upstreams.yaml');
     await writeFile(file, 'v: 1\n');
-    const { seen, watcher } = await watchOne(file, { debounceMs: 100 });
+    const { seen, watcher } = await watchOne(file, { quietMs: 100, maxWaitMs: 10_000 });
     await truncate(file, 0);
     await sleep(20);
     await writeFile(file, 'v: 2\n', { flag: 'r+' });
@@ -208,19 +226,14 @@ describe('watchConfigFiles', () => {
     await writeFile(file, 'v: 1\n');
     const triggers: string[] = [];
     const seen: FileSnapshot[] = [];
-    const watcher = await watchConfigFiles({
-      logger,
-      debounceMs: 50,
-      pollIntervalMs: 300,
-      files: [
-        {
-          path: file,
-          onChange: (snapshot, trigger) => {
-            seen.push(snapshot);
-            triggers.push(trigger);
-          },
-        },
-      ],
+    const watcher = await createFileWatcher({ logger, quietMs: 50, pollIntervalMs: 300 });
+    await watcher.watch({
+      name: 'test',
+      paths: [file],
+      onChange: ([snapshot], trigger) => {
+        seen.push(snapshot as FileSnapshot);
+        triggers.push(trigger);
+      },
     });
     await rm(dir, { recursive: true });
     await changes(seen, watcher, 1);
@@ -245,22 +258,17 @@ describe('watchConfigFiles', () => {
     const seen: string[] = [];
     let active = 0;
     let maxActive = 0;
-    const watcher = await watchConfigFiles({
-      logger,
-      debounceMs: 20,
-      pollIntervalMs: 60_000,
-      files: [
-        {
-          path: file,
-          async onChange(snapshot) {
-            active++;
-            maxActive = Math.max(maxActive, active);
-            seen.push(textOf(snapshot) ?? '');
-            await sleep(200);
-            active--;
-          },
-        },
-      ],
+    const watcher = await createFileWatcher({ logger, quietMs: 20, pollIntervalMs: 60_000 });
+    await watcher.watch({
+      name: 'test',
+      paths: [file],
+      async onChange([snapshot]) {
+        active++;
+        maxActive = Math.max(maxActive, active);
+        seen.push(textOf(snapshot) ?? '');
+        await sleep(200);
+        active--;
+      },
     });
     await writeFile(file, 'v: 2\n');
     await sleep(100); // handler for v: 2 is running now
@@ -270,6 +278,58 @@ describe('watchConfigFiles', () => {
     await watcher.settled();
     assert.deepEqual(seen, ['v: 2\n', 'v: 3\n']);
     assert.equal(maxActive, 1);
+    await watcher.close();
+  });
+
+  it('ignores events about other files in the directory (a log file, an editor swap file)', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    const checks: unknown[] = [];
+    const debugLogger = createLogger('debug', {
+      write(line: string) {
+        const entry = JSON.parse(line) as { msg?: string; trigger?: string };
+        if (entry.msg === 'watched file unchanged') checks.push(entry.trigger);
+      },
+    });
+    const watcher = await createFileWatcher({ logger: debugLogger, quietMs: 20, pollIntervalMs: 600_000 });
+    await watcher.watch({ name: 'test', paths: [file], onChange: () => assert.fail('nothing changed') });
+    for (let i = 0; i < 20; i++) {
+      await appendFile(join(dir, 'tollgate.log'), `line ${i}\n`);
+      await writeFile(join(dir, '.upstreams.yaml.swp'), `swap ${i}`);
+      await writeFile(join(dir, 'other-app.yaml'), `v: ${i}\n`);
+      await sleep(5);
+    }
+    await sleep(200);
+    await watcher.settled();
+    assert.deepEqual(checks, [], 'no check ran for unrelated files');
+    // The control: an event for the watched file itself does lead to a check.
+    await writeFile(file, 'v: 1\n');
+    const deadline = Date.now() + 3_000;
+    while (checks.length === 0 && Date.now() < deadline) await sleep(10);
+    assert.deepEqual(checks, ['fs.watch']);
+    await watcher.close();
+  });
+
+  it('a file rewritten without pause is still checked within the max wait', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 0\n');
+    // A quiet period that a write every 10 ms never leaves: only the max wait can start a check.
+    const { seen, watcher } = await watchOne(file, { quietMs: 60_000, maxWaitMs: 100 });
+    let writing = true;
+    let written = 0;
+    const writer = (async () => {
+      while (writing) {
+        await writeFile(file, `v: ${++written}\n`);
+        await sleep(10);
+      }
+    })();
+    const deadline = Date.now() + 5_000;
+    while (seen.length < 2 && Date.now() < deadline) await sleep(10);
+    writing = false;
+    await writer;
+    assert.ok(seen.length >= 2, `only ${seen.length} check(s) saw a change while writes went on`);
     await watcher.close();
   });
 
@@ -283,5 +343,67 @@ describe('watchConfigFiles', () => {
     watcher.trigger('SIGHUP');
     await sleep(200);
     assert.equal(seen.length, 0);
+  });
+});
+
+describe('watchFile (last-good rule)', () => {
+  async function watchNumber(file: string, name = 'number_file') {
+    const applied: number[] = [];
+    const watcher = await createFileWatcher({ logger, quietMs: 20, pollIntervalMs: 600_000 });
+    await watcher.watchFile(file, {
+      name,
+      parse(text) {
+        const value = Number(text.trim());
+        if (!Number.isInteger(value)) throw new Error('not an integer');
+        return value;
+      },
+      apply: (value) => void applied.push(value),
+    });
+    return { applied, watcher };
+  }
+
+  async function counts(name: string) {
+    const { values } = await configReloadsTotal.get();
+    const of = (result: string) =>
+      values.find((v) => v.labels.file === name && v.labels.result === result)?.value;
+    return { success: of('success'), failure: of('failure') };
+  }
+
+  it('applies the file at once, then each good change; a bad one keeps the last good, counted', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'number');
+    await writeFile(file, '1\n');
+    const { applied, watcher } = await watchNumber(file, 'number_a');
+    assert.deepEqual(applied, [1]);
+    assert.deepEqual(await counts('number_a'), { success: 0, failure: 0 });
+
+    const until = async (check: () => Promise<boolean> | boolean) => {
+      const deadline = Date.now() + 3_000;
+      while (!(await check())) {
+        if (Date.now() > deadline) assert.fail('timed out');
+        await sleep(10);
+      }
+    };
+    await writeFile(file, '2\n');
+    await until(() => applied.length === 2);
+    assert.deepEqual(applied, [1, 2]);
+
+    await writeFile(file, 'two\n');
+    await until(async () => (await counts('number_a')).failure === 1);
+    await writeFile(file, '');
+    await until(async () => (await counts('number_a')).failure === 2);
+    assert.deepEqual(applied, [1, 2], 'neither the unparsable nor the empty file was applied');
+
+    await writeFile(file, '3\n');
+    await until(() => applied.length === 3);
+    assert.deepEqual(await counts('number_a'), { success: 2, failure: 2 });
+    await watcher.close();
+  });
+
+  it('refuses to start on a missing or unparsable file, naming it', async () => {
+    const dir = await tempDir();
+    await assert.rejects(watchNumber(join(dir, 'missing')), /number_file .*missing: the file does not exist/);
+    await writeFile(join(dir, 'bad'), 'x\n');
+    await assert.rejects(watchNumber(join(dir, 'bad')), /number_file .*bad: not an integer/);
   });
 });

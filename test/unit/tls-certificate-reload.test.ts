@@ -4,8 +4,10 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import tls from 'node:tls';
+import { configReloadsTotal } from '../../src/admin/metrics.ts';
 import { createLogger } from '../../src/log.ts';
-import { createTlsContextProvider, type TlsContextProvider } from '../../src/proxy/tls.ts';
+import { createFileWatcher, type FileWatcher } from '../../src/sources/files.ts';
+import { createTlsContextProvider, type TlsContextProvider } from '../../src/sources/tls-certificate.ts';
 import { hasOpenssl, SecretVolume, type SelfSigned, selfSigned } from '../helpers/certs.ts';
 import { waitFor } from '../helpers/tollgate.ts';
 
@@ -31,6 +33,11 @@ async function handshake(port: number): Promise<tls.TLSSocket> {
   });
   await once(socket, 'secureConnect');
   return socket;
+}
+
+async function tlsReloads(result: 'success' | 'failure'): Promise<number> {
+  const { values } = await configReloadsTotal.get();
+  return values.find((v) => v.labels.file === 'tls_certificate' && v.labels.result === result)?.value ?? 0;
 }
 
 async function servedFingerprint(port: number): Promise<string> {
@@ -71,6 +78,7 @@ describe('TLS certificate provider', { skip }, () => {
   describe('serving through an https server', () => {
     let volume: SecretVolume;
     let provider: TlsContextProvider;
+    let files: FileWatcher;
     let server: https.Server;
     let port: number;
     let logs: ReturnType<typeof capturingLogger>;
@@ -82,9 +90,10 @@ describe('TLS certificate provider', { skip }, () => {
         certFile: volume.path('tls.crt'),
         keyFile: volume.path('tls.key'),
         logger: logs.logger,
-        debounceMs: 50,
-        pollIntervalMs: 0, // the test proves the directory watch alone picks up the swap
       });
+      // No poll during the test: it proves the directory watch alone picks up the swap.
+      files = await createFileWatcher({ logger: logs.logger, quietMs: 50, pollIntervalMs: 600_000 });
+      await provider.watch(files);
       server = https.createServer({ ...provider.current() }, (_req, res) => res.end('ok'));
       provider.attach(server);
       server.listen(0, '127.0.0.1');
@@ -93,6 +102,7 @@ describe('TLS certificate provider', { skip }, () => {
     });
 
     after(async () => {
+      await files.close();
       provider.close();
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
@@ -126,7 +136,7 @@ describe('TLS certificate provider', { skip }, () => {
         5_000,
       );
       assert.equal(await servedFingerprint(port), second.fingerprint256);
-      assert.equal(await provider.reload(), false);
+      assert.equal(await tlsReloads('failure'), 1, 'a rejected certificate is counted');
       volume.swap({ 'tls.crt': 'not a certificate', 'tls.key': '' });
       await waitFor(
         () => logs.lines.filter((l) => String(l.msg).startsWith('TLS certificate not reloaded')).length === 2,
@@ -144,20 +154,27 @@ describe('TLS certificate provider', { skip }, () => {
     });
   });
 
-  it('picks up a change by polling when no watch event arrives', async () => {
+  it('picks up a change by polling, which reads the files itself rather than waiting for events', async () => {
     const volume = new SecretVolume({ 'tls.crt': first.cert, 'tls.key': first.key });
     const { logger } = capturingLogger();
     const provider = createTlsContextProvider({
       certFile: volume.path('tls.crt'),
       keyFile: volume.path('tls.key'),
       logger,
-      pollIntervalMs: 100,
-      debounceMs: 60_000, // a watch event would only fire after the test ends
     });
+    // A watch event would only lead to a check after the test ends.
+    const files = await createFileWatcher({
+      logger,
+      quietMs: 60_000,
+      maxWaitMs: 60_000,
+      pollIntervalMs: 100,
+    });
+    await provider.watch(files);
     try {
       volume.swap({ 'tls.crt': second.cert, 'tls.key': second.key });
       await waitFor(() => provider.current().cert.equals(second.cert), 5_000);
     } finally {
+      await files.close();
       provider.close();
       volume.remove();
     }

@@ -1,19 +1,22 @@
 import { resolve } from 'node:path';
-import { configInfo, configLastReloadSuccess, configReloadsTotal } from '../admin/metrics.ts';
+import { configInfo } from '../admin/metrics.ts';
+import { formatIssue } from '../config/issues.ts';
+import { checkConsistency, parseUpstreamsConfig } from '../config/load.ts';
+import type { ConfigIssue, UpstreamsConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { compileRoutingTable } from '../routing/compile.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';
-import { formatIssue } from './issues.ts';
-import { checkConsistency, parseUpstreamsConfig } from './load.ts';
-import type { ConfigIssue, UpstreamsConfig } from './types.ts';
-import { type ConfigWatcher, type FileSnapshot, watchConfigFiles } from './watch.ts';
+import { type FileSnapshot, recordLoadedAtStart, recordReload } from './files.ts';
+
+/** The `file` label of the reload metrics for upstreams.yaml, whichever source delivered it. */
+export const UPSTREAMS_METRIC_NAME = 'upstreams.yaml';
 
 export type ReloadOutcome =
   | { ok: true; hash: string }
   | { ok: false; reason: 'unavailable' | 'invalid'; messages: string[] };
 
-export interface ReloaderOptions {
+export interface UpstreamsApplierOptions {
   runtime: Runtime;
   logger?: Logger;
   /**
@@ -26,17 +29,25 @@ export interface ReloaderOptions {
   onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
 }
 
-export interface Reloader {
-  /** Parses, validates and compiles a new upstreams.yaml and swaps it in; on any problem keeps the old. */
+/**
+ * The one way a new upstreams.yaml goes live, whichever source delivers it (the file watcher, a
+ * Kubernetes ConfigMap): parse → validate → compile → swap, or keep the old table and say why.
+ */
+export interface UpstreamsApplier {
   apply(snapshot: FileSnapshot, trigger?: string): ReloadOutcome;
 }
 
-/** Exposes which upstreams.yaml is live: tollgate_config_info{hash} and the success timestamp. */
+/** Exposes which upstreams.yaml is live: tollgate_config_info{hash} (and the success timestamp). */
 export function recordLiveConfig(hash: string): void {
   // Exactly one hash series at a time: a dashboard joining on it must never see two "live" configs.
   configInfo.reset();
   configInfo.set({ hash }, 1);
-  configLastReloadSuccess.setToCurrentTime();
+}
+
+/** Publishes the table loaded at start as live, before any reload. */
+export function recordStartupConfig(table: RoutingTable): void {
+  recordLoadedAtStart(UPSTREAMS_METRIC_NAME);
+  recordLiveConfig(table.hash);
 }
 
 /**
@@ -45,7 +56,7 @@ export function recordLiveConfig(hash: string): void {
  * not start never goes live by reload either. The swap is one reference assignment in the runtime:
  * a request holds the table it started with until it finishes.
  */
-export function createReloader(options: ReloaderOptions): Reloader {
+export function createUpstreamsApplier(options: UpstreamsApplierOptions): UpstreamsApplier {
   const { runtime, beforeSwap, onReloaded } = options;
   const logger = options.logger ?? runtime.logger;
   const file = runtime.main.upstreamsConf;
@@ -55,7 +66,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
     messages: string[],
     details: Record<string, unknown>,
   ): ReloadOutcome => {
-    configReloadsTotal.inc({ result: 'failure' });
+    recordReload(UPSTREAMS_METRIC_NAME, 'failure');
     logger.error(
       { file, live_hash: runtime.table().hash, ...details },
       `upstreams.yaml not reloaded; the previous config keeps serving`,
@@ -95,7 +106,7 @@ export function createReloader(options: ReloaderOptions): Reloader {
 
       const previous = runtime.table();
       runtime.swapTable(table);
-      configReloadsTotal.inc({ result: 'success' });
+      recordReload(UPSTREAMS_METRIC_NAME, 'success');
       recordLiveConfig(table.hash);
       logger.info(
         {
@@ -112,66 +123,4 @@ export function createReloader(options: ReloaderOptions): Reloader {
       return { ok: true, hash: table.hash };
     },
   };
-}
-
-/**
- * main.yaml holds listeners, timeouts and secrets that are bound at start; applying part of it live
- * would leave the process in a state no file describes. So a change is only reported, once per
- * distinct content, with what to do about it.
- */
-export function createMainChangeNotice(logger: Logger, file: string): (snapshot: FileSnapshot) => void {
-  return (snapshot) => {
-    logger.warn(
-      { file, hash: snapshot.kind === 'content' ? snapshot.hash : null },
-      snapshot.kind === 'content'
-        ? 'main.yaml changed on disk; it is not reloaded live: restart tollgate to apply it'
-        : `main.yaml is no longer readable (${snapshot.reason}); the running process is unaffected`,
-    );
-  };
-}
-
-export interface HotReloadOptions extends ReloaderOptions {
-  debounceMs?: number;
-  pollIntervalMs?: number;
-}
-
-export interface HotReload {
-  /** Checks the files now (debounced), e.g. on SIGHUP. */
-  trigger(reason: string): void;
-  /** Resolves once no check is pending (tests). */
-  settled(): Promise<void>;
-  close(): Promise<void>;
-}
-
-/**
- * Starts hot reload for a running process: marks the table loaded at start as live in the metrics,
- * then watches the directories of upstreams.yaml (reloaded) and main.yaml (restart notice).
- */
-export async function startHotReload(options: HotReloadOptions): Promise<HotReload> {
-  const { runtime } = options;
-  const logger = options.logger ?? runtime.logger;
-  const reloader = createReloader({ ...options, logger });
-
-  // Both results exist from the start, so rate() and alerts see a 0 rather than no series.
-  configReloadsTotal.inc({ result: 'success' }, 0);
-  configReloadsTotal.inc({ result: 'failure' }, 0);
-  recordLiveConfig(runtime.table().hash);
-
-  const watcher: ConfigWatcher = await watchConfigFiles({
-    logger,
-    debounceMs: options.debounceMs,
-    pollIntervalMs: options.pollIntervalMs,
-    files: [
-      {
-        path: runtime.main.upstreamsConf,
-        liveHash: runtime.table().hash,
-        onChange: (snapshot, trigger) => {
-          reloader.apply(snapshot, trigger);
-        },
-      },
-      { path: runtime.main.file, onChange: createMainChangeNotice(logger, runtime.main.file) },
-    ],
-  });
-  logger.debug({ file: runtime.main.upstreamsConf }, 'watching upstreams.yaml for changes');
-  return watcher;
 }

@@ -1,0 +1,116 @@
+import { configReloadsTotal } from '../admin/metrics.ts';
+import type { Logger } from '../log.ts';
+import type { Runtime } from '../runtime.ts';
+import {
+  createUpstreamsApplier,
+  recordStartupConfig,
+  UPSTREAMS_METRIC_NAME,
+  type UpstreamsApplier,
+} from './apply-upstreams.ts';
+import {
+  createFileWatcher,
+  type FileSnapshot,
+  type FileWatcher,
+  type FileWatcherOptions,
+  readSnapshot,
+} from './files.ts';
+import { type MasterkeySource, watchMasterkeyFile } from './masterkey.ts';
+import type { TlsContextProvider } from './tls-certificate.ts';
+
+export const MAIN_METRIC_NAME = 'main.yaml';
+
+/**
+ * main.yaml holds listeners, timeouts and secrets that are bound at start; applying part of it live
+ * would leave the process in a state no file describes. So a change is only reported, once per
+ * distinct content, with what to do about it, and counted as `result="restart_required"`.
+ */
+export function createMainChangeNotice(
+  logger: Logger,
+  file: string,
+  runningHash: string | null = null,
+): (snapshot: FileSnapshot) => void {
+  configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' }, 0);
+  return (snapshot) => {
+    if (snapshot.kind === 'content' && snapshot.hash === runningHash) {
+      logger.info({ file, hash: snapshot.hash }, 'main.yaml is back to the content tollgate is running with');
+      return;
+    }
+    if (snapshot.kind === 'content')
+      configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' });
+    logger.warn(
+      { file, hash: snapshot.kind === 'content' ? snapshot.hash : null },
+      snapshot.kind === 'content'
+        ? 'main.yaml changed on disk; it is not reloaded live: restart tollgate to apply it'
+        : `main.yaml is no longer readable (${snapshot.reason}); the running process is unaffected`,
+    );
+  };
+}
+
+export interface RuntimeFilesOptions extends Omit<FileWatcherOptions, 'logger'> {
+  runtime: Runtime;
+  logger?: Logger;
+  masterkeys: MasterkeySource;
+  tls?: TlsContextProvider | null;
+}
+
+export interface RuntimeFiles {
+  /** The shared watcher: register any other file read at runtime here (watchFile). */
+  readonly files: FileWatcher;
+  /** The upstreams apply path, for other sources of upstreams.yaml (a Kubernetes ConfigMap). */
+  readonly upstreams: UpstreamsApplier;
+  /** Checks every file now, e.g. on SIGHUP. */
+  trigger(reason: string): void;
+  settled(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Watches every file a running process reads (docs/reload.md): upstreams.yaml (reloaded),
+ * main.yaml (restart notice), masterkey_file and the TLS certificate and key (each applied on its
+ * own), through one watcher. Marks what was loaded at start as live in the metrics first.
+ */
+export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<RuntimeFiles> {
+  const { runtime, masterkeys, tls } = options;
+  const logger = options.logger ?? runtime.logger;
+  const files = await createFileWatcher({ ...options, logger });
+  const upstreams = createUpstreamsApplier({
+    runtime,
+    logger,
+    beforeSwap: (next) => masterkeys.reload(next),
+  });
+  try {
+    recordStartupConfig(runtime.table());
+    await files.watch({
+      name: UPSTREAMS_METRIC_NAME,
+      paths: [runtime.main.upstreamsConf],
+      liveHashes: [runtime.table().hash],
+      onChange: ([snapshot], trigger) => {
+        if (snapshot) upstreams.apply(snapshot, trigger);
+      },
+    });
+    // What main.yaml holds now stands for what the process started with (read moments ago).
+    const mainAtStart = await readSnapshot(runtime.main.file);
+    const runningHash = mainAtStart.kind === 'content' ? mainAtStart.hash : null;
+    const notice = createMainChangeNotice(logger, runtime.main.file, runningHash);
+    await files.watch({
+      name: MAIN_METRIC_NAME,
+      paths: [runtime.main.file],
+      liveHashes: runningHash === null ? undefined : [runningHash],
+      onChange: ([snapshot]) => {
+        if (snapshot) notice(snapshot);
+      },
+    });
+    await watchMasterkeyFile(files, masterkeys);
+    await tls?.watch(files);
+  } catch (error) {
+    await files.close();
+    throw error;
+  }
+  return {
+    files,
+    upstreams,
+    trigger: (reason) => files.trigger(reason),
+    settled: () => files.settled(),
+    close: () => files.close(),
+  };
+}
