@@ -91,8 +91,10 @@ describe('config swaps under steady load (real process)', () => {
         await sleep(SWAP_EVERY_MS);
         const version = written + 1;
         const text = configOf(version);
-        await volume.update({ 'upstreams.yaml': text });
+        // The proxy may pick the new version up before update() returns (the ..data rename is in
+        // the middle of it), so it counts as possibly live from the moment the update starts.
         written = version;
+        await volume.update({ 'upstreams.yaml': text });
         // Wait until the proxy says this version is live, so later requests must see it (or newer).
         await waitFor(async () => {
           const ready = (await (await fetch(`${tollgate.adminUrl}/readyz`)).json()) as {
