@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import tls from 'node:tls';
 import { hasOpenssl, SecretVolume, type SelfSigned, selfSigned } from '../helpers/certs.ts';
+import { reloadCount } from '../helpers/reload-metrics.ts';
 import { freePort, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
@@ -76,8 +77,17 @@ describe('TLS listener: certificate replaced on disk', { skip: hasOpenssl() ? fa
     const open = await connect(tlsPort);
     assert.equal((await get(open, '/before')).status, 200);
 
+    const swappedAt = Date.now();
     volume.swap({ 'tls.crt': second.cert, 'tls.key': second.key }); // the kubelet's ..data swap
     await waitFor(async () => (await servedFingerprint(tlsPort)) === second.fingerprint256, 10_000);
+    // Within a second, by the process's own clock: the reload line's time against the swap's.
+    const reloaded = tollgate.logs().find((line) => line.msg === 'TLS certificate reloaded');
+    const delay = Date.parse(String(reloaded?.time)) - swappedAt;
+    assert.ok(delay <= 1_000, `the new certificate was applied after ${delay} ms`);
+    assert.equal(
+      reloaded?.certificate && (reloaded.certificate as { fingerprint256: string }).fingerprint256,
+      second.fingerprint256,
+    );
 
     // The connection opened before the swap keeps its session and keeps serving requests.
     const after = await get(open, '/after');
@@ -85,7 +95,7 @@ describe('TLS listener: certificate replaced on disk', { skip: hasOpenssl() ? fa
     assert.equal(JSON.parse(after.body).url, '/after');
     assert.equal(open.getPeerCertificate().fingerprint256, first.fingerprint256);
     open.destroy();
-    assert.ok(tollgate.logs().some((line) => line.msg === 'TLS certificate reloaded'));
+    assert.equal(reloadCount(await tollgate.metrics(), 'tls_certificate', 'success'), 1);
   });
 
   it('keeps serving the current certificate when the new files are broken, and logs it', async () => {
@@ -100,6 +110,7 @@ describe('TLS listener: certificate replaced on disk', { skip: hasOpenssl() ? fa
     socket.destroy();
     assert.equal(res.status, 200);
     assert.ok(!tollgate.stdout().includes('PRIVATE KEY'), 'key material never reaches the logs');
+    assert.equal(reloadCount(await tollgate.metrics(), 'tls_certificate', 'failure'), 1, 'counted');
   });
 });
 
