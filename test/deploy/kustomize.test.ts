@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { before, describe, test } from 'node:test';
 import {
   containerPortNumber,
@@ -8,6 +10,7 @@ import {
   KUSTOMIZE,
   kustomize,
   type Manifest,
+  mountedFile,
   parseYaml,
   selects,
   tollgateContainer,
@@ -84,7 +87,7 @@ describe('kustomize overlay: ingress', () => {
   });
 });
 
-describe('kustomize overlay: sidecar', () => {
+describe('kustomize overlay: sidecar (the sidecar component)', () => {
   let manifests: Manifest[];
   let deployment: Manifest;
   before(async () => {
@@ -109,11 +112,67 @@ describe('kustomize overlay: sidecar', () => {
   });
 
   test('the pod follows the Tollgate pod contract', () => {
-    assertPodContract(manifests, deployment.spec.template.spec, 'sidecar');
+    const { upstreamsConfigMapName } = assertPodContract(manifests, deployment.spec.template.spec, 'sidecar');
+    assert.equal(upstreamsConfigMapName, 'example-app-tollgate-upstreams', 'named after the app, no hash');
   });
 
-  test('base config, token Service and NetworkPolicy apply to the app pods', () => {
-    assertBase(manifests, deployment.spec.template, 'sidecar');
+  test('every port a Service or probe targets on the sidecar is a number (named ones need Kubernetes 1.32)', () => {
+    const sidecar = tollgateContainer(deployment.spec.template.spec);
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      assert.equal(typeof sidecar[probe].httpGet.port, 'number', probe);
+    }
+    const services = findAll(manifests, 'Service');
+    assert.deepEqual(services.map((s) => s.metadata.name).sort(), [
+      'example-app',
+      'example-app-tollgate-token',
+    ]);
+    for (const service of services) {
+      assert.ok(
+        selects(service.spec.selector, deployment.spec.template.metadata.labels),
+        service.metadata.name,
+      );
+      for (const port of service.spec.ports as Manifest[]) {
+        assert.equal(
+          typeof port.targetPort,
+          'number',
+          `${service.metadata.name} targetPort ${port.targetPort}`,
+        );
+      }
+    }
+    assert.equal(find(manifests, 'Service', 'example-app').spec.ports[0].targetPort, 8080);
+    assert.equal(find(manifests, 'Service', 'example-app-tollgate-token').spec.ports[0].targetPort, 8081);
+  });
+
+  test('the app container has a preStop that outlasts endpoint removal, through Tollgate’s /drain', () => {
+    const spec = deployment.spec.template.spec;
+    const app = spec.containers.find((c: Manifest) => c.name === 'app');
+    const hook = app.lifecycle?.preStop?.httpGet;
+    assert.ok(hook, 'app preStop httpGet missing');
+    assert.equal(hook.port, 9090, "Tollgate's admin port");
+    const seconds = Number(/^\/drain\?seconds=(\d+)$/.exec(hook.path)?.[1]);
+    assert.ok(seconds >= 5, `drain of ${seconds} s`);
+    const main = parseYaml(mountedFile(manifests, spec, 'main.yaml'));
+    assert.ok(
+      spec.terminationGracePeriodSeconds >=
+        seconds + main.shutdown_delay_seconds + main.shutdown_grace_seconds,
+      'the grace period covers the app drain, then Tollgate’s delay and grace',
+    );
+  });
+
+  test('the token API and NetworkPolicy are this app’s, selecting its pods', () => {
+    const labels = deployment.spec.template.metadata.labels;
+    const policy = find(manifests, 'NetworkPolicy', 'example-app-tollgate');
+    assert.ok(selects(policy.spec.podSelector.matchLabels, labels));
+    const tokenRule = policy.spec.ingress.find((r: Manifest) =>
+      r.ports.some((p: Manifest) => p.port === 8081),
+    );
+    assert.ok(tokenRule.from?.length > 0, 'the token API must not be open to every pod');
+    assert.match(
+      findAll(manifests, 'ConfigMap').find((c) => c.metadata.name.startsWith('example-app-tollgate-main'))
+        ?.metadata.name,
+      /^example-app-tollgate-main-[a-z0-9]{10}$/,
+      'main.yaml carries a content hash so a change rolls the pods',
+    );
   });
 
   test('the app is reached only through Tollgate on loopback', () => {
@@ -121,10 +180,50 @@ describe('kustomize overlay: sidecar', () => {
     const app = spec.containers.find((c: Manifest) => c.name === 'app');
     assert.ok(app.args.includes('-listen=127.0.0.1:5678'), 'the app listens on loopback only');
     assert.equal(app.ports, undefined, 'the app exposes no port');
-    const routes = parseYaml(find(manifests, 'ConfigMap', 'tollgate-upstreams').data['upstreams.yaml']);
+    const routes = parseYaml(mountedFile(manifests, spec, 'upstreams.yaml'));
     assert.deepEqual(routes.upstreams.DEFAULT.paths['/'].servers, ['127.0.0.1:5678']);
-    const service = find(manifests, 'Service', 'example-app');
-    assert.equal(containerPortNumber(tollgateContainer(spec), service.spec.ports[0].targetPort), 8080);
     assert.equal(app.securityContext.readOnlyRootFilesystem, true);
+  });
+
+  test('two apps using the component in one namespace never share or overwrite an object', async () => {
+    const work = await mkdtemp(join(tmpdir(), 'tollgate-two-apps-'));
+    try {
+      const source = join(KUSTOMIZE, 'overlays', 'sidecar');
+      for (const app of ['shop', 'blog']) {
+        await mkdir(join(work, app));
+        for (const file of ['deployment.yaml', 'service.yaml', 'upstreams.yaml', 'kustomization.yaml']) {
+          let text = await readFile(join(source, file), 'utf8');
+          text = text
+            .replaceAll('example-app', app)
+            .replace(
+              '../../components/sidecar',
+              relative(join(work, app), join(KUSTOMIZE, 'components', 'sidecar')),
+            );
+          if (file === 'upstreams.yaml') text = text.replaceAll('5678', app === 'shop' ? '5001' : '5002');
+          await writeFile(join(work, app, file), text);
+        }
+      }
+      await writeFile(join(work, 'kustomization.yaml'), 'resources:\n  - shop\n  - blog\n');
+      const both = await kustomize(work);
+      const ids = both.map((m) => `${m.kind}/${m.metadata.name}`);
+      assert.deepEqual(
+        ids.filter((id, i) => ids.indexOf(id) !== i),
+        [],
+        'duplicate objects',
+      );
+      for (const app of ['shop', 'blog']) {
+        const spec = find(both, 'Deployment', app).spec.template.spec;
+        const routes = parseYaml(mountedFile(both, spec, 'upstreams.yaml'));
+        assert.deepEqual(routes.upstreams.DEFAULT.paths['/'].servers, [
+          `127.0.0.1:${app === 'shop' ? 5001 : 5002}`,
+        ]);
+        const token = find(both, 'Service', `${app}-tollgate-token`);
+        assert.ok(selects(token.spec.selector, find(both, 'Deployment', app).spec.template.metadata.labels));
+        const other = find(both, 'Deployment', app === 'shop' ? 'blog' : 'shop');
+        assert.equal(selects(token.spec.selector, other.spec.template.metadata.labels), false);
+      }
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
   });
 });
