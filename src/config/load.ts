@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
+import { rememberMasterkeyPosition, resolveMasterkey } from './masterkey.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 import { validateMain } from './validate-main.ts';
 import { validateUpstreams } from './validate-upstreams.ts';
@@ -13,9 +14,9 @@ export function parseMainConfig(text: string, file: string): Loaded<MainConfig> 
   const reader = new YamlReader(text, file);
   if (!reader.wellFormed) return { ok: false, issues: reader.issues };
   const { config } = validateMain(reader, resolve(file));
-  return reader.issues.length > 0
-    ? { ok: false, issues: inFileOrder(reader.issues) }
-    : { ok: true, value: config };
+  if (reader.issues.length > 0) return { ok: false, issues: inFileOrder(reader.issues) };
+  rememberMainPositions(reader, config);
+  return { ok: true, value: config };
 }
 
 /** Parses and validates upstreams.yaml; `hash` is the sha256 of the text, as the reloader compares it. */
@@ -25,22 +26,29 @@ export function parseUpstreamsConfig(text: string, file: string): Loaded<Upstrea
   const config = validateUpstreams(reader, resolve(file), sha256Hex(text));
   if (reader.issues.length > 0) return { ok: false, issues: inFileOrder(reader.issues) };
   const masterkeyAt = reader.locateTopLevelValue('masterkey');
-  if (masterkeyAt) masterkeyPositions.set(config, { file, ...masterkeyAt });
+  if (masterkeyAt) rememberMasterkeyPosition(config, 'masterkey', { file, ...masterkeyAt });
   return { ok: true, value: config };
 }
 
-/**
- * Where each parsed UpstreamsConfig wrote its masterkey, so checkConsistency can point at the line
- * without the domain type carrying YAML positions.
- */
-const masterkeyPositions = new WeakMap<UpstreamsConfig, { file: string; line: number; column: number }>();
+function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
+  const masterkeyAt = reader.locateTopLevelValue('masterkey') ?? reader.locateTopLevelValue('master_key');
+  if (masterkeyAt) rememberMasterkeyPosition(config, 'masterkey', { file: reader.file, ...masterkeyAt });
+  const fileAt = reader.locateTopLevelValue('masterkey_file');
+  if (fileAt) rememberMasterkeyPosition(config, 'masterkey_file', { file: reader.file, ...fileAt });
+}
 
-/** Rules spanning both files. Messages never contain secret values. */
-export function checkConsistency(main: MainConfig, upstreams: UpstreamsConfig): ConfigIssue[] {
-  if (main.masterkey === null || upstreams.masterkey === null) return [];
-  if (main.masterkey === upstreams.masterkey) return [];
-  const at = masterkeyPositions.get(upstreams) ?? { file: upstreams.file, line: 0, column: 0 };
-  return [{ ...at, path: 'masterkey', message: 'masterkey differs from the one in main.yaml' }];
+/**
+ * Rules spanning both files: today the masterkey agreement, decided by the same resolver the running
+ * process uses (config/masterkey), so validation and start cannot disagree. Messages never contain
+ * secret values.
+ */
+export function checkConsistency(
+  main: MainConfig,
+  upstreams: UpstreamsConfig,
+  env: NodeJS.ProcessEnv = process.env,
+): ConfigIssue[] {
+  const resolved = resolveMasterkey(main, upstreams, env);
+  return resolved.ok ? [] : resolved.issues;
 }
 
 /**
@@ -57,22 +65,66 @@ export async function loadConfig(
   const mainReader = new YamlReader(mainText.value, mainPath);
   let main: MainConfig | null = null;
   let upstreamsPath: string | null = null;
+  let upstreamsConfWritten: string | null = null;
   if (mainReader.wellFormed) {
     const validated = validateMain(mainReader, mainFile);
     if (validated.upstreamsConfKnown) upstreamsPath = validated.config.upstreamsConf;
-    if (mainReader.issues.length === 0) main = validated.config;
+    upstreamsConfWritten = validated.upstreamsConfWritten;
+    if (mainReader.issues.length === 0) {
+      main = validated.config;
+      rememberMainPositions(mainReader, main);
+    }
   }
   const issues = inFileOrder(mainReader.issues);
   if (upstreamsPath === null) return { ok: false, issues };
 
   // Messages name the upstreams file the way the operator named main.yaml: relative stays relative.
   const shownPath = isAbsolute(mainPath) ? upstreamsPath : relative(process.cwd(), upstreamsPath);
-  const upstreams = await readAndParseUpstreams(upstreamsPath, shownPath);
+  const text = await readConfigFile(upstreamsPath, shownPath);
+  if (!text.ok) {
+    const missing = text.unreadable
+      ? whyUpstreamsUnreadable(mainReader, upstreamsConfWritten, upstreamsPath, text.unreadable)
+      : text.issues;
+    return { ok: false, issues: inFileOrder([...issues, ...missing]) };
+  }
+  const upstreams = parseUpstreamsConfig(text.value, shownPath);
   if (!upstreams.ok) return { ok: false, issues: [...issues, ...upstreams.issues] };
   if (main === null) return { ok: false, issues };
   const mismatches = checkConsistency(main, upstreams.value);
   if (mismatches.length > 0) return { ok: false, issues: mismatches };
   return { ok: true, value: { main, upstreams: upstreams.value } };
+}
+
+/**
+ * An upstreams file that cannot be read is main.yaml's problem: it is reported on main.yaml's
+ * `upstreams_conf` line (or as main.yaml's default when the key is absent), with the absolute path it
+ * resolved to, since a path written relative to the working directory (as some proxies take it) is
+ * the usual cause.
+ */
+function whyUpstreamsUnreadable(
+  mainReader: YamlReader,
+  written: string | null,
+  resolved: string,
+  reason: string,
+): ConfigIssue[] {
+  const at = mainReader.locateTopLevelValue('upstreams_conf');
+  if (written === null || at === undefined) {
+    const message =
+      `not set, so the default upstreams.yaml beside main.yaml is used, and ${resolved} cannot be read: ` +
+      `${reason}`;
+    return [{ file: mainReader.file, line: 0, column: 0, path: 'upstreams_conf', message }];
+  }
+  const relativeNote = isAbsolute(written)
+    ? ''
+    : ` (a relative path is resolved against main.yaml's directory, giving ${resolved})`;
+  return [
+    {
+      file: mainReader.file,
+      ...at,
+      path: 'upstreams_conf',
+      message: `cannot read '${written}': ${reason}${relativeNote}`,
+    },
+  ];
 }
 
 /** For hot reload: re-reads the upstreams file named by an already validated main.yaml. */
@@ -99,8 +151,13 @@ const READ_ERRORS: Readonly<Record<string, string>> = {
   ELOOP: 'too many symbolic links',
 };
 
-/** The file's text, or one position-less issue saying why it cannot be read. */
-async function readConfigFile(file: string, shown: string): Promise<Loaded<string>> {
+type FileText = { ok: true; value: string } | { ok: false; issues: ConfigIssue[]; unreadable?: string };
+
+/**
+ * The file's text, or one position-less issue saying why it cannot be read; `unreadable` holds the
+ * reason when the file could not be opened at all (rather than holding something other than text).
+ */
+async function readConfigFile(file: string, shown: string): Promise<FileText> {
   let bytes: Buffer;
   try {
     bytes = await readFile(file);
@@ -110,6 +167,7 @@ async function readConfigFile(file: string, shown: string): Promise<Loaded<strin
     return {
       ok: false,
       issues: [{ file: shown, line: 0, column: 0, path: '', message: `cannot read ${shown}: ${reason}` }],
+      unreadable: reason,
     };
   }
   try {

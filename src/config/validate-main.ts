@@ -32,7 +32,13 @@ export const MAIN_KEYS = [
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'silent'];
 
 const IN_UPSTREAMS_FILE = 'it belongs in upstreams.yaml, the file named by upstreams_conf';
-const UPSTREAMS_KEYS_HINTS: Readonly<Record<string, string>> = {
+const HEALTH_CHECK_PER_PATH =
+  'active health checks are set per path in upstreams.yaml: paths.<prefix>.health_check ' +
+  '{path, interval_seconds}';
+/** Keys of other files, or of other proxies' main files (Aralez), and where their meaning lives here. */
+const MISPLACED_HINTS: Readonly<Record<string, string>> = {
+  hc_interval: HEALTH_CHECK_PER_PATH,
+  hc_method: HEALTH_CHECK_PER_PATH,
   provider: IN_UPSTREAMS_FILE,
   sticky_sessions: IN_UPSTREAMS_FILE,
   to_https: IN_UPSTREAMS_FILE,
@@ -54,6 +60,8 @@ export interface MainValidation {
   config: MainConfig;
   /** False when `upstreams_conf` itself was invalid, so the path in `config` is only the default. */
   upstreamsConfKnown: boolean;
+  /** `upstreams_conf` as written, or null when it is not set (or not a string). */
+  upstreamsConfWritten: string | null;
 }
 
 type MainKey = (typeof MAIN_KEYS)[number];
@@ -62,9 +70,7 @@ type MainKey = (typeof MAIN_KEYS)[number];
 export function validateMain(r: YamlReader, file: string): MainValidation {
   const dir = dirname(file);
   const root = r.root();
-  const fields = r.isNull(root)
-    ? new Map<string, Field>()
-    : r.fields(root, '', MAIN_KEYS, UPSTREAMS_KEYS_HINTS);
+  const fields = r.isNull(root) ? new Map<string, Field>() : r.fields(root, '', MAIN_KEYS, MISPLACED_HINTS);
   const get = (key: MainKey): Field | undefined => {
     const field = fields?.get(key);
     return field && !r.isNull(field.node) ? field : undefined;
@@ -118,6 +124,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
   return {
     config,
     upstreamsConfKnown: fields !== null && (get('upstreams_conf') === undefined || upstreamsConf !== null),
+    upstreamsConfWritten:
+      upstreamsConf === null ? null : (read('upstreams_conf', (f) => r.string(f), null) ?? null),
   };
 }
 

@@ -1,4 +1,4 @@
-import { isScalar } from 'yaml';
+import { isMap, isScalar } from 'yaml';
 import { canonicalIPv6, DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../routing/normalise.ts';
 import { parseServerAddress } from './addresses.ts';
 import type {
@@ -254,7 +254,28 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
   return servers;
 }
 
+/**
+ * `{path, interval_seconds}`, or `false` for "no active checks" (the default, spelled out as configs
+ * written for Aralez do with `healthcheck: false`). `true` has no path to probe, so it is refused.
+ */
 function readHealthCheck(r: YamlReader, field: Field): HealthCheckConfig | null {
+  if (isScalar(field.node) && typeof field.node.value === 'boolean') {
+    if (!field.node.value) return null;
+    r.report(
+      r.at(field),
+      field.path,
+      'true is not enough: give the path to probe, e.g. { path: /healthz, interval_seconds: 10 } (false or no key: no active checks)',
+    );
+    return null;
+  }
+  if (!isMap(field.node)) {
+    r.report(
+      r.at(field),
+      field.path,
+      `expected { path, interval_seconds } or false, got ${r.describe(field.node)}`,
+    );
+    return null;
+  }
   const fields = r.fields(field.node, field.path, HEALTH_CHECK_KEYS);
   if (fields === null) return null;
   const pathField = fields.get('path');

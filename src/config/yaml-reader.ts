@@ -97,6 +97,9 @@ export class YamlReader {
     const entries = this.entries(node, path);
     if (entries === null) return null;
     const fields = new Map<string, Field>();
+    // A long list of known keys is written out once per mapping, with the first unknown key that has
+    // no better hint; later ones point back at that line rather than repeating it.
+    let listedOnLine: number | undefined;
     for (const field of entries) {
       if (known.includes(field.key)) {
         fields.set(field.key, field);
@@ -104,10 +107,16 @@ export class YamlReader {
       }
       const elsewhere = Object.hasOwn(misplaced, field.key) ? misplaced[field.key] : undefined;
       const guess = closestKey(field.key, known);
-      // Listing the alternatives helps in small objects; for main.yaml's two dozen keys it is noise.
-      const listing = known.length <= MAX_LISTED_KEYS ? `known keys: ${known.join(', ')}` : undefined;
-      const hint = elsewhere ?? (guess !== undefined ? `did you mean '${guess}'?` : listing);
-      this.report(field.keyNode, field.path, `unknown key '${field.key}'${hint ? ` (${hint})` : ''}`);
+      let hint = elsewhere ?? (guess !== undefined ? `did you mean '${guess}'?` : undefined);
+      if (hint === undefined) {
+        if (known.length <= MAX_LISTED_KEYS) hint = `known keys: ${known.join(', ')}`;
+        else if (listedOnLine !== undefined) hint = `the known keys are listed on line ${listedOnLine}`;
+        else {
+          hint = `known keys: ${known.toSorted().join(', ')}`;
+          listedOnLine = this.lineOf(field.keyNode);
+        }
+      }
+      this.report(field.keyNode, field.path, `unknown key '${field.key}' (${hint})`);
     }
     return fields;
   }

@@ -1,4 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { formatIssue } from '../config/issues.ts';
+import {
+  agreeOnMasterkey,
+  keyFromMasterkeyFileText,
+  type MasterkeyResolution,
+  resolveMasterkey as resolveConfiguredMasterkey,
+  usesMasterkeyFile,
+} from '../config/masterkey.ts';
 import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import type { FileWatcher } from './files.ts';
 
@@ -10,63 +17,22 @@ export class MasterkeyError extends Error {
 /** The `file` label of the reload metrics and the name in logs. */
 export const MASTERKEY_FILE_METRIC_NAME = 'masterkey_file';
 
-/** An empty value is treated as unset: an empty masterkey would let anyone mint tokens. */
-const present = (value: string | null | undefined): value is string =>
-  typeof value === 'string' && value !== '';
-
 /**
  * The key a masterkey_file holds: one trailing newline (as `echo` and most editors add) is not part
  * of it. An empty key is refused: it would let anyone mint tokens.
  */
 export function masterkeyFromFileText(text: string): string {
-  const key = text.replace(/\r?\n$/, '');
-  if (key === '') throw new MasterkeyError('the masterkey file is empty');
+  const key = keyFromMasterkeyFileText(text);
+  if (key === null) throw new MasterkeyError('the masterkey file is empty');
   return key;
-}
-
-/** Reads a mounted Secret file at start. */
-function readMasterkeyFile(path: string): string {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new MasterkeyError(
-      `masterkey_file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
-    );
-  }
-  try {
-    return masterkeyFromFileText(text);
-  } catch (error) {
-    throw new MasterkeyError(`masterkey_file ${path}: ${(error as Error).message}`);
-  }
 }
 
 type MainKeys = Pick<MainConfig, 'masterkey' | 'masterkeyFile'>;
 
-/** Whether main.yaml's masterkey comes from masterkey_file (inline `masterkey` wins over it). */
-const usesFile = (main: MainKeys): main is MainKeys & { masterkeyFile: string } =>
-  !present(main.masterkey) && present(main.masterkeyFile);
-
-/**
- * The precedence itself, given the masterkey_file's key (already read): env `TOLLGATE_MASTERKEY`
- * wins outright (an operator override); otherwise main.yaml (`masterkey`, else `masterkey_file`) and
- * upstreams.yaml `masterkey`, which must be equal when both are set.
- */
-function resolveWith(
-  main: MainKeys,
-  fileKey: string | null,
-  upstreams: Pick<UpstreamsConfig, 'masterkey'> | null,
-  env: NodeJS.ProcessEnv,
-): string | null {
-  const fromEnv = env.TOLLGATE_MASTERKEY;
-  if (present(fromEnv)) return fromEnv;
-  const fromMain = present(main.masterkey) ? main.masterkey : present(fileKey) ? fileKey : null;
-  const fromUpstreams = present(upstreams?.masterkey) ? upstreams.masterkey : null;
-  if (fromMain !== null && fromUpstreams !== null && fromMain !== fromUpstreams) {
-    // Never print either value: say only which sources disagree.
-    throw new MasterkeyError('the masterkey in upstreams.yaml differs from the one in main.yaml');
-  }
-  return fromMain ?? fromUpstreams;
+/** The rules live in config/masterkey, shared with validation; here a problem becomes an exception. */
+function keyOrThrow(resolved: MasterkeyResolution): string | null {
+  if (!resolved.ok) throw new MasterkeyError(resolved.issues.map(formatIssue).join('; '));
+  return resolved.masterkey;
 }
 
 /**
@@ -78,8 +44,7 @@ export function resolveMasterkey(
   upstreams: Pick<UpstreamsConfig, 'masterkey'> | null,
   env: NodeJS.ProcessEnv = process.env,
 ): string | null {
-  if (present(env.TOLLGATE_MASTERKEY)) return env.TOLLGATE_MASTERKEY;
-  return resolveWith(main, usesFile(main) ? readMasterkeyFile(main.masterkeyFile) : null, upstreams, env);
+  return keyOrThrow(resolveConfiguredMasterkey(main, upstreams, env));
 }
 
 /** The live masterkey. Its inputs change on their own: upstreams.yaml reloads and masterkey_file. */
@@ -104,18 +69,19 @@ export function createMasterkeySource(
   upstreams: Pick<UpstreamsConfig, 'masterkey'> | null,
   env: NodeJS.ProcessEnv = process.env,
 ): MasterkeySource {
-  const file = !present(env.TOLLGATE_MASTERKEY) && usesFile(main) ? main.masterkeyFile : null;
-  let fileKey = file === null ? null : readMasterkeyFile(file);
+  const file = usesMasterkeyFile(main, env) ? main.masterkeyFile : null;
+  let key = resolveMasterkey(main, upstreams, env);
+  // What masterkey_file held at start; when the file is the source, the resolved key is exactly it.
+  let fileKey = file === null ? null : key;
   let lastUpstreams = upstreams;
-  let key = resolveWith(main, fileKey, lastUpstreams, env);
   return {
     current: () => key,
     reload(next) {
-      key = resolveWith(main, fileKey, next, env);
+      key = keyOrThrow(agreeOnMasterkey(main, fileKey, next, env));
       lastUpstreams = next;
     },
     replaceFileKey(nextFileKey) {
-      key = resolveWith(main, nextFileKey, lastUpstreams, env);
+      key = keyOrThrow(agreeOnMasterkey(main, nextFileKey, lastUpstreams, env));
       fileKey = nextFileKey;
     },
     file,

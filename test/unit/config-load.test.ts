@@ -61,10 +61,26 @@ describe('loadConfig', () => {
     assert.equal(result.ok ? -1 : result.issues[0]?.line, 0);
   });
 
-  it('a missing upstreams file names that file', async () => {
-    const mainPath = await writeConfig('no-upstreams', { 'main.yaml': 'upstreams_conf: routes.yaml\n' });
+  it("a missing upstreams file is reported on main.yaml's upstreams_conf line, with the resolved path", async () => {
+    const mainPath = await writeConfig('no-upstreams', {
+      'main.yaml': 'log_level: info\nupstreams_conf: etc/routes.yaml\n',
+    });
     assert.deepEqual(problems(await loadConfig(mainPath)), [
-      `cannot read ${join(dir, 'no-upstreams/routes.yaml')}: no such file`,
+      `${mainPath}:2:17: upstreams_conf: cannot read 'etc/routes.yaml': no such file (a relative path is ` +
+        `resolved against main.yaml's directory, giving ${join(dir, 'no-upstreams/etc/routes.yaml')})`,
+    ]);
+    const absolute = join(dir, 'elsewhere/routes.yaml');
+    await writeFile(mainPath, `upstreams_conf: ${absolute}\n`);
+    assert.deepEqual(problems(await loadConfig(mainPath)), [
+      `${mainPath}:1:17: upstreams_conf: cannot read '${absolute}': no such file`,
+    ]);
+  });
+
+  it('without upstreams_conf, a missing default upstreams.yaml says which default was looked for', async () => {
+    const mainPath = await writeConfig('no-default', { 'main.yaml': 'log_level: info\n' });
+    assert.deepEqual(problems(await loadConfig(mainPath)), [
+      `${mainPath}: upstreams_conf: not set, so the default upstreams.yaml beside main.yaml is used, and ` +
+        `${join(dir, 'no-default/upstreams.yaml')} cannot be read: no such file`,
     ]);
   });
 
@@ -72,7 +88,8 @@ describe('loadConfig', () => {
     const mainPath = await writeConfig('dir', { 'main.yaml': 'upstreams_conf: sub\n' });
     await mkdir(join(dir, 'dir/sub'));
     assert.deepEqual(problems(await loadConfig(mainPath)), [
-      `cannot read ${join(dir, 'dir/sub')}: it is a directory`,
+      `${mainPath}:1:17: upstreams_conf: cannot read 'sub': it is a directory (a relative path is ` +
+        `resolved against main.yaml's directory, giving ${join(dir, 'dir/sub')})`,
     ]);
 
     const lockedPath = await writeConfig('locked', { 'main.yaml': '' });
@@ -126,7 +143,7 @@ describe('loadConfig', () => {
     });
     const issues = problems(await loadConfig(mainPath));
     assert.deepEqual(issues, [
-      `${join(dir, 'two-keys/upstreams.yaml')}:2:12: masterkey: masterkey differs from the one in main.yaml`,
+      `${join(dir, 'two-keys/upstreams.yaml')}:2:12: masterkey: this masterkey differs from the one in main.yaml`,
     ]);
     assert.ok(!/alpha-secret|beta-secret/.test(issues.join()));
   });
@@ -169,7 +186,7 @@ describe('loadUpstreams (hot reload)', () => {
 
     await writeFile(main.upstreamsConf, `masterkey: other\n${ROUTES}`);
     assert.deepEqual(problems(await loadUpstreams(main)), [
-      `${main.upstreamsConf}:1:12: masterkey: masterkey differs from the one in main.yaml`,
+      `${main.upstreamsConf}:1:12: masterkey: this masterkey differs from the one in main.yaml`,
     ]);
 
     await writeFile(main.upstreamsConf, 'upstreams:\n  a:\n    paths:\n      /: {}\n');
@@ -184,23 +201,45 @@ describe('loadUpstreams (hot reload)', () => {
   });
 });
 
-describe('checkConsistency', () => {
+describe('checkConsistency (the masterkey resolver the running process uses)', () => {
+  it('an unreadable masterkey_file is reported on its main.yaml line', async () => {
+    const mainPath = await writeConfig('key-file', {
+      'main.yaml': 'log_level: info\nmasterkey_file: secrets/key\n',
+      'upstreams.yaml': ROUTES,
+    });
+    assert.deepEqual(problems(await loadConfig(mainPath)), [
+      `${mainPath}:2:17: masterkey_file: cannot read ${join(dir, 'key-file/secrets/key')}: no such file`,
+    ]);
+    await mkdir(join(dir, 'key-file/secrets'));
+    await writeFile(join(dir, 'key-file/secrets/key'), 'from-file\n');
+    await writeFile(join(dir, 'key-file/upstreams.yaml'), `masterkey: other\n${ROUTES}`);
+    assert.deepEqual(problems(await loadConfig(mainPath)), [
+      `${join(dir, 'key-file/upstreams.yaml')}:1:12: masterkey: this masterkey differs from the one in masterkey_file (${join(dir, 'key-file/secrets/key')})`,
+    ]);
+  });
+
+  it('TOLLGATE_MASTERKEY wins outright, for validation as for the running process', () => {
+    const main = valid(parseMainConfig('masterkey: a\n', '/c/main.yaml'));
+    const other = valid(parseUpstreamsConfig(`masterkey: b\n${ROUTES}`, '/c/upstreams.yaml'));
+    assert.deepEqual(checkConsistency(main, other, { TOLLGATE_MASTERKEY: 'env' }), []);
+  });
+
   it('only complains when both files set a masterkey and they differ', () => {
     const main = valid(parseMainConfig('masterkey: a\n', '/c/main.yaml'));
     const noKey = valid(parseMainConfig('', '/c/main.yaml'));
     const same = valid(parseUpstreamsConfig(`masterkey: a\n${ROUTES}`, '/c/upstreams.yaml'));
     const other = valid(parseUpstreamsConfig(`masterkey: b\n${ROUTES}`, '/c/upstreams.yaml'));
     const none = valid(parseUpstreamsConfig(ROUTES, '/c/upstreams.yaml'));
-    assert.deepEqual(checkConsistency(main, same), []);
-    assert.deepEqual(checkConsistency(main, none), []);
-    assert.deepEqual(checkConsistency(noKey, other), []);
-    assert.deepEqual(checkConsistency(main, other), [
+    assert.deepEqual(checkConsistency(main, same, {}), []);
+    assert.deepEqual(checkConsistency(main, none, {}), []);
+    assert.deepEqual(checkConsistency(noKey, other, {}), []);
+    assert.deepEqual(checkConsistency(main, other, {}), [
       {
         file: '/c/upstreams.yaml',
         line: 1,
         column: 12,
         path: 'masterkey',
-        message: 'masterkey differs from the one in main.yaml',
+        message: 'this masterkey differs from the one in main.yaml',
       },
     ]);
   });
