@@ -124,5 +124,5 @@ test('an empty masterkey file is refused, never an empty key', async () => {
   assert.throws(() => masterkeyFromFileText('\n'), MasterkeyError);
   const file = join(dir, 'empty');
   await writeFile(file, '\n');
-  assert.throws(() => resolveMasterkey(main(null, file), null, {}), /masterkey_file .*empty/);
+  assert.throws(() => resolveMasterkey(main(null, file), null, {}), /masterkey_file: .*empty/);
 });
