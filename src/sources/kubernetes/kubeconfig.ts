@@ -1,0 +1,93 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+
+/** Where a pod finds its service account: token, CA and namespace (projected by the kubelet). */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+export interface KubeConnection {
+  readonly kubeConfig: KubeConfig;
+  /** The namespace `service:` references without one, and the ConfigMap, live in. */
+  readonly namespace: string;
+  /** How the credentials were found, for the startup log line (never the credentials). */
+  readonly origin: string;
+}
+
+export interface KubeConnectionOptions {
+  /** main.yaml `kubernetes.kubeconfig`. */
+  kubeconfig?: string | null;
+  /** main.yaml `kubernetes.namespace`. */
+  namespace?: string | null;
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Prefix before SERVICE_ACCOUNT_DIR, as the client library's in-cluster loader takes it; lets a
+   * test lay out a service-account directory under a temporary root.
+   */
+  inClusterRoot?: string;
+}
+
+/**
+ * Finds credentials the way kubectl and client-go do: an explicit kubeconfig wins, then
+ * `$KUBECONFIG`, then the pod's service account, then `~/.kube/config`.
+ *
+ * In-cluster, the client library's token-file authenticator re-reads the projected token at most a
+ * minute after the kubelet rotates it (the kubelet rotates at 80% of the token's life, and the old
+ * token stays valid until it expires, so a minute is always in time). See docs/kubernetes.md.
+ */
+export function connectKube(options: KubeConnectionOptions = {}): KubeConnection {
+  const env = options.env ?? process.env;
+  const root = options.inClusterRoot ?? '';
+  const kubeConfig = new KubeConfig();
+  let origin: string;
+  let inCluster = false;
+  const kubeconfigFiles = options.kubeconfig
+    ? [options.kubeconfig]
+    : (env.KUBECONFIG ?? '').split(':').filter((file) => file !== '');
+  if (kubeconfigFiles.length > 0) {
+    for (const file of kubeconfigFiles) {
+      if (!existsSync(file)) throw new Error(`kubeconfig ${file} does not exist`);
+    }
+    kubeConfig.loadFromFile(kubeconfigFiles[0] as string);
+    for (const file of kubeconfigFiles.slice(1)) {
+      const more = new KubeConfig();
+      more.loadFromFile(file);
+      kubeConfig.mergeConfig(more, true);
+    }
+    origin = options.kubeconfig
+      ? `kubeconfig ${options.kubeconfig}`
+      : `$KUBECONFIG (${kubeconfigFiles.join(':')})`;
+  } else if (env.KUBERNETES_SERVICE_HOST && existsSync(`${root}${SERVICE_ACCOUNT_DIR}/token`)) {
+    kubeConfig.loadFromCluster(root);
+    origin = 'in-cluster service account';
+    inCluster = true;
+  } else if (existsSync(join(homedir(), '.kube', 'config'))) {
+    kubeConfig.loadFromFile(join(homedir(), '.kube', 'config'));
+    origin = 'kubeconfig ~/.kube/config';
+  } else {
+    throw new Error(
+      'no Kubernetes credentials: not in a pod (no service account token) and no kubeconfig ' +
+        '(set kubernetes.kubeconfig in main.yaml or $KUBECONFIG)',
+    );
+  }
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster) throw new Error(`${origin}: the current context names no cluster`);
+  return { kubeConfig, namespace: chooseNamespace(options.namespace, kubeConfig, inCluster, root), origin };
+}
+
+function chooseNamespace(
+  configured: string | null | undefined,
+  kubeConfig: KubeConfig,
+  inCluster: boolean,
+  root: string,
+): string {
+  if (configured) return configured;
+  if (inCluster) {
+    const file = `${root}${SERVICE_ACCOUNT_DIR}/namespace`;
+    if (existsSync(file)) {
+      const namespace = readFileSync(file, 'utf8').trim();
+      if (namespace) return namespace;
+    }
+  }
+  return kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || 'default';
+}

@@ -1,0 +1,25 @@
+import { Counter, Gauge } from 'prom-client';
+import { registry } from '../../admin/metrics.ts';
+
+// The Kubernetes watch families (docs/observability.md), on the registry the admin listener serves.
+
+export const watchUp = new Gauge({
+  name: 'tollgate_kubernetes_watch_up',
+  help: '1 while every watch of this resource is connected and answering, 0 while one is retrying.',
+  labelNames: ['resource'] as const,
+  registers: [registry],
+});
+
+export const watchRestartsTotal = new Counter({
+  name: 'tollgate_kubernetes_watch_restarts_total',
+  help: 'List/watch cycles started over, by resource and reason (closed, timeout, gone, unauthorized, forbidden, server_error, unreachable).',
+  labelNames: ['resource', 'reason'] as const,
+  registers: [registry],
+});
+
+export const lastSyncTimestamp = new Gauge({
+  name: 'tollgate_kubernetes_last_sync_timestamp_seconds',
+  help: 'Unix time up to which the staler watch of this resource is known current (last list, event or bookmark).',
+  labelNames: ['resource'] as const,
+  registers: [registry],
+});

@@ -1,0 +1,221 @@
+import { CoreV1Api, DiscoveryV1Api, type V1ConfigMap, type V1EndpointSlice } from '@kubernetes/client-node';
+import type { ServerAddress } from '../../config/types.ts';
+import type { Logger } from '../../log.ts';
+import { offeredPorts, readyServers } from './endpoints.ts';
+import type { KubeConnection } from './kubeconfig.ts';
+import { type ResourceWatch, startResourceWatch, type WatchTuning } from './resource-watch.ts';
+import { type ResolvedServiceRef, serviceRefKey } from './service-ref.ts';
+import {
+  createWatchHealth,
+  prometheusWatchMetrics,
+  type WatchHealth,
+  type WatchMetricsSink,
+} from './watch-health.ts';
+
+/** The label the EndpointSlice controller puts on every slice of a Service. */
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+/** The ConfigMap data key holding upstreams.yaml. */
+export const UPSTREAMS_KEY = 'upstreams.yaml';
+
+/** Ready servers per Service reference, keyed by serviceRefKey (`name.namespace:port`). */
+export type EndpointSnapshot = ReadonlyMap<string, readonly ServerAddress[]>;
+
+/** What the ConfigMap holds for upstreams.yaml, or why it holds nothing usable. */
+export type ConfigMapContent = { ok: true; text: string } | { ok: false; problem: string };
+
+export interface KubernetesSourceOptions {
+  connection: KubeConnection;
+  logger: Logger;
+  /** main.yaml `kubernetes.upstreams_configmap`: watch this ConfigMap for upstreams.yaml. */
+  upstreamsConfigMap?: string | null;
+  /** Called after the ready endpoints of a watched Service changed (coalesced, never for a no-op). */
+  onEndpoints?: (snapshot: EndpointSnapshot) => void;
+  /** Called when the ConfigMap's upstreams.yaml changed, appeared or went away. */
+  onConfigMap?: (content: ConfigMapContent) => void;
+  metrics?: WatchMetricsSink;
+  tuning?: Partial<WatchTuning>;
+}
+
+export interface KubernetesSource {
+  readonly namespace: string;
+  /**
+   * Watches exactly the Services these references name: starts the missing watches and stops the
+   * ones no reference names any more. Call it with every config that goes live.
+   */
+  watchServices(refs: readonly ResolvedServiceRef[]): void;
+  /** Ready servers of every watched reference whose Service has been listed at least once. */
+  endpoints(): EndpointSnapshot;
+  /** The ConfigMap's upstreams.yaml as last seen, or null before the first successful list. */
+  configMap(): ConfigMapContent | null;
+  /** Every watch started so far has listed at least once (readiness). */
+  synced(): boolean;
+  /** Resolves once synced() holds. */
+  whenSynced(): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface ServiceWatch {
+  readonly watch: ResourceWatch;
+  slices: readonly V1EndpointSlice[];
+}
+
+/**
+ * Servers and config from the Kubernetes API (docs/kubernetes.md): one EndpointSlice informer per
+ * watched Service (namespaced, label-selected), and one for the upstreams ConfigMap (namespaced,
+ * field-selected by name). It never compiles anything: it hands snapshots to the apply path.
+ */
+export function createKubernetesSource(options: KubernetesSourceOptions): KubernetesSource {
+  const { connection, logger } = options;
+  const { kubeConfig, namespace } = connection;
+  const discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const health: WatchHealth = createWatchHealth(options.metrics ?? prometheusWatchMetrics);
+  const serviceWatches = new Map<string, ServiceWatch>();
+  let refs: readonly ResolvedServiceRef[] = [];
+  let lastSnapshot: EndpointSnapshot = new Map();
+  let configMapContent: ConfigMapContent | null = null;
+  let closed = false;
+  const syncWaiters: Array<() => void> = [];
+  const warnedPorts = new Set<string>();
+
+  const checkSynced = () => {
+    if (!health.allSynced()) return;
+    for (const resolve of syncWaiters.splice(0)) resolve();
+  };
+
+  const computeSnapshot = (): EndpointSnapshot => {
+    const snapshot = new Map<string, readonly ServerAddress[]>();
+    for (const ref of refs) {
+      const serviceWatch = serviceWatches.get(`${ref.namespace}/${ref.name}`);
+      if (!serviceWatch?.watch.synced) continue;
+      const servers = readyServers(serviceWatch.slices, ref.port);
+      const key = serviceRefKey(ref);
+      if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
+        const offered = offeredPorts(serviceWatch.slices);
+        if (offered.length > 0 && !warnedPorts.has(key)) {
+          warnedPorts.add(key);
+          logger.warn(
+            { service: key, offered },
+            'no EndpointSlice port has this number; a number is the pod (target) port, a name the Service port name',
+          );
+        }
+      }
+      snapshot.set(key, Object.freeze(servers));
+    }
+    return snapshot;
+  };
+
+  const publishEndpoints = () => {
+    if (closed) return;
+    const next = computeSnapshot();
+    if (sameSnapshot(next, lastSnapshot)) return;
+    lastSnapshot = next;
+    options.onEndpoints?.(next);
+  };
+
+  const startServiceWatch = (name: string, serviceNamespace: string): ServiceWatch => {
+    const labelSelector = `${SERVICE_NAME_LABEL}=${name}`;
+    const entry: { watch?: ResourceWatch; slices: readonly V1EndpointSlice[] } = { slices: [] };
+    entry.watch = startResourceWatch<V1EndpointSlice>({
+      kubeConfig,
+      resource: 'endpointslices',
+      description: `EndpointSlices of ${name}.${serviceNamespace}`,
+      path: `/apis/discovery.k8s.io/v1/namespaces/${serviceNamespace}/endpointslices`,
+      list: (callOptions) =>
+        discovery.listNamespacedEndpointSlice({ namespace: serviceNamespace, labelSelector }, callOptions),
+      labelSelector,
+      onObjects: (slices) => {
+        entry.slices = slices;
+        checkSynced();
+        publishEndpoints();
+      },
+      health,
+      logger,
+      tuning: options.tuning,
+    });
+    return entry as ServiceWatch;
+  };
+
+  function startConfigMapWatch(name: string): ResourceWatch {
+    const fieldSelector = `metadata.name=${name}`;
+    return startResourceWatch<V1ConfigMap>({
+      kubeConfig,
+      resource: 'configmaps',
+      description: `ConfigMap ${name}.${namespace}`,
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      list: (callOptions) => core.listNamespacedConfigMap({ namespace, fieldSelector }, callOptions),
+      fieldSelector,
+      onObjects: (maps) => {
+        const next = configMapText(
+          maps.find((map) => map.metadata?.name === name),
+          `${namespace}/${name}`,
+        );
+        checkSynced();
+        if (closed || (configMapContent !== null && sameContent(configMapContent, next))) return;
+        configMapContent = next;
+        options.onConfigMap?.(next);
+      },
+      health,
+      logger,
+      tuning: options.tuning,
+    });
+  }
+  const configMapWatch = options.upstreamsConfigMap ? startConfigMapWatch(options.upstreamsConfigMap) : null;
+
+  return {
+    namespace,
+    watchServices(next) {
+      refs = [...next];
+      const wanted = new Map(next.map((ref) => [`${ref.namespace}/${ref.name}`, ref]));
+      for (const [key, serviceWatch] of serviceWatches) {
+        if (!wanted.has(key)) {
+          serviceWatches.delete(key);
+          void serviceWatch.watch.stop();
+        }
+      }
+      for (const [key, ref] of wanted) {
+        if (!serviceWatches.has(key)) serviceWatches.set(key, startServiceWatch(ref.name, ref.namespace));
+      }
+      checkSynced();
+      publishEndpoints();
+    },
+    endpoints: () => lastSnapshot,
+    configMap: () => configMapContent,
+    synced: () => health.allSynced(),
+    whenSynced: () =>
+      new Promise<void>((resolve) => {
+        if (health.allSynced()) resolve();
+        else syncWaiters.push(resolve);
+      }),
+    async close() {
+      closed = true;
+      await Promise.all([
+        ...[...serviceWatches.values()].map((serviceWatch) => serviceWatch.watch.stop()),
+        configMapWatch?.stop(),
+      ]);
+      serviceWatches.clear();
+    },
+  };
+}
+
+function configMapText(map: V1ConfigMap | undefined, name: string): ConfigMapContent {
+  if (!map) return { ok: false, problem: `ConfigMap ${name} does not exist` };
+  const text = map.data?.[UPSTREAMS_KEY];
+  if (typeof text !== 'string')
+    return { ok: false, problem: `ConfigMap ${name} has no '${UPSTREAMS_KEY}' key` };
+  return { ok: true, text };
+}
+
+function sameContent(a: ConfigMapContent, b: ConfigMapContent): boolean {
+  return a.ok && b.ok ? a.text === b.text : !a.ok && !b.ok && a.problem === b.problem;
+}
+
+function sameSnapshot(a: EndpointSnapshot, b: EndpointSnapshot): boolean {
+  if (a.size !== b.size) return false;
+  for (const [key, servers] of a) {
+    const other = b.get(key);
+    if (!other || other.length !== servers.length) return false;
+    if (servers.some((server, i) => server.raw !== other[i]?.raw)) return false;
+  }
+  return true;
+}
