@@ -5,6 +5,13 @@ import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
 import { createAuthStage } from './auth/stage.ts';
+import {
+  ADMIN_CONNECTIONS,
+  applyClientLimits,
+  openFileLimit,
+  safeConnectionCap,
+  TOKEN_API_CONNECTIONS,
+} from './client-limits.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
@@ -151,6 +158,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     shouldUpgradeCallback: isWebSocketUpgrade,
     // A missing Host is answered by resolveRequest with our JSON 400 rather than Node's bare one.
     requireHostHeader: false,
+    // Node enforces headersTimeout only when it sweeps its connections (every 30 s by default), so
+    // slow headers were answered up to a sweep late; sweep every second.
+    connectionsCheckingInterval: 1_000,
   };
   const handler = createProxyHandler({ runtime, stages, forward, recorder, isTrustedProxy });
   const webSockets = createWebSocketHandler({
@@ -182,6 +192,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   }
   const adminServer = createAdminServer(runtime);
   const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
+  applyListenerLimits(main, { proxyServer, tlsServer, tokenApiServer, adminServer });
 
   let hotReload: RuntimeFiles | null = null;
   let bound: BoundAddresses | null = null;
@@ -262,6 +273,36 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     },
     close,
   };
+}
+
+/**
+ * Bounds what clients can hold on every listener (docs/security.md): silent connections, stalled
+ * bodies, and connection counts, with the admin and token API caps kept apart so probes and reloads
+ * still work while the proxy port is flooded.
+ */
+function applyListenerLimits(
+  main: MainConfig,
+  servers: {
+    proxyServer: http.Server;
+    tlsServer: https.Server | null;
+    tokenApiServer: http.Server;
+    adminServer: http.Server;
+  },
+): void {
+  const timeouts = {
+    firstByteMs: main.timeouts.clientFirstByteMs,
+    bodyIdleMs: main.timeouts.clientBodyIdleMs,
+  };
+  const proxyConnections = safeConnectionCap(
+    main.maxClientConnections,
+    openFileLimit(),
+    servers.tlsServer ? 2 : 1,
+  );
+  applyClientLimits(servers.proxyServer, { ...timeouts, maxConnections: proxyConnections });
+  if (servers.tlsServer)
+    applyClientLimits(servers.tlsServer, { ...timeouts, maxConnections: proxyConnections }, true);
+  applyClientLimits(servers.tokenApiServer, { ...timeouts, maxConnections: TOKEN_API_CONNECTIONS });
+  applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS });
 }
 
 async function listenOn(server: Server, address: ListenAddress, key: string): Promise<ListenAddress> {

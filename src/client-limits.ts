@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type http from 'node:http';
 import type https from 'node:https';
 import type { Socket } from 'node:net';
+import { hasBody } from './local-response.ts';
 
 /**
  * What one listener allows a client before Tollgate hangs up: how long a new connection may stay
@@ -18,16 +19,10 @@ export interface ClientLimits {
   maxConnections: number;
 }
 
-/** What a request with a body looks like on the wire (RFC 9112 §6.3). */
-function hasBody(req: http.IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
 function onRequest(limits: ClientLimits) {
   return (req: http.IncomingMessage) => {
     const socket = req.socket;
-    if (!hasBody(req) || req.complete) {
+    if (!hasBody(req.headers) || req.complete) {
       socket.setTimeout(0);
       return;
     }
@@ -73,14 +68,23 @@ export function openFileLimit(procLimits = '/proc/self/limits'): number | null {
   }
 }
 
-/** Descriptors kept back for everything that is not a client connection (files, probes, logs). */
-export const RESERVED_DESCRIPTORS = 256;
+/** Connections the admin listener takes at once: probes and scrapes, never a crowd. */
+export const ADMIN_CONNECTIONS = 32;
+/** Connections the token API takes at once. */
+export const TOKEN_API_CONNECTIONS = 128;
+/**
+ * Descriptors kept back from the proxy listeners: the admin and token API caps, plus files, logs,
+ * watchers and DNS. This is what keeps probes and reloads working while the proxy port is flooded.
+ */
+export const RESERVED_DESCRIPTORS = 512;
 
 /**
- * The client-connection cap that cannot exhaust descriptors: every proxied client connection may hold
- * an upstream connection too, so at most half of what is left after the reserve.
+ * The per-listener client-connection cap that cannot exhaust descriptors: every proxied client
+ * connection may hold an upstream connection too, so the proxy listeners share at most half of what
+ * is left after the reserve.
  */
-export function safeConnectionCap(configured: number, fileLimit: number | null): number {
+export function safeConnectionCap(configured: number, fileLimit: number | null, proxyListeners = 1): number {
   if (fileLimit === null) return configured;
-  return Math.max(1, Math.min(configured, Math.floor((fileLimit - RESERVED_DESCRIPTORS) / 2)));
+  const affordable = Math.floor((fileLimit - RESERVED_DESCRIPTORS) / 2 / proxyListeners);
+  return Math.max(1, Math.min(configured, affordable));
 }

@@ -1,4 +1,10 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+
+/** Whether a request carries a body at all (RFC 9112 §6.3). */
+export function hasBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
 
 /**
  * Responses Tollgate writes itself (errors, redirects) go through here, so the access log can report
@@ -15,7 +21,14 @@ export function writeLocalResponse(
 ): void {
   const length = Buffer.byteLength(body);
   bodyBytes.set(res, length);
-  res.writeHead(status, { ...headers, 'content-length': length });
+  // An answer given before the request body arrived (401, 429, 404…): close rather than let Node read
+  // and discard a body that a hostile client can trickle in forever to keep the connection.
+  const unreadBody = res.req !== undefined && hasBody(res.req.headers) && !res.req.complete;
+  res.writeHead(status, {
+    ...headers,
+    'content-length': length,
+    ...(unreadBody ? { connection: 'close' } : {}),
+  });
   res.end(body);
 }
 

@@ -21,6 +21,10 @@ export interface Timeouts {
   clientKeepAliveMs: number;
   /** Time a client has to send its request headers (`client_header_timeout_seconds`, default 30). */
   clientHeadersMs: number;
+  /** A new connection silent this long is closed (`client_first_byte_timeout_seconds`, default 10). */
+  clientFirstByteMs: number;
+  /** A request body pausing this long between chunks is cut (`client_body_timeout_seconds`, default 30). */
+  clientBodyIdleMs: number;
 }
 
 export interface MainConfig {
@@ -47,6 +51,8 @@ export interface MainConfig {
   /** CIDRs as written, e.g. `10.0.0.0/8`, `::1/128`. */
   trustedProxies: string[];
   timeouts: Timeouts;
+  /** Proxy client connections open at once (`max_client_connections`, default 10000). */
+  maxClientConnections: number;
   /** Seconds /readyz reports 503 while still serving, after SIGTERM (default 5). */
   shutdownDelaySeconds: number;
   /** Seconds in-flight requests get to finish once accepting stops (default 25). */

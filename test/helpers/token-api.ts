@@ -31,6 +31,8 @@ export function tokenApiForTests(options: {
         timeouts: {
           clientHeadersMs: 5000,
           clientKeepAliveMs: 5000,
+          clientFirstByteMs: 5000,
+          clientBodyIdleMs: 5000,
           upstreamConnectMs: 1,
           upstreamResponseHeadersMs: 1,
         },

@@ -47,9 +47,14 @@ export async function startUpstream(options: UpstreamOptions = {}): Promise<Upst
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     let bodyBytes = 0;
-    for await (const chunk of req) {
-      bodyBytes += chunk.length;
-      if (options.handler) chunks.push(chunk);
+    try {
+      for await (const chunk of req) {
+        bodyBytes += chunk.length;
+        if (options.handler) chunks.push(chunk);
+      }
+    } catch {
+      // The proxy abandoned the request mid-body (its client went away): nothing to answer.
+      return;
     }
     const recorded = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bodyBytes };
     requests.push(recorded);

@@ -55,7 +55,9 @@ describe('a flood of wrong Basic passwords', () => {
     await upstream?.close();
   });
 
-  it('is answered 503 past the queue, while other routes, DNS and /healthz keep answering', async () => {
+  it('is answered 503 past the queue, while other routes, DNS and /healthz keep answering', {
+    timeout: 60_000,
+  }, async () => {
     const FLOODERS = 24;
     const MAX_REQUESTS = 400;
     const deadline = Date.now() + 6_000;

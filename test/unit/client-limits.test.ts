@@ -122,8 +122,10 @@ describe('a connection cap that cannot run out of descriptors', () => {
   });
 
   it('keeps half of what the reserve leaves, never more than configured', () => {
-    assert.equal(safeConnectionCap(10_000, 20_000), 10_000 - RESERVED_DESCRIPTORS / 2);
-    assert.equal(safeConnectionCap(10_000, 1_024), (1_024 - RESERVED_DESCRIPTORS) / 2);
+    assert.equal(safeConnectionCap(10_000, 20_000), (20_000 - RESERVED_DESCRIPTORS) / 2);
+    assert.equal(safeConnectionCap(10_000, 20_000, 2), (20_000 - RESERVED_DESCRIPTORS) / 4);
+    assert.equal(safeConnectionCap(10_000, 1_536), (1_536 - RESERVED_DESCRIPTORS) / 2);
+    assert.equal(safeConnectionCap(10_000, 100), 1);
     assert.equal(safeConnectionCap(500, 1_048_576), 500);
     assert.equal(safeConnectionCap(500, null), 500);
   });

@@ -30,7 +30,10 @@ const DEFAULTS: MainConfig = {
     upstreamResponseHeadersMs: 60000,
     clientKeepAliveMs: 60000,
     clientHeadersMs: 30000,
+    clientFirstByteMs: 10000,
+    clientBodyIdleMs: 30000,
   },
+  maxClientConnections: 10000,
   shutdownDelaySeconds: 5,
   shutdownGraceSeconds: 25,
   rateLimitRedis: null,
@@ -69,6 +72,9 @@ describe('main.yaml: valid files', () => {
         upstream_response_timeout_seconds: 30
         keepalive_timeout_seconds: 75
         client_header_timeout_seconds: 10
+        client_first_byte_timeout_seconds: 5
+        client_body_timeout_seconds: 20
+        max_client_connections: 2000
         shutdown_delay_seconds: 0
         shutdown_grace_seconds: 40
         rate_limit_redis: redis://redis:6379/0
@@ -96,7 +102,10 @@ describe('main.yaml: valid files', () => {
         upstreamResponseHeadersMs: 30000,
         clientKeepAliveMs: 75000,
         clientHeadersMs: 10000,
+        clientFirstByteMs: 5000,
+        clientBodyIdleMs: 20000,
       },
+      maxClientConnections: 2000,
       shutdownDelaySeconds: 0,
       shutdownGraceSeconds: 40,
       rateLimitRedis: 'redis://redis:6379/0',
