@@ -30,8 +30,10 @@ import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
 import { createBalanceStage } from './upstream/balance.ts';
 import { createTrustTest } from './upstream/client-address.ts';
-import { createForwarder, type ForwardObserver, UpstreamPools } from './upstream/forward.ts';
+import { createUpstreamObserver } from './upstream/failure.ts';
+import { createForwarder } from './upstream/forward.ts';
 import { createServerHealth } from './upstream/health.ts';
+import { UpstreamPools } from './upstream/pools.ts';
 import { createWebSocketHandler, isWebSocketUpgrade } from './upstream/websocket.ts';
 
 /** A loaded and validated configuration: what config/load returns for main.yaml + upstreams.yaml. */
@@ -123,17 +125,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   for (const warning of warnings) logger.warn(warning);
 
   const runtime = createRuntime(main, logger, table);
-  const pools = new UpstreamPools(main.timeouts);
+  const pools = new UpstreamPools({ timeouts: main.timeouts, limits: main.upstreamLimits });
   runtime.onTableSwap((next) => pools.retainOnly(next));
   const health = createServerHealth({ logger });
   health.sync(runtime.table());
   runtime.onTableSwap((next) => health.sync(next));
 
-  // Every upstream attempt, HTTP or WebSocket, feeds passive health the same way.
-  const upstreamObserver: ForwardObserver = {
-    onUpstreamFailure: (request, server, kind) => health.reportFailure(request.route, server, kind),
-    onUpstreamSuccess: (request, server) => health.reportSuccess(request.route, server),
-  };
+  // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
+  const upstreamObserver = createUpstreamObserver(health);
   const forward = createForwarder({ pools, observer: upstreamObserver });
   const rateLimit = createRateLimitStage({ main, logger });
   const stages = createPipeline({
@@ -168,6 +167,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     stages,
     recorder,
     isTrustedProxy,
+    pools,
     observer: upstreamObserver,
   });
   const proxyServer = http.createServer(serverOptions, handler);

@@ -46,7 +46,7 @@ export function createRequestRecorder(
         route: route.id,
         client_ip: request.clientIp,
         subject: request.subject,
-        completed: res.writableFinished,
+        completed: request.completed ?? res.writableFinished,
       });
     },
     unrouted(req, res, startedAt, clientIp) {

@@ -30,6 +30,13 @@ export const upstreamErrorsTotal = new Counter({
   registers: [registry],
 });
 
+export const upstreamRejectedTotal = new Counter({
+  name: 'tollgate_upstream_rejected_total',
+  help: 'Requests answered 503 upstream_busy because a server had no free connection, by route, server and reason (queue_full, queue_timeout).',
+  labelNames: ['route', 'server', 'reason'] as const,
+  registers: [registry],
+});
+
 export const authFailuresTotal = new Counter({
   name: 'tollgate_auth_failures_total',
   help: 'Requests refused by authentication, by route, method and reason code.',

@@ -27,6 +27,18 @@ export interface Timeouts {
   clientBodyIdleMs: number;
 }
 
+/** Per-upstream-server connection limits (docs/configuration.md "Upstream connections"). */
+export interface UpstreamLimits {
+  /** Requests in flight to one server (`upstream_max_connections`, default 512). */
+  maxConnectionsPerServer: number;
+  /** Of those, at most this many for one route (`upstream_max_connections_per_route`, default 3/4 of the above). */
+  maxConnectionsPerRoute: number;
+  /** Requests that may wait for a free connection to one server (`upstream_queue_size`, default 256). */
+  queueSize: number;
+  /** How long one waits before a 503 (`upstream_queue_timeout_seconds`, default 3). */
+  queueTimeoutMs: number;
+}
+
 export interface MainConfig {
   /** Absolute path of main.yaml. */
   file: string;
@@ -53,6 +65,7 @@ export interface MainConfig {
   timeouts: Timeouts;
   /** Proxy client connections open at once (`max_client_connections`, default 10000). */
   maxClientConnections: number;
+  upstreamLimits: UpstreamLimits;
   /** Seconds /readyz reports 503 while still serving, after SIGTERM (default 5). */
   shutdownDelaySeconds: number;
   /** Seconds in-flight requests get to finish once accepting stops (default 25). */

@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { parseCidr, parseListenAddress } from './addresses.ts';
-import type { ListenAddress, LogLevel, MainConfig } from './types.ts';
+import type { ListenAddress, LogLevel, MainConfig, UpstreamLimits } from './types.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
 export const MAIN_KEYS = [
@@ -27,6 +27,10 @@ export const MAIN_KEYS = [
   'client_first_byte_timeout_seconds',
   'client_body_timeout_seconds',
   'max_client_connections',
+  'upstream_max_connections',
+  'upstream_max_connections_per_route',
+  'upstream_queue_size',
+  'upstream_queue_timeout_seconds',
   'shutdown_delay_seconds',
   'shutdown_grace_seconds',
   'rate_limit_redis',
@@ -123,6 +127,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       clientBodyIdleMs: milliseconds('client_body_timeout_seconds', 30),
     },
     maxClientConnections: number('max_client_connections', 10_000, { integer: true, min: 1 }),
+    upstreamLimits: readUpstreamLimits(r, get, number, milliseconds),
     shutdownDelaySeconds: number('shutdown_delay_seconds', 5, DELAY),
     shutdownGraceSeconds: number('shutdown_grace_seconds', 25, DELAY),
     rateLimitRedis: read('rate_limit_redis', (f) => readRedisUrl(r, f), null),
@@ -132,6 +137,39 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     upstreamsConfKnown: fields !== null && (get('upstreams_conf') === undefined || upstreamsConf !== null),
     upstreamsConfWritten:
       upstreamsConf === null ? null : (read('upstreams_conf', (f) => r.string(f), null) ?? null),
+  };
+}
+
+/** Connection limits per upstream server; a route's share defaults to three quarters of the total. */
+function readUpstreamLimits(
+  r: YamlReader,
+  get: (key: MainKey) => Field | undefined,
+  number: (key: MainKey, fallback: number, rule: NumberRule) => number,
+  milliseconds: (key: MainKey, fallback: number) => number,
+): UpstreamLimits {
+  const perServer = number('upstream_max_connections', 512, { integer: true, min: 1, max: 65_535 });
+  const perRoute = number(
+    'upstream_max_connections_per_route',
+    Math.max(1, Math.floor((perServer * 3) / 4)),
+    {
+      integer: true,
+      min: 1,
+      max: 65_535,
+    },
+  );
+  const field = get('upstream_max_connections_per_route');
+  if (field !== undefined && perRoute > perServer) {
+    r.report(
+      r.at(field),
+      field.path,
+      `${perRoute} is more than upstream_max_connections (${perServer}), so it would never apply`,
+    );
+  }
+  return {
+    maxConnectionsPerServer: perServer,
+    maxConnectionsPerRoute: Math.min(perRoute, perServer),
+    queueSize: number('upstream_queue_size', 256, { integer: true, min: 0, max: 1_000_000 }),
+    queueTimeoutMs: milliseconds('upstream_queue_timeout_seconds', 3),
   };
 }
 

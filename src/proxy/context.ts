@@ -27,6 +27,8 @@ export interface ProxyRequest {
   readonly clientIp: string;
   /** The X-Forwarded-For value to send upstream. */
   readonly forwardedFor: string;
+  /** The TCP peer is one of trusted_proxies: its forwarding headers (Forwarded, X-Real-IP…) are kept. */
+  readonly peerTrusted: boolean;
   /** performance.now() at arrival. */
   readonly startedAt: number;
 
@@ -44,6 +46,11 @@ export interface ProxyRequest {
   upstream: UpstreamServer | null;
   /** Response body bytes relayed from the upstream; for the access log. */
   responseBytes: number;
+  /**
+   * For the access log when the response object cannot say (a WebSocket: true once the closing
+   * handshake went both ways); null means "the response was written to its end".
+   */
+  completed: boolean | null;
 }
 
 /**

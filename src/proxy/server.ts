@@ -81,6 +81,7 @@ export function resolveRequest(
       peerIp,
       clientIp: address.clientIp,
       forwardedFor: address.forwardedFor,
+      peerTrusted: address.peerTrusted,
       startedAt,
       subject: null,
       forwardQuery: target.query,
@@ -89,6 +90,7 @@ export function resolveRequest(
       candidates: route.servers,
       upstream: null,
       responseBytes: 0,
+      completed: null,
     },
   };
 }

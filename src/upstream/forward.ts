@@ -1,115 +1,27 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { Pool } from 'undici';
-import { upstreamErrorsTotal } from '../admin/metrics.ts';
-import type { Timeouts } from '../config/types.ts';
+import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
 import type { ProxyRequest } from '../proxy/context.ts';
-import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
-import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
-
-/** What the forwarder tells the rest of the process about each attempt (health, logs). */
-export interface ForwardObserver {
-  onUpstreamFailure(request: ProxyRequest, server: UpstreamServer, kind: UpstreamFailureKind): void;
-  onUpstreamSuccess(request: ProxyRequest, server: UpstreamServer): void;
-}
-
-export type UpstreamFailureKind = 'connect' | 'timeout' | 'reset' | 'protocol';
-
-/** Errors raised before the upstream saw the request: safe to try the next server. */
-const CONNECT_ERRORS = new Set([
-  'ECONNREFUSED',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-/**
- * A reused keep-alive connection the upstream closed at the same moment we wrote on it. Retried only
- * for requests without a body (nothing was consumed from the client), which is what nginx does for
- * idempotent requests with proxy_next_upstream error.
- */
-const STALE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
-
-function failureKind(code: string | undefined): UpstreamFailureKind {
-  if (
-    code === 'UND_ERR_HEADERS_TIMEOUT' ||
-    code === 'UND_ERR_BODY_TIMEOUT' ||
-    code === 'UND_ERR_CONNECT_TIMEOUT'
-  )
-    return 'timeout';
-  if (code !== undefined && CONNECT_ERRORS.has(code)) return 'connect';
-  if (code !== undefined && STALE_CONNECTION_ERRORS.has(code)) return 'reset';
-  return 'protocol';
-}
-
-/**
- * One undici Pool per upstream origin, shared by every route naming that server. Pools outlive
- * reloads while their server stays configured; `retainOnly` closes the others, and Pool.close()
- * lets in-flight requests finish first.
- */
-export class UpstreamPools {
-  readonly #pools = new Map<string, Pool>();
-  readonly #options: Pool.Options;
-
-  constructor(timeouts: Timeouts) {
-    this.#options = {
-      connections: 512,
-      pipelining: 1,
-      connectTimeout: timeouts.upstreamConnectMs,
-      headersTimeout: timeouts.upstreamResponseHeadersMs,
-      // Like nginx's proxy_read_timeout: the longest silence between two body chunks.
-      bodyTimeout: timeouts.upstreamResponseHeadersMs,
-      keepAliveTimeout: 4_000,
-      keepAliveMaxTimeout: 60_000,
-    };
-  }
-
-  get(server: UpstreamServer): Pool {
-    let pool = this.#pools.get(server.origin);
-    if (pool === undefined) {
-      pool = new Pool(server.origin, this.#options);
-      this.#pools.set(server.origin, pool);
-    }
-    return pool;
-  }
-
-  /**
-   * Replaces a server's pool. undici marks a pool client busy for good when dispatch() refuses a
-   * request as invalid (UND_ERR_INVALID_ARG), so each such request would permanently take one
-   * connection slot; a fresh pool (the old one finishes its in-flight requests) keeps the proxy alive.
-   */
-  replace(server: UpstreamServer): void {
-    const pool = this.#pools.get(server.origin);
-    if (pool === undefined) return;
-    this.#pools.delete(server.origin);
-    void pool.close().catch(() => {});
-  }
-
-  /** Closes (gracefully) the pools of servers the new table no longer names. */
-  retainOnly(table: RoutingTable): void {
-    const keep = new Set(table.servers.map((server) => server.origin));
-    for (const [origin, pool] of this.#pools) {
-      if (keep.has(origin)) continue;
-      this.#pools.delete(origin);
-      void pool.close().catch(() => {});
-    }
-  }
-
-  get size(): number {
-    return this.#pools.size;
-  }
-
-  async close(): Promise<void> {
-    const pools = [...this.#pools.values()];
-    this.#pools.clear();
-    await Promise.allSettled(pools.map((pool) => pool.close()));
-  }
-}
+import type { UpstreamServer } from '../routing/types.ts';
+import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
+import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
+import type { UpstreamPools } from './pools.ts';
+import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
   pools: UpstreamPools;
   observer: ForwardObserver;
+}
+
+/**
+ * What a WebSocket upgrade adds to a forwarded request: the upstream's 101 is checked by `accept`
+ * (null = acceptable, else why not), then the upgraded upstream socket is handed to `open`.
+ */
+export interface UpgradeHooks {
+  accept(statusCode: number, headers: IncomingHttpHeaders): string | null;
+  open(upstream: Duplex, headers: IncomingHttpHeaders): void;
 }
 
 function hasBody(request: ProxyRequest): boolean {
@@ -125,18 +37,80 @@ function hasBody(request: ProxyRequest): boolean {
  * (undici pauses reading the upstream while the client socket is full).
  */
 export function createForwarder(deps: ForwarderDeps): (request: ProxyRequest) => void {
-  return (request) => attempt(request, deps, 0);
+  return (request) => attempt(request, deps, 0, null);
 }
 
-function attempt(request: ProxyRequest, deps: ForwarderDeps, index: number): void {
+/**
+ * The same path for a WebSocket upgrade: same pools, connect timeout, failover, failure classes and
+ * passive health as a plain request; only the upstream's answer is handled differently (docs/
+ * architecture.md "Upstream layer").
+ */
+export function forwardUpgrade(request: ProxyRequest, deps: ForwarderDeps, hooks: UpgradeHooks): void {
+  attempt(request, deps, 0, hooks);
+}
+
+/** Takes a connection slot of `server` (waiting in its queue if need be), then dispatches. */
+function attempt(
+  request: ProxyRequest,
+  deps: ForwarderDeps,
+  index: number,
+  upgrade: UpgradeHooks | null,
+): void {
   const server = request.candidates[index];
   if (server === undefined) {
     sendError(request.res, 'bad_gateway');
     return;
   }
+  const slots = deps.pools.slots(server);
+  const release = slots.tryAcquire(request.route.id);
+  if (release !== null) {
+    dispatch(request, deps, index, upgrade, server, release);
+    return;
+  }
+  // This server is at its limit: a later candidate with a free slot is as good as any.
+  for (let next = index + 1; next < request.candidates.length; next++) {
+    const other = request.candidates[next] as UpstreamServer;
+    const otherRelease = deps.pools.slots(other).tryAcquire(request.route.id);
+    if (otherRelease !== null) {
+      dispatch(request, deps, next, upgrade, other, otherRelease);
+      return;
+    }
+  }
+  request.upstream = server;
+  const onClientGone = () => {
+    waitingFor = null;
+  };
+  let waitingFor: ((outcome: QueueOutcome) => void) | null = (outcome) => {
+    request.res.off('close', onClientGone);
+    if (!outcome.ok) {
+      upstreamRejectedTotal.inc({ route: request.route.id, server: server.address, reason: outcome.reason });
+      sendError(request.res, 'upstream_busy');
+      return;
+    }
+    dispatch(request, deps, index, upgrade, server, outcome.release);
+  };
+  request.res.once('close', onClientGone);
+  slots.wait(request.route.id, (outcome) => {
+    if (waitingFor === null) {
+      // The client left while queued: the slot goes straight back.
+      if (outcome.ok) outcome.release();
+      return;
+    }
+    waitingFor(outcome);
+  });
+}
+
+function dispatch(
+  request: ProxyRequest,
+  deps: ForwarderDeps,
+  index: number,
+  upgrade: UpgradeHooks | null,
+  server: UpstreamServer,
+  release: Release,
+): void {
   request.upstream = server;
   const { req, res } = request;
-  const withBody = hasBody(request);
+  const withBody = upgrade === null && hasBody(request);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
   const options: Dispatcher.DispatchOptions = {
     origin: server.origin,
@@ -144,23 +118,38 @@ function attempt(request: ProxyRequest, deps: ForwarderDeps, index: number): voi
     path,
     headers: upstreamRequestHeaders(request, request.secure ? 'https' : 'http', request.rawHost),
     body: withBody ? req : null,
+    upgrade: upgrade === null ? null : 'websocket',
   };
 
   let controller: Dispatcher.DispatchController | null = null;
   let responded = false;
   let finished = false;
+  let clientGone = false;
+  const done = () => {
+    finished = true;
+    res.off('close', onClientGone);
+    release();
+  };
   const onClientGone = () => {
     // The client went away: release the upstream request instead of reading a response nobody wants.
-    if (!finished) controller?.abort(new Error('client closed the connection'));
+    if (finished) return;
+    clientGone = true;
+    controller?.abort(new Error('client closed the connection'));
   };
   res.once('close', onClientGone);
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(ctrl) {
       controller = ctrl;
-      if (res.destroyed) ctrl.abort(new Error('client closed the connection'));
+      if (res.destroyed) onClientGone();
     },
     onResponseStart(ctrl, statusCode, headers, statusMessage) {
+      if (statusCode < 200) {
+        // Informational (103 Early Hints…): never the final answer. Early hints are passed on to
+        // HTTP/1.1 clients; any other 1xx is only for this hop.
+        if (statusCode === 103 && upgrade === null) passEarlyHints(request, headers);
+        return;
+      }
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
@@ -174,13 +163,34 @@ function attempt(request: ProxyRequest, deps: ForwarderDeps, index: number): voi
       if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
     },
     onResponseEnd() {
-      finished = true;
-      res.off('close', onClientGone);
+      done();
       res.end();
     },
+    onRequestUpgrade(_ctrl, statusCode, headers, socket) {
+      done();
+      const incoming = headers as IncomingHttpHeaders;
+      const problem = upgrade === null ? 'an upgrade nobody asked for' : upgrade.accept(statusCode, incoming);
+      if (problem !== null) {
+        // No raw tunnel without a proper WebSocket handshake: the socket could carry anything.
+        socket.destroy();
+        deps.observer.onUpstreamFailure(request, server, 'protocol');
+        sendError(
+          res,
+          'bad_gateway',
+          undefined,
+          `the upstream's WebSocket handshake is not valid: ${problem}`,
+        );
+        return;
+      }
+      deps.observer.onUpstreamSuccess(request, server);
+      if (res.destroyed) {
+        socket.destroy();
+        return;
+      }
+      upgrade?.open(socket, incoming);
+    },
     onResponseError(_ctrl, error) {
-      finished = true;
-      res.off('close', onClientGone);
+      done();
       const code = (error as NodeJS.ErrnoException).code;
       if (code === 'UND_ERR_INVALID_ARG') {
         // undici refused to send this request (a header it considers invalid): the client's fault,
@@ -189,27 +199,37 @@ function attempt(request: ProxyRequest, deps: ForwarderDeps, index: number): voi
         sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
         return;
       }
-      if (res.destroyed && !responded) return; // the client left first; nothing to report
-      const kind = failureKind(code);
-      upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });
-      deps.observer.onUpstreamFailure(request, server, kind);
+      // The client left first (mid-download or before the answer): not the upstream's failure.
+      if (clientGone || (res.destroyed && !responded)) return;
+      const failure = classifyUpstreamError(error);
+      deps.observer.onUpstreamFailure(request, server, failure.kind);
       if (responded) {
         // The upstream broke mid-body: the client must see a truncated response, not a clean end.
         res.destroy(error);
         return;
       }
-      const retryable =
-        (code !== undefined && CONNECT_ERRORS.has(code)) ||
-        (code !== undefined && STALE_CONNECTION_ERRORS.has(code) && !withBody);
+      const retryable = failure.notSent || (failure.staleConnection && !withBody);
       if (retryable && index + 1 < request.candidates.length) {
-        attempt(request, deps, index + 1);
+        attempt(request, deps, index + 1, upgrade);
         return;
       }
-      const status: ErrorCode = code === 'UND_ERR_HEADERS_TIMEOUT' ? 'gateway_timeout' : 'bad_gateway';
-      sendError(res, status);
+      const answer: ErrorCode = failure.answer;
+      sendError(res, answer);
     },
   };
   deps.pools.get(server).dispatch(options, handler);
+}
+
+function passEarlyHints(request: ProxyRequest, headers: Record<string, string | string[] | undefined>): void {
+  const { req, res } = request;
+  if (res.headersSent || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
+  const hints = earlyHintHeaders(headers);
+  if (hints === null) return;
+  try {
+    res.writeEarlyHints(hints);
+  } catch {
+    // A Link value Node refuses to write: the hint is optional, the final response is not.
+  }
 }
 
 function pauseUntilDrained(controller: Dispatcher.DispatchController, res: NodeJS.WritableStream): void {

@@ -2,10 +2,25 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ProxyRequest } from '../proxy/context.ts';
 
 /**
- * Header hygiene (RFC 9110 §7.6.1): hop-by-hop headers describe one connection and must not cross
- * the proxy in either direction. `Expect` is answered by Node's server itself (100-continue), so it
- * must not reach the upstream either. X-Forwarded-* and X-Tollgate-Subject are always rewritten by
- * us; a client-sent copy is dropped so it can never be spoofed.
+ * Header hygiene (docs/security.md "Headers sent upstream").
+ *
+ * Names are compared normalised: lower case with `_` read as `-`, because upstreams that map headers
+ * to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject` and `X-Tollgate-Subject` as the
+ * same HTTP_X_TOLLGATE_SUBJECT.
+ *
+ * - Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection and never cross the proxy.
+ * - Our own headers (X-Tollgate-*, X-Forwarded-For/Proto/Host) are always dropped from the client and
+ *   written by us, so they cannot be spoofed.
+ * - Headers that make an upstream re-route or change the method (X-Original-URL, X-Rewrite-URL,
+ *   X-HTTP-Method-Override…) are always dropped: the upstream must act on exactly the method and path
+ *   that were authorised, whoever sent them.
+ * - Headers that name the client or the original request (Forwarded, X-Real-IP, X-Client-IP,
+ *   True-Client-IP, X-Forwarded-Port, X-Forwarded-Prefix…) are dropped unless the TCP peer is one of
+ *   `trusted_proxies`; from a trusted proxy they pass unchanged, except `Forwarded`, to which our
+ *   own hop is appended (as X-Forwarded-For is).
+ * - A name made with `_` instead of `-` is dropped whenever its `-` form is one we manage: no proxy
+ *   writes those, only someone hoping an upstream merges them with the real one.
+ * - `Connection` may name extra hop-by-hop headers, but never Host, Content-Length or a header we manage.
  */
 const HOP_BY_HOP = new Set([
   'connection',
@@ -19,29 +34,81 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-const REWRITTEN_BY_PROXY = new Set([
-  'expect',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-tollgate-subject',
+/** Written by us on every forwarded request; `expect` is answered by Node's server itself. */
+const OURS = new Set(['expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
+const OUR_PREFIX = 'x-tollgate-';
+
+/** Never forwarded: they would let the upstream serve another path or method than the one authorised. */
+const REROUTING = new Set([
+  'x-original-url',
+  'x-rewrite-url',
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+  'x-original-method',
 ]);
 
-/** Extra header names listed in a Connection header, lower-cased; null when there are none. */
+/** Describe the client or the original request: believed only from trusted proxies. */
+const FROM_TRUSTED_PROXIES_ONLY = new Set([
+  'forwarded',
+  'x-real-ip',
+  'x-client-ip',
+  'true-client-ip',
+  'x-cluster-client-ip',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-forwarded-server',
+  'x-forwarded-ssl',
+  'x-forwarded-scheme',
+  'x-original-forwarded-for',
+  'x-original-host',
+  'x-url-scheme',
+  'front-end-https',
+]);
+
+/** A `Connection` header can never make these disappear. */
+const NOT_DROPPABLE_BY_CONNECTION = new Set(['host', 'content-length']);
+
+/** Lower case, `_` read as `-`: the name as CGI-style upstreams will see it. */
+export function normaliseHeaderName(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.includes('_') ? lower.replaceAll('_', '-') : lower;
+}
+
+function isManaged(normalised: string): boolean {
+  return (
+    OURS.has(normalised) ||
+    normalised.startsWith(OUR_PREFIX) ||
+    REROUTING.has(normalised) ||
+    FROM_TRUSTED_PROXIES_ONLY.has(normalised)
+  );
+}
+
+/** Extra header names listed in a Connection header, normalised; null when there are none. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
   if (value === undefined) return null;
   const joined = Array.isArray(value) ? value.join(',') : value;
   const tokens = new Set<string>();
   for (const token of joined.split(',')) {
-    const name = token.trim().toLowerCase();
-    if (name && name !== 'close' && name !== 'keep-alive') tokens.add(name);
+    const name = normaliseHeaderName(token.trim());
+    if (!name || name === 'close' || name === 'keep-alive') continue;
+    if (NOT_DROPPABLE_BY_CONNECTION.has(name) || isManaged(name)) continue;
+    tokens.add(name);
   }
   return tokens.size > 0 ? tokens : null;
 }
 
+/** Whether a client header may go upstream as it is (our own ones are added separately). */
+function forwardable(name: string, normalised: string, peerTrusted: boolean): boolean {
+  if (HOP_BY_HOP.has(normalised) || OURS.has(normalised) || normalised.startsWith(OUR_PREFIX)) return false;
+  if (REROUTING.has(normalised)) return false;
+  if (FROM_TRUSTED_PROXIES_ONLY.has(normalised)) return peerTrusted && !name.includes('_');
+  return true;
+}
+
 /**
  * The headers to send upstream, as a flat `[name, value, …]` list built from the raw headers (so
- * duplicates and original casing survive), minus hop-by-hop and consumed credentials, plus ours.
+ * duplicates and original casing survive), minus hop-by-hop, managed and consumed ones, plus ours.
  */
 export function upstreamRequestHeaders(
   request: ProxyRequest,
@@ -51,19 +118,38 @@ export function upstreamRequestHeaders(
   const { rawHeaders, headers } = request.req;
   const named = connectionTokens(headers.connection);
   const consumed = request.consumedHeaders;
+  const peerTrusted = request.peerTrusted;
   const out: string[] = [];
+  let forwarded: string | null = null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || REWRITTEN_BY_PROXY.has(lower)) continue;
-    if (named?.has(lower)) continue;
-    if (consumed.length > 0 && consumed.includes(lower)) continue;
-    out.push(name, rawHeaders[i + 1] as string);
+    const normalised = normaliseHeaderName(name);
+    if (!forwardable(name, normalised, peerTrusted)) continue;
+    if (named?.has(normalised)) continue;
+    if (consumed.length > 0 && consumed.includes(normalised)) continue;
+    const value = rawHeaders[i + 1] as string;
+    if (normalised === 'forwarded') {
+      // Joined into one list so our hop can be appended to it.
+      forwarded = forwarded === null ? value : `${forwarded}, ${value}`;
+      continue;
+    }
+    out.push(name, value);
+  }
+  if (forwarded !== null) {
+    out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
   out.push('x-forwarded-for', request.forwardedFor, 'x-forwarded-proto', forwardedProto);
   if (forwardedHost) out.push('x-forwarded-host', forwardedHost);
   if (request.subject !== null) out.push('x-tollgate-subject', request.subject);
   return out;
+}
+
+/** Our hop as an RFC 7239 element: the peer we saw (IPv6 bracketed), the scheme and the Host, quoted. */
+function forwardedElement(peerIp: string, proto: string, host: string): string {
+  const node = peerIp.includes(':') ? `"[${peerIp}]"` : peerIp || 'unknown';
+  const element = `for=${node};proto=${proto}`;
+  // Host reached us as a valid header value; only `"` and `\` need escaping inside a quoted-string.
+  return host ? `${element};host="${host.replaceAll(/["\\]/g, '\\$&')}"` : element;
 }
 
 /** The upstream's response headers minus hop-by-hop ones, ready for res.writeHead. */
@@ -85,4 +171,13 @@ export function clientResponseHeaders(
     ];
   }
   return out;
+}
+
+/** The Link headers of a 103 Early Hints, for res.writeEarlyHints; null when it carries none. */
+export function earlyHintHeaders(
+  upstream: Record<string, string | string[] | undefined>,
+): { link: string | string[] } | null {
+  const link = upstream.link;
+  if (link === undefined || link.length === 0) return null;
+  return { link };
 }

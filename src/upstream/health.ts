@@ -2,7 +2,7 @@ import { Agent } from 'undici';
 import { upstreamUp } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
-import type { UpstreamFailureKind } from './forward.ts';
+import type { UpstreamFailureKind } from './failure.ts';
 
 /**
  * Which upstream servers may receive traffic (BEHAVIOUR.md §4, issue 5 point 6).
@@ -47,7 +47,7 @@ export interface ServerHealthOptions {
   cooldownMs?: number;
   /** Consecutive failed active checks before a server leaves the route (default 2). */
   activeFailThreshold?: number;
-  /** Upper bound of one active check; the route's interval bounds it too (default 2 s). */
+  /** Upper bound of one active check (default: the route's interval, at most 2 s). */
   checkTimeoutMs?: number;
   /** Clock, injectable for tests. */
   now?: () => number;
@@ -87,7 +87,6 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   const failureThreshold = options.failureThreshold ?? 3;
   const cooldownMs = options.cooldownMs ?? 10_000;
   const activeFailThreshold = options.activeFailThreshold ?? 2;
-  const checkTimeoutMs = options.checkTimeoutMs ?? 2_000;
   const now = options.now ?? Date.now;
 
   const passive = new Map<string, PassiveState>();
@@ -237,7 +236,7 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   async function checkOnce(route: Route, server: UpstreamServer, signal: AbortSignal): Promise<void> {
     const check = route.healthCheck;
     if (check === null) return;
-    const timeoutMs = Math.min(checkTimeoutMs, check.intervalSeconds * 1000);
+    const timeoutMs = options.checkTimeoutMs ?? Math.min(2_000, check.intervalSeconds * 1000);
     const timeout = AbortSignal.timeout(timeoutMs);
     try {
       const response = await agent.request({

@@ -1,35 +1,38 @@
+import { createHash } from 'node:crypto';
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { createProxyServer } from 'http-proxy-3';
-import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import { sendError } from '../errors.ts';
 import type { RequestRecorder } from '../observe.ts';
-import type { ProxyRequest, Stage } from '../proxy/context.ts';
+import type { Stage } from '../proxy/context.ts';
 import { resolveRequest, runStages } from '../proxy/server.ts';
 import type { Runtime } from '../runtime.ts';
 import type { TrustTest } from './client-address.ts';
-import type { ForwardObserver } from './forward.ts';
-import { upstreamRequestHeaders } from './headers.ts';
+import type { ForwardObserver } from './failure.ts';
+import { forwardUpgrade } from './forward.ts';
+import { clientResponseHeaders } from './headers.ts';
+import type { UpstreamPools } from './pools.ts';
+import { relay } from './tunnel.ts';
 
 /**
- * WebSocket upgrades (BEHAVIOUR.md §4 "WebSocket upgrades are proxied after auth"). An upgrade is an
- * ordinary request until the upstream answers 101, so it goes through exactly what a request does:
- * the same host/path normalisation and route match, the same pipeline (to_https, rate limit,
- * authentication, balance), the same header hygiene (consumed credentials removed,
- * X-Tollgate-Subject and X-Forwarded-* set). Then http-proxy-3 relays the handshake and pipes both
- * sockets; closing either side closes the other.
+ * WebSocket upgrades (docs/architecture.md "Upstream layer"). An upgrade is an ordinary request until
+ * the upstream answers 101, so it goes through exactly what a request does: the same host/path
+ * normalisation and route match, the same pipeline (to_https, rate limit, authentication, balance),
+ * the same header hygiene, and the same upstream path as plain requests (pools, connect timeout,
+ * failover before the upgrade is sent, failure classes, passive health).
  *
  * Decisions:
  * - to_https applies: a plain-HTTP upgrade on a to_https route gets the same 301 as a GET (nginx
  *   does the same); WebSocket clients do not follow it, so an operator sees the handshake fail with
  *   a Location that says why, instead of an unencrypted socket being opened.
- * - Only the first candidate server is tried: http-proxy-3 closes the client socket when the
- *   upstream connection fails, so there is no failover; the failure is reported to health checks
- *   and the client gets 502 (504 when the upstream accepts but does not answer the handshake).
- * - An established WebSocket has no idle timeout (long-lived by design); the handshake does.
- * - A non-WebSocket Upgrade (h2c…) is refused with 400 (use isWebSocketUpgrade as the server's
- *   shouldUpgradeCallback to serve those as plain requests instead).
+ * - Only a `101` with `Upgrade: websocket` and the `Sec-WebSocket-Accept` that matches the client's
+ *   key opens the tunnel; anything else from the upstream is a 502 and its socket is closed, so a
+ *   second request can never ride an unchecked tunnel past authentication.
+ * - A final non-101 answer (401, 426…) is relayed like any response.
+ * - An established WebSocket has no idle timeout (long-lived by design) and holds no connection slot;
+ *   the handshake has the upstream response timeout.
+ * - A non-WebSocket Upgrade (h2c…) is refused with 400 (isWebSocketUpgrade, as the server's
+ *   shouldUpgradeCallback, serves those as plain requests instead).
  */
 
 export interface WebSocketHandlerDeps {
@@ -37,8 +40,9 @@ export interface WebSocketHandlerDeps {
   stages: readonly Stage[];
   recorder: RequestRecorder;
   isTrustedProxy: TrustTest;
-  /** Told about upstream failures and successes, like the HTTP forwarder (server health). */
-  observer?: ForwardObserver;
+  pools: UpstreamPools;
+  /** Told about upstream failures and successes, exactly as for plain requests (server health). */
+  observer: ForwardObserver;
 }
 
 export interface WebSocketProxy {
@@ -55,79 +59,43 @@ export function isWebSocketUpgrade(req: IncomingMessage): boolean {
   return req.headers.upgrade?.toLowerCase() === 'websocket';
 }
 
-interface Attempt {
-  request: ProxyRequest;
-  upgraded: boolean;
+const HANDSHAKE_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
+/** RFC 6455 §4.1: the base64 of 16 random bytes. */
+const CLIENT_KEY = /^[A-Za-z0-9+/]{22}==$/;
+
+/** The Sec-WebSocket-Accept a server must answer to this key (RFC 6455 §4.2.2). */
+export function expectedAccept(key: string): string {
+  return createHash('sha1')
+    .update(key + HANDSHAKE_GUID)
+    .digest('base64');
+}
+
+/** Why an upstream's answer to an upgrade is not a valid WebSocket handshake, or null when it is. */
+export function handshakeProblem(
+  statusCode: number,
+  headers: IncomingHttpHeaders,
+  key: string,
+): string | null {
+  if (statusCode !== 101) return `status ${statusCode} instead of 101`;
+  if (headers.upgrade?.toLowerCase() !== 'websocket') return 'no Upgrade: websocket';
+  const connection = String(headers.connection ?? '').toLowerCase();
+  if (!connection.split(',').some((token) => token.trim() === 'upgrade')) return 'no Connection: upgrade';
+  if (headers['sec-websocket-accept'] !== expectedAccept(key)) return 'wrong Sec-WebSocket-Accept';
+  return null;
 }
 
 export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketProxy {
-  const { runtime, stages, recorder, isTrustedProxy, observer } = deps;
-  const handshakeTimeoutMs = runtime.main.timeouts.upstreamResponseHeadersMs;
-  const proxy = createProxyServer({ ws: true, xfwd: false, changeOrigin: false });
-  const attempts = new WeakMap<IncomingMessage, Attempt>();
+  const { runtime, stages, recorder, isTrustedProxy } = deps;
+  const forwarder = { pools: deps.pools, observer: deps.observer };
   const open = new Set<Duplex>();
-
-  // Per-request hooks on the upstream handshake: status for the access log, Set-Cookie from the
-  // balance stage (sticky sessions) added to the 101, and a timeout on the handshake itself.
-  proxy.on('proxyReqWs', (proxyReq, req) => {
-    const attempt = attempts.get(req);
-    if (!attempt) return;
-    const { request } = attempt;
-    proxyReq.setTimeout(handshakeTimeoutMs, () => {
-      proxyReq.destroy(
-        Object.assign(new Error('upstream did not answer the upgrade'), { code: 'ETIMEDOUT' }),
-      );
-    });
-    proxyReq.once('upgrade', (proxyRes: IncomingMessage) => {
-      attempt.upgraded = true;
-      request.res.statusCode = 101;
-      if (request.upstream) observer?.onUpstreamSuccess(request, request.upstream);
-      if (request.responseCookies.length > 0) {
-        const existing = proxyRes.headers['set-cookie'] ?? [];
-        proxyRes.headers['set-cookie'] = [...existing, ...request.responseCookies];
-      }
-    });
-    proxyReq.once('response', (proxyRes: IncomingMessage) => {
-      request.res.statusCode = proxyRes.statusCode ?? 502;
-      if (request.upstream) observer?.onUpstreamSuccess(request, request.upstream);
-    });
-  });
-
-  function forward(request: ProxyRequest, socket: Duplex, head: Buffer): void {
-    const server = request.candidates[0];
-    if (server === undefined) {
-      sendError(request.res, 'bad_gateway');
-      return;
-    }
-    const { req } = request;
-    request.upstream = server;
-    req.url = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
-    req.headers = upgradeRequestHeaders(request);
-    const attempt: Attempt = { request, upgraded: false };
-    attempts.set(req, attempt);
-    open.add(socket);
-    socket.once('close', () => open.delete(socket));
-    proxy.ws(req, socket, head, { target: server.origin }, (error) => {
-      if (attempt.upgraded) {
-        // The tunnel broke (reset by either side): http-proxy-3 already tears both sockets down.
-        socket.destroy();
-        return;
-      }
-      const code = (error as NodeJS.ErrnoException).code;
-      const timedOut = code === 'ETIMEDOUT';
-      const kind = timedOut ? 'timeout' : code === 'ECONNREFUSED' ? 'connect' : 'reset';
-      upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });
-      observer?.onUpstreamFailure(request, server, kind);
-      sendError(request.res, timedOut ? 'gateway_timeout' : 'bad_gateway');
-    });
-  }
 
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const startedAt = performance.now();
     // Node types the upgrade socket as a Duplex; for a TCP or TLS listener it is a net.Socket.
     const netSocket = socket as Socket;
-    // Until http-proxy-3 owns the socket, a client reset must not become an unhandled 'error'.
-    socket.on('error', () => socket.destroy());
+    // Until the tunnel owns the socket, a client reset must not become an unhandled 'error'.
+    const onEarlyError = () => socket.destroy();
+    socket.on('error', onEarlyError);
     // A response object on the raw socket, so stages and sendError work exactly as for a request.
     const res = new http.ServerResponse(req);
     res.shouldKeepAlive = false;
@@ -141,10 +109,14 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
       return;
     }
     const { request } = resolved;
-    res.once('close', () => {
+    let recorded = false;
+    const record = () => {
+      if (recorded) return;
+      recorded = true;
       request.responseBytes = netSocket.bytesWritten;
       recorder.routed(request);
-    });
+    };
+    res.once('close', record);
     if (!isWebSocketUpgrade(req) || req.method !== 'GET') {
       sendError(
         res,
@@ -154,9 +126,31 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
       );
       return;
     }
+    const key = req.headers['sec-websocket-key'];
+    if (typeof key !== 'string' || !CLIENT_KEY.test(key)) {
+      sendError(res, 'bad_request', undefined, 'Sec-WebSocket-Key is missing or malformed');
+      return;
+    }
     runStages(stages, request).then(
       (pass) => {
-        if (pass && !socket.destroyed) forward(request, socket, head);
+        if (!pass || socket.destroyed) return;
+        open.add(socket);
+        socket.once('close', () => open.delete(socket));
+        forwardUpgrade(request, forwarder, {
+          accept: (statusCode, headers) => handshakeProblem(statusCode, headers, key),
+          open(upstream, headers) {
+            // From here on the socket is a tunnel: the response object and its 'close' are done with.
+            res.off('close', record);
+            res.detachSocket(netSocket);
+            socket.off('error', onEarlyError);
+            res.statusCode = 101;
+            socket.write(switchingProtocols(headers, request.responseCookies));
+            relay(socket, upstream, head, (outcome) => {
+              request.completed = outcome.completed;
+              record();
+            });
+          },
+        });
       },
       (error: unknown) => {
         runtime.logger.error({ err: error }, 'WebSocket upgrade failed inside the proxy');
@@ -175,21 +169,13 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
   };
 }
 
-/**
- * The handshake headers for the upstream: the HTTP forwarder's hygiene (hop-by-hop and consumed
- * credentials removed, X-Forwarded-*, X-Tollgate-Subject) plus the two hop-by-hop headers that ARE
- * the upgrade. Duplicate names are joined as RFC 9110 allows (`;` for Cookie).
- */
-function upgradeRequestHeaders(request: ProxyRequest): IncomingHttpHeaders {
-  const flat = upstreamRequestHeaders(request, request.secure ? 'https' : 'http', request.rawHost);
-  const headers: IncomingHttpHeaders = {};
-  for (let i = 0; i < flat.length; i += 2) {
-    const name = (flat[i] as string).toLowerCase();
-    const value = flat[i + 1] as string;
-    const previous = headers[name];
-    headers[name] = previous === undefined ? value : `${previous}${name === 'cookie' ? '; ' : ', '}${value}`;
+/** The 101 for the client: the upstream's headers minus hop-by-hop ones, plus the upgrade and our cookies. */
+function switchingProtocols(upstream: IncomingHttpHeaders, cookies: readonly string[]): string {
+  const headers = clientResponseHeaders(upstream as Record<string, string | string[]>, cookies);
+  let head = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n';
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    for (const line of Array.isArray(value) ? value : [value]) head += `${name}: ${line}\r\n`;
   }
-  headers.connection = 'Upgrade';
-  headers.upgrade = 'websocket';
-  return headers;
+  return `${head}\r\n`;
 }

@@ -1,6 +1,7 @@
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 
 export interface RecordedRequest {
   method: string;
@@ -82,5 +83,47 @@ export async function startUpstream(options: UpstreamOptions = {}): Promise<Upst
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/** A loopback address where TCP connects hang (no SYN-ACK), held until `release()`. */
+export interface BlackholeAddress {
+  /** `127.0.0.1:port`, as written in upstreams.yaml. */
+  readonly address: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A listener whose accept queue is full, so the kernel drops further SYNs and a connect neither
+ * succeeds nor fails: what a firewalled or unplugged server looks like, on loopback. A child process
+ * listens with a backlog of 1 and then blocks its event loop, so it never accepts; the two connections
+ * Linux queues for that backlog are made here, and every later connect hangs.
+ */
+export async function blackholeAddress(): Promise<BlackholeAddress> {
+  const script = `
+    const net = require('node:net');
+    const server = net.createServer();
+    server.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => {
+      require('node:fs').writeSync(1, server.address().port + '\\n');
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+    });`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = once(child, 'exit');
+  const [line] = (await once(child.stdout, 'data')) as [Buffer];
+  const port = Number(String(line).trim());
+  const fillers: net.Socket[] = [];
+  for (let i = 0; i < 2; i++) {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.on('error', () => {});
+    fillers.push(socket);
+    await once(socket, 'connect');
+  }
+  return {
+    address: `127.0.0.1:${port}`,
+    async close() {
+      for (const socket of fillers) socket.destroy();
+      child.kill('SIGKILL');
+      await exited;
+    },
   };
 }

@@ -87,6 +87,65 @@ describe('upstream failures', () => {
     await waitFor(() => upstreamSawClose, 3000);
   });
 
+  it('a client that hangs up mid-download is not counted as an upstream error', async () => {
+    let upstreamSawClose: () => void = () => {};
+    const sawClose = new Promise<void>((resolve) => {
+      upstreamSawClose = resolve;
+    });
+    const streaming = await upstream({
+      handler: (_req, res) => {
+        res.writeHead(200, { 'content-length': String(1024 * 1024) });
+        res.write('first chunk');
+        res.on('close', () => upstreamSawClose());
+      },
+    });
+    const tollgate = await proxyFor({ '/': { servers: [streaming.address] } });
+    const req = http.get({
+      port: tollgate.proxyPort,
+      host: '127.0.0.1',
+      path: '/',
+      headers: { host: 'app.test' },
+    });
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    await once(res, 'data');
+    req.destroy();
+    await sawClose;
+    // The upstream did nothing wrong: no error of any kind, and its server stays in rotation.
+    await waitFor(() => tollgate.logs().some((line) => line.msg === 'access' && line.completed === false));
+    const metrics = await tollgate.metrics();
+    assert.doesNotMatch(
+      metrics,
+      new RegExp(`tollgate_upstream_errors_total\\{[^}]*server="${streaming.address}"`),
+    );
+  });
+
+  it('takes 103 Early Hints as informational: passed on, then the final response', async () => {
+    const hinting = await upstream({
+      handler: (_req, res) => {
+        res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('final');
+      },
+    });
+    const tollgate = await proxyFor({ '/': { servers: [hinting.address] } });
+    const req = http.get({
+      port: tollgate.proxyPort,
+      host: '127.0.0.1',
+      path: '/',
+      headers: { host: 'app.test' },
+    });
+    const hints: Array<{ statusCode: number; headers: http.IncomingHttpHeaders }> = [];
+    req.on('information', (info) => hints.push({ statusCode: info.statusCode, headers: info.headers }));
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    let body = '';
+    for await (const chunk of res) body += chunk;
+    assert.equal(res.statusCode, 200);
+    assert.equal(body, 'final');
+    assert.deepEqual(
+      hints.map((hint) => [hint.statusCode, hint.headers.link]),
+      [[103, '</style.css>; rel=preload; as=style']],
+    );
+  });
+
   it('ends the client response when the upstream aborts mid-body', async () => {
     const breaking = await upstream({
       handler: (_req, res) => {

@@ -87,8 +87,6 @@ describe('reloads under a busy config directory and bursts of swaps (real proces
       for (let i = 0; i < 3; i++) {
         const { hash, startedAt } = await swap();
         await waitFor(async () => (await liveHash(tollgate)) === hash, 10_000);
-        // The log line may reach the pipe a moment after /readyz already answers with the new hash.
-        await waitFor(() => reloadsLogged(tollgate).some((r) => r.hash === hash), 10_000);
         const reload = reloadsLogged(tollgate).find((r) => r.hash === hash);
         assert.ok(reload, 'the process logged the reload');
         const delay = reload.at - startedAt;
@@ -115,7 +113,6 @@ describe('reloads under a busy config directory and bursts of swaps (real proces
     }
     const burstEnd = Date.now();
     await waitFor(async () => (await liveHash(tollgate)) === last.hash, 10_000);
-    await waitFor(() => reloadsLogged(tollgate).some((r) => r.hash === last.hash), 10_000);
 
     const reloads = reloadsLogged(tollgate).slice(before);
     const lastReload = reloads.find((r) => r.hash === last.hash);

@@ -71,7 +71,6 @@ describe('masterkey_file rotated alone (real process)', () => {
     assert.equal((await mint(OLD_KEY)).status, 403);
     assert.equal((await mint(NEW_KEY)).status, 200);
 
-    await waitFor(() => tollgate.logs().some((line) => line.msg === 'masterkey_file reloaded'), 10_000);
     const applied = tollgate.logs().find((line) => line.msg === 'masterkey_file reloaded');
     assert.ok(applied, 'the rotation is logged');
     const delay = Date.parse(String(applied.time)) - swappedAt;
@@ -91,12 +90,8 @@ describe('masterkey_file rotated alone (real process)', () => {
       10_000,
     );
     assert.equal((await use(token)).status, 200, 'the last good key keeps verifying');
-    await waitFor(
-      () =>
-        tollgate
-          .logs()
-          .some((line) => line.msg === 'masterkey_file not reloaded; the previous one stays live'),
-      10_000,
+    assert.ok(
+      tollgate.logs().some((line) => line.msg === 'masterkey_file not reloaded; the previous one stays live'),
     );
   });
 });

@@ -34,6 +34,12 @@ const DEFAULTS: MainConfig = {
     clientBodyIdleMs: 30000,
   },
   maxClientConnections: 10000,
+  upstreamLimits: {
+    maxConnectionsPerServer: 512,
+    maxConnectionsPerRoute: 384,
+    queueSize: 256,
+    queueTimeoutMs: 3000,
+  },
   shutdownDelaySeconds: 5,
   shutdownGraceSeconds: 25,
   rateLimitRedis: null,
@@ -75,6 +81,10 @@ describe('main.yaml: valid files', () => {
         client_first_byte_timeout_seconds: 5
         client_body_timeout_seconds: 20
         max_client_connections: 2000
+        upstream_max_connections: 100
+        upstream_max_connections_per_route: 60
+        upstream_queue_size: 10
+        upstream_queue_timeout_seconds: 0.5
         shutdown_delay_seconds: 0
         shutdown_grace_seconds: 40
         rate_limit_redis: redis://redis:6379/0
@@ -106,10 +116,21 @@ describe('main.yaml: valid files', () => {
         clientBodyIdleMs: 20000,
       },
       maxClientConnections: 2000,
+      upstreamLimits: {
+        maxConnectionsPerServer: 100,
+        maxConnectionsPerRoute: 60,
+        queueSize: 10,
+        queueTimeoutMs: 500,
+      },
       shutdownDelaySeconds: 0,
       shutdownGraceSeconds: 40,
       rateLimitRedis: 'redis://redis:6379/0',
     } satisfies MainConfig);
+  });
+
+  it("a route's share of an upstream server's connections defaults to three quarters of them", () => {
+    assert.equal(valid(parse('upstream_max_connections: 8\n')).upstreamLimits.maxConnectionsPerRoute, 6);
+    assert.equal(valid(parse('upstream_max_connections: 1\n')).upstreamLimits.maxConnectionsPerRoute, 1);
   });
 
   it('accepts master_key as an alias of masterkey', () => {
@@ -131,6 +152,25 @@ describe('main.yaml: valid files', () => {
 });
 
 describe('main.yaml: each kind of error names file:line:column and path', () => {
+  it('upstream connection limits: positive integers, and a route share no larger than the total', () => {
+    assert.deepEqual(
+      problems(
+        parse('upstream_max_connections: 0\nupstream_queue_size: -1\nupstream_queue_timeout_seconds: 0\n'),
+      ),
+      [
+        `${FILE}:1:27: upstream_max_connections: 0 is out of range (must be >= 1 and <= 65535)`,
+        `${FILE}:2:22: upstream_queue_size: -1 is out of range (must be >= 0 and <= 1000000)`,
+        `${FILE}:3:33: upstream_queue_timeout_seconds: 0 is out of range (must be > 0 and <= 2147483)`,
+      ],
+    );
+    assert.deepEqual(
+      problems(parse('upstream_max_connections: 10\nupstream_max_connections_per_route: 20\n')),
+      [
+        `${FILE}:2:37: upstream_max_connections_per_route: 20 is more than upstream_max_connections (10), so it would never apply`,
+      ],
+    );
+  });
+
   it('unknown key, with the closest known key as a suggestion', () => {
     assert.deepEqual(problems(parse('log_level: info\nproxy_adress_http: ":80"\n')), [
       `${FILE}:2:1: proxy_adress_http: unknown key 'proxy_adress_http' (did you mean 'proxy_address_http'?)`,

@@ -33,7 +33,9 @@ describe('active health checks', () => {
       },
     });
     const logger = createLogger('info', { write: (line: string) => messages.push(JSON.parse(line).msg) });
-    health = createServerHealth({ logger, activeFailThreshold: 2 });
+    // Checks every 50 ms, but a loaded machine may take longer than that to answer one: the timeout
+    // is not what these tests are about.
+    health = createServerHealth({ logger, activeFailThreshold: 2, checkTimeoutMs: 5_000 });
   });
   after(async () => {
     await health.close();
