@@ -4,6 +4,7 @@ import type { AddressInfo, Server } from 'node:net';
 import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
+import { type LoadedRevocations, loadRevocationList, watchRevokedTokens } from './auth/revocation.ts';
 import { createAuthStage } from './auth/stage.ts';
 import {
   ADMIN_CONNECTIONS,
@@ -134,6 +135,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
   const upstreamObserver = createUpstreamObserver(health);
   const forward = createForwarder({ pools, observer: upstreamObserver });
+  let revocations: LoadedRevocations;
+  try {
+    revocations = loadRevocationList(main.revokedTokensFile ?? null, logger);
+  } catch (error) {
+    health.close();
+    pools.close();
+    throw new StartError(`tollgate: ${(error as Error).message}`);
+  }
   const rateLimit = createRateLimitStage({ main, logger });
   const stages = createPipeline({
     toHttps: createToHttpsStage(main),
@@ -143,6 +152,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       masterkey: masterkeys.current,
       logger,
       now: clock,
+      revocations: revocations.list,
     }),
     balance: createBalanceStage({ health }),
   });
@@ -237,6 +247,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           hotReload = await watchRuntimeFiles({ runtime, logger, masterkeys, tls }).catch((error: Error) => {
             throw new StartError(`tollgate: ${error.message}`);
           });
+          if (main.revokedTokensFile) {
+            await watchRevokedTokens(hotReload.files, main.revokedTokensFile, revocations, logger);
+          }
         }
       } catch (error) {
         // Nothing is served half-way: release what was bound, then report the first problem.

@@ -2,15 +2,18 @@ import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createTollgate, prepareConfig, StartError, type Tollgate, type TollgateConfig } from './app.ts';
 import { runHashPassword } from './auth/hash-password-cli.ts';
+import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig } from './config/load.ts';
 
 const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
        tollgate hash-password < password
+       tollgate token --owner NAME --valid MINUTES [--scope S]... [--config main.yaml]
 
   start          run the proxy (default)
   validate       check main.yaml and upstreams.yaml, print every problem, exit 1 if any
   hash-password  print a scrypt hash of the password read on stdin, for a basic-auth password_hash
+  token          print a token signed with the configured masterkey (docs/tokens.md)
 
 --config falls back to $TOLLGATE_CONFIG, then ./main.yaml`;
 
@@ -28,6 +31,7 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
 export async function runCli(argv: string[]): Promise<number> {
   // Its own options (--log-n), so it is dispatched before the start/validate parser.
   if (argv[0] === 'hash-password') return runHashPassword(argv.slice(1));
+  if (argv[0] === 'token') return runTokenCommand(argv.slice(1));
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({

@@ -20,6 +20,8 @@ export const ERRORS = {
   invalid_credentials: { status: 401, message: 'authentication failed' },
   token_expired: { status: 401, message: 'the token has expired' },
   token_invalid: { status: 401, message: 'the token is not valid' },
+  token_revoked: { status: 401, message: 'the token has been revoked' },
+  token_out_of_scope: { status: 403, message: 'the token is not valid for this resource' },
   headers_too_large: { status: 431, message: 'request headers too large' },
   request_timeout: { status: 408, message: 'the request headers did not arrive in time' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json' },

@@ -97,3 +97,16 @@ export const upstreamUp = new Gauge({
   labelNames: ['route', 'server'] as const,
   registers: [registry],
 });
+
+export const revokedTokens = new Gauge({
+  name: 'tollgate_revoked_tokens',
+  help: 'Token ids listed in revoked_tokens_file and in force.',
+  registers: [registry],
+});
+
+export const jwksRefreshesTotal = new Counter({
+  name: 'tollgate_jwks_refreshes_total',
+  help: 'Fetches of an external issuer key set (jwks_uri), by issuer and result (success, failure).',
+  labelNames: ['issuer', 'result'] as const,
+  registers: [registry],
+});

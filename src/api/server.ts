@@ -22,9 +22,18 @@ export interface TokenApiDeps {
   now?: Clock;
   /** Wrong master keys one client IP may send per window before it is answered 429. */
   failureLimit?: { attempts: number; windowSeconds: number };
+  /**
+   * Wrong master keys all clients together may send per window: the ceiling that many source
+   * addresses (a botnet, a pod network) cannot get around. Reaching it pauses issuance for everyone
+   * until the window ends; that is the price of bounding the guesses (docs/security.md).
+   */
+  globalFailureLimit?: { attempts: number; windowSeconds: number };
 }
 
 const DEFAULT_FAILURE_LIMIT = { attempts: 10, windowSeconds: 300 };
+const DEFAULT_GLOBAL_FAILURE_LIMIT = { attempts: 60, windowSeconds: 60 };
+/** The single key of the global limiter. */
+const EVERYONE = 'all clients';
 
 /**
  * The token API (`config_address`): `POST /jwt` issues tokens, `GET /healthz` says the listener is up.
@@ -35,6 +44,11 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
   const now = deps.now ?? systemClock;
   const limit = deps.failureLimit ?? DEFAULT_FAILURE_LIMIT;
   const wrongKeys = new RateLimiterMemory({ points: limit.attempts, duration: limit.windowSeconds });
+  const globalLimit = deps.globalFailureLimit ?? DEFAULT_GLOBAL_FAILURE_LIMIT;
+  const allWrongKeys = new RateLimiterMemory({
+    points: globalLimit.attempts,
+    duration: globalLimit.windowSeconds,
+  });
   let signing: { masterkey: string; key: KeyObject } | null = null;
   const signingKey = (masterkey: string): KeyObject => {
     if (signing?.masterkey !== masterkey) signing = { masterkey, key: deriveSigningKey(masterkey) };
@@ -69,6 +83,9 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
     // Early check, so a blocked client is told 429 before it sends a body (the BEHAVIOUR order).
     const blocked = await wrongKeys.get(client);
     if (blocked !== null && blocked.remainingPoints <= 0) return tooManyGuesses(blocked.msBeforeNext);
+    const allBlocked = await allWrongKeys.get(EVERYONE);
+    if (allBlocked !== null && allBlocked.remainingPoints <= 0)
+      return tooManyGuesses(allBlocked.msBeforeNext);
 
     const mediaType = (req.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
     if (mediaType !== 'application/json') return refuseToken(res, client, 'unsupported_media_type');
@@ -89,22 +106,44 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
       if (!(refusal instanceof RateLimiterRes)) throw refusal;
       return tooManyGuesses(refusal.msBeforeNext);
     }
+    try {
+      await allWrongKeys.consume(EVERYONE);
+    } catch (refusal) {
+      if (!(refusal instanceof RateLimiterRes)) throw refusal;
+      await wrongKeys.reward(client); // this one was never compared
+      return tooManyGuesses(refusal.msBeforeNext);
+    }
     if (!safeEqual(parsed.request.masterKey, masterkey)) return refuseToken(res, client, 'forbidden');
     await wrongKeys.reward(client);
+    await allWrongKeys.reward(EVERYONE);
 
     const issued = await issueToken(signingKey(masterkey), {
       owner: parsed.request.owner,
       validMinutes: parsed.request.validMinutes,
+      scope: parsed.request.scope,
       now,
     });
     tokensIssuedTotal.inc();
     const expiresAt = new Date(issued.expiresAt * 1000).toISOString();
     deps.logger.info(
-      { event: 'token_issued', owner: issued.owner, jti: issued.jti, expires_at: expiresAt, client },
+      {
+        event: 'token_issued',
+        owner: issued.owner,
+        jti: issued.jti,
+        expires_at: expiresAt,
+        scope: issued.scope,
+        client,
+      },
       'token issued',
     );
     // `token` first: seed clients take the first member's value as the token.
-    const answer = JSON.stringify({ token: issued.token, owner: issued.owner, expires_at: expiresAt });
+    const answer = JSON.stringify({
+      token: issued.token,
+      owner: issued.owner,
+      expires_at: expiresAt,
+      jti: issued.jti,
+      ...(issued.scope === null ? {} : { scope: issued.scope }),
+    });
     res.writeHead(200, {
       'content-type': 'application/json',
       'content-length': Buffer.byteLength(answer),

@@ -1,9 +1,12 @@
+import { parseScope, type ScopeEntry } from '../auth/scope.ts';
 import { isValidOwner, MAX_OWNER_LENGTH } from '../auth/tokens.ts';
 
 export interface TokenRequest {
   masterKey: string;
   owner: string;
   validMinutes: number;
+  /** null: an unscoped token. */
+  scope: readonly ScopeEntry[] | null;
 }
 
 export type ParsedTokenRequest = { ok: true; request: TokenRequest } | { ok: false; message: string };
@@ -12,7 +15,8 @@ const refuse = (message: string): ParsedTokenRequest => ({ ok: false, message })
 
 /**
  * Parses and checks a `POST /jwt` body: `{"master_key": string, "owner": string, "valid": integer}`,
- * with `exp` accepted in place of `valid` (Aralez clients). Every refusal names the field at fault.
+ * with `exp` accepted in place of `valid` (Aralez clients) and an optional `scope` (docs/tokens.md).
+ * Every refusal names the field (and for scope, the entry) at fault.
  * Types are strict (no "60" for 60): a client that sends the wrong type has a bug worth hearing about.
  */
 export function parseTokenRequest(body: string, maxTokenMinutes: number): ParsedTokenRequest {
@@ -32,7 +36,7 @@ export function parseTokenRequest(body: string, maxTokenMinutes: number): Parsed
   }
   if (!isValidOwner(fields.owner)) {
     return refuse(
-      `owner is required and must be a string of 1 to ${MAX_OWNER_LENGTH} characters without control characters`,
+      `owner is required and must be a string of 1 to ${MAX_OWNER_LENGTH} characters of valid Unicode without control characters`,
     );
   }
 
@@ -47,5 +51,14 @@ export function parseTokenRequest(body: string, maxTokenMinutes: number): Parsed
   if (typeof minutes !== 'number' || !Number.isInteger(minutes) || minutes < 1 || minutes > maxTokenMinutes) {
     return refuse(`${name} must be an integer number of minutes from 1 to ${maxTokenMinutes}`);
   }
-  return { ok: true, request: { masterKey: fields.master_key, owner: fields.owner, validMinutes: minutes } };
+  let scope: readonly ScopeEntry[] | null = null;
+  if (fields.scope !== undefined) {
+    const parsed = parseScope(fields.scope);
+    if (!parsed.ok) return refuse(parsed.message);
+    scope = parsed.scope;
+  }
+  return {
+    ok: true,
+    request: { masterKey: fields.master_key, owner: fields.owner, validMinutes: minutes, scope },
+  };
 }

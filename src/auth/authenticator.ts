@@ -1,24 +1,42 @@
 import type { ProxyRequest } from '../proxy/context.ts';
+import type { TokenCarriers } from './token-carriers.ts';
 
 /**
  * Why a request was refused; each is an error code in src/errors.ts. All answer 401 except
- * `auth_overloaded` (503): the credential could not be checked now, which says nothing about it.
+ * `auth_overloaded` (503): the credential could not be checked now, which says nothing about it;
+ * and `token_out_of_scope` (403): the token is genuine but not for this resource.
  */
 export type AuthFailureReason =
   | 'missing_credentials'
   | 'invalid_credentials'
   | 'token_expired'
   | 'token_invalid'
-  | 'auth_overloaded';
+  | 'auth_overloaded'
+  | 'token_revoked'
+  | 'token_out_of_scope';
+
+/**
+ * An authenticated browser navigation that is answered by the proxy itself instead of forwarded:
+ * a 303 to `location` setting `setCookie` (docs/tokens.md#links-in-a-browser).
+ */
+export interface AuthRedirect {
+  readonly redirect: string;
+  readonly setCookie: string;
+}
+
+/** null: authenticated, pass on. A reason: refuse. A redirect: answer it. */
+export type AuthOutcome = AuthFailureReason | AuthRedirect | null;
 
 /**
  * Checks one request's credentials against one policy. On success it records the subject and the
  * credentials it consumed on the request and returns null; on failure it returns the reason and
  * leaves answering to the auth stage. Synchronous whenever it can be (plain compares, cache hits).
+ * `carriers` is the token found outside `Authorization` (already removed from what is forwarded).
  */
 export type Authenticator = (
   request: ProxyRequest,
-) => AuthFailureReason | null | Promise<AuthFailureReason | null>;
+  carriers?: TokenCarriers,
+) => AuthOutcome | Promise<AuthOutcome>;
 
 /**
  * The credentials of an `Authorization: <scheme> <credentials>` header, or null when the header is
@@ -31,12 +49,17 @@ export function authorizationCredentials(header: string | undefined, scheme: str
   return header.slice(space + 1).trim();
 }
 
-const HEADER_SAFE = /^[\x20-\x7e]*$/;
+/** Characters sent as themselves in X-Tollgate-Subject; everything else is percent-encoded. */
+const SUBJECT_SAFE = /^[A-Za-z0-9\-._~@:+!$*'()/=]*$/;
 
 /**
- * The X-Tollgate-Subject value for a subject: as is when it is printable ASCII, else percent-encoded
- * (UTF-8), since Node refuses other characters in header values.
+ * The X-Tollgate-Subject value for a subject (docs/authentication.md#the-subject-header): the subject
+ * itself when it holds only letters, digits and `-._~@:+!$*'()/=`, else encodeURIComponent of it
+ * (UTF-8). `%`, space, comma, quotes and anything outside ASCII are therefore always encoded:
+ * decodeURIComponent of the value gives back exactly the subject, and no subject can pass for
+ * another (`%61dmin` arrives as `%2561dmin`, `alice, admin` as `alice%2C%20admin`).
  */
 export function subjectHeaderValue(subject: string): string {
-  return HEADER_SAFE.test(subject) ? subject : encodeURIComponent(subject);
+  if (SUBJECT_SAFE.test(subject)) return subject;
+  return encodeURIComponent(subject);
 }

@@ -1,46 +1,75 @@
 import type { ProxyRequest } from '../proxy/context.ts';
 import {
   type Authenticator,
-  type AuthFailureReason,
+  type AuthOutcome,
   authorizationCredentials,
   subjectHeaderValue,
 } from './authenticator.ts';
-import { takeQueryParam } from './query.ts';
-import type { TokenCheck, TokenVerifier } from './tokens.ts';
+import { type BrowserLinks, isBrowserNavigation, markQueryTokenResponse } from './browser-links.ts';
+import type { RevocationList } from './revocation.ts';
+import { matchScope } from './scope.ts';
+import type { TokenCheck } from './tokens.ts';
+
+/** Anything that checks a token: Tollgate's own verifier or an external issuer's. */
+export type TokenChecker = (token: string) => TokenCheck | Promise<TokenCheck>;
+
+type TokenSource = 'header' | 'query' | 'cookie';
 
 /**
- * JWT from `Authorization: Bearer …` or the token query parameter. The parameter is stripped from the
- * forwarded query before anything else, even when the token is refused, so no copy of it reaches the
- * upstream or the access log. A Bearer header wins over the parameter when both are sent.
+ * JWT from `Authorization: Bearer …`, the token query parameter or the link cookie, in that order of
+ * preference. The stage has already taken the parameter and the cookie out of what is forwarded (on
+ * every route), so no copy of the token reaches the upstream or the access log, even when refused.
+ *
+ * After the signature: revocation (401 token_revoked), then scope (403 token_out_of_scope: the token
+ * is genuine but not for this host and path).
  */
 export function createJwtAuthenticator(deps: {
-  tokenParam: string;
-  /** The verifier for the current masterkey, or null when none is configured (every token refused). */
-  verifier: () => TokenVerifier | null;
+  /** The checker for this policy's issuers, or null when none can verify (every token refused). */
+  checker: () => TokenChecker | null;
+  revocations: RevocationList;
+  /** The exchange of a link token for a cookie; null when the route turned it off. */
+  browserLinks: BrowserLinks | null;
 }): Authenticator {
   const settle = (
     request: ProxyRequest,
     check: TokenCheck,
-    fromHeader: boolean,
-  ): AuthFailureReason | null => {
+    token: string,
+    source: TokenSource,
+  ): AuthOutcome => {
     if (!check.ok) return check.reason;
+    if (deps.revocations.isRevoked(check.jti)) return 'token_revoked';
+    const scopeEntry = check.scope === null ? null : matchScope(check.scope, request.host, request.path);
+    if (check.scope !== null && scopeEntry === null) return 'token_out_of_scope';
     request.subject = subjectHeaderValue(check.owner);
-    if (fromHeader) request.consumedHeaders.push('authorization');
+    if (source === 'header') request.consumedHeaders.push('authorization');
+    if (source === 'query') {
+      markQueryTokenResponse(request);
+      if (deps.browserLinks !== null && isBrowserNavigation(request.req)) {
+        return deps.browserLinks.exchange(request, token, check, scopeEntry);
+      }
+    }
     return null;
   };
 
-  return (request) => {
-    const fromQuery = takeQueryParam(request.query, deps.tokenParam);
-    request.forwardQuery = fromQuery.rest;
+  return (request, carriers) => {
     const bearer = authorizationCredentials(request.req.headers.authorization, 'bearer');
-    const token = bearer ?? fromQuery.value;
+    let token: string | null = bearer;
+    let source: TokenSource = 'header';
+    if (token === null && carriers?.fromQuery != null) {
+      token = carriers.fromQuery;
+      source = 'query';
+    }
+    if (token === null && carriers?.fromCookie != null) {
+      token = carriers.fromCookie;
+      source = 'cookie';
+    }
     if (token === null || token === '') return 'missing_credentials';
-    const verifier = deps.verifier();
-    if (verifier === null) return 'token_invalid';
-    const check = verifier.check(token);
-    const fromHeader = bearer !== null;
+    const checker = deps.checker();
+    if (checker === null) return 'token_invalid';
+    const check = checker(token);
+    const found = token;
     return check instanceof Promise
-      ? check.then((c) => settle(request, c, fromHeader))
-      : settle(request, check, fromHeader);
+      ? check.then((c) => settle(request, c, found, source))
+      : settle(request, check, found, source);
   };
 }

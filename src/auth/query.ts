@@ -1,12 +1,19 @@
 /**
  * Takes a parameter out of a raw query string (without `?`), leaving every other byte of it as the
- * client sent it. Every occurrence is removed (so no copy of a token reaches the upstream or the
- * access log); the value of the first is returned, percent-decoded. A name written percent-encoded
- * (`tollgate%74oken`) counts as the same name, as it would for the upstream's parser.
+ * client sent it. The value of the first occurrence of exactly `name` is returned, percent-decoded.
+ *
+ * Removed: every parameter that any upstream framework could read as the token parameter, not only
+ * the exact name: a percent-encoded name (`tollgate%74oken`), another letter case (`TOLLGATETOKEN`,
+ * for case-insensitive parsers) and array/hash forms (`tollgatetoken[]`, `tollgatetoken[0]`, as PHP
+ * and Rack read them). None of those is accepted as a token, but none reaches the upstream or the
+ * access log either.
  */
 export function takeQueryParam(query: string, name: string): { value: string | null; rest: string } {
-  if (query === '' || (!query.includes(name) && !query.includes('%'))) return { value: null, rest: query };
-  // value is null only when the parameter is absent; an undecodable value comes back as ''.
+  if (query === '') return { value: null, rest: query };
+  const lowerName = name.toLowerCase();
+  const lowerQuery = query.toLowerCase();
+  if (!lowerQuery.includes(lowerName) && !query.includes('%')) return { value: null, rest: query };
+  // value is null when the exact name is absent; an undecodable value comes back as ''.
   const parts = query.split('&');
   const kept: string[] = [];
   let value: string | null = null;
@@ -14,14 +21,25 @@ export function takeQueryParam(query: string, name: string): { value: string | n
   for (const part of parts) {
     const equals = part.indexOf('=');
     const rawName = equals === -1 ? part : part.slice(0, equals);
-    if (rawName === name || (rawName.includes('%') && safeDecode(rawName) === name)) {
-      if (!found) value = safeDecode(equals === -1 ? '' : part.slice(equals + 1)) ?? '';
+    const decodedName = rawName.includes('%') ? safeDecode(rawName) : rawName;
+    if (decodedName === name) {
+      if (value === null) value = safeDecode(equals === -1 ? '' : part.slice(equals + 1)) ?? '';
+      found = true;
+    } else if (decodedName !== null && isVariantOf(decodedName, lowerName)) {
       found = true;
     } else {
       kept.push(part);
     }
   }
   return found ? { value, rest: kept.join('&') } : { value: null, rest: query };
+}
+
+/** `name` in another case, or followed by a bracketed suffix (`name[]`, `name[x]`). */
+function isVariantOf(candidate: string, lowerName: string): boolean {
+  if (candidate.length < lowerName.length) return false;
+  const lower = candidate.toLowerCase();
+  if (!lower.startsWith(lowerName)) return false;
+  return lower.length === lowerName.length || lower.charCodeAt(lowerName.length) === 0x5b; // '['
 }
 
 function safeDecode(text: string): string | null {

@@ -1,14 +1,24 @@
+import type { JWTVerifyGetKey } from 'jose';
 import { authFailuresTotal } from '../admin/metrics.ts';
-import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
+import type { AuthMethod, AuthorizationConfig, ExternalIssuer, JwtSettings } from '../config/types.ts';
 import { sendError } from '../errors.ts';
+import { writeLocalResponse } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyRequest, Stage } from '../proxy/context.ts';
 import { createApiKeyAuthenticator } from './apikey.ts';
-import type { Authenticator, AuthFailureReason } from './authenticator.ts';
+import type { Authenticator, AuthFailureReason, AuthOutcome, AuthRedirect } from './authenticator.ts';
 import { createBasicAuthenticator } from './basic.ts';
-import type { Clock } from './clock.ts';
-import { createJwtAuthenticator } from './jwt.ts';
-import { createTokenVerifier, type TokenVerifier } from './tokens.ts';
+import { createBrowserLinks } from './browser-links.ts';
+import { type Clock, systemClock } from './clock.ts';
+import { createExternalChecker, createIssuerDispatch } from './issuers.ts';
+import { createFileKeySet, createRemoteKeySet } from './jwks.ts';
+import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
+import { createRevocationList, type RevocationList } from './revocation.ts';
+import { removeTokenCarriers } from './token-carriers.ts';
+import { createTokenVerifier, INVALID, TOKEN_ISSUER, type TokenVerifier } from './tokens.ts';
+
+/** A jwt policy without settings: Tollgate's own tokens, links exchanged for a cookie. */
+const DEFAULT_JWT: JwtSettings = Object.freeze({ acceptTollgate: true, external: [], browserLinks: true });
 
 /** `WWW-Authenticate` per method (BEHAVIOUR.md §5); RFC 6750 §3.1: no error code when nothing was sent. */
 const CHALLENGES: Record<AuthMethod, (reason: AuthFailureReason) => string> = {
@@ -17,7 +27,9 @@ const CHALLENGES: Record<AuthMethod, (reason: AuthFailureReason) => string> = {
   jwt: (reason) =>
     reason === 'missing_credentials'
       ? 'Bearer realm="tollgate"'
-      : 'Bearer realm="tollgate", error="invalid_token"',
+      : reason === 'token_out_of_scope'
+        ? 'Bearer realm="tollgate", error="insufficient_scope"'
+        : 'Bearer realm="tollgate", error="invalid_token"',
 };
 
 export interface AuthStageDeps {
@@ -28,6 +40,8 @@ export interface AuthStageDeps {
   logger: Logger;
   /** Token clock; defaults to the process clock (see auth/clock). */
   now?: Clock;
+  /** Revoked token ids (revoked_tokens_file); none when absent. */
+  revocations?: RevocationList;
 }
 
 /**
@@ -37,21 +51,74 @@ export interface AuthStageDeps {
  * error answers 500, never lets the request through.
  */
 export function createAuthStage(deps: AuthStageDeps): Stage {
+  const now = deps.now ?? systemClock;
+  const revocations = deps.revocations ?? createRevocationList();
+  // The link cookie is named after the query parameter it replaces.
+  const cookieName = deps.tokenParam;
+  const browserLinks = createBrowserLinks({ cookieName, now });
   const authenticators = new WeakMap<AuthorizationConfig, Authenticator>();
   let verifier: TokenVerifier | null = null;
   const currentVerifier = (): TokenVerifier | null => {
     const masterkey = deps.masterkey();
     if (masterkey === null) return null;
-    if (verifier?.masterkey !== masterkey) verifier = createTokenVerifier(masterkey, { now: deps.now });
+    if (verifier?.masterkey !== masterkey) verifier = createTokenVerifier(masterkey, { now });
     return verifier;
   };
-  // One JWT authenticator for every jwt policy: they share the key, so they can share the cache.
-  const jwt = createJwtAuthenticator({ tokenParam: deps.tokenParam, verifier: currentVerifier });
+  // Every policy shares one verifier (one key, one cache) for Tollgate's own tokens.
+  const tollgateChecker: TokenChecker = (token) => currentVerifier()?.check(token) ?? INVALID;
+  // Remote key sets outlive reloads (a reload must not refetch every issuer's keys).
+  const remoteKeySets = new Map<string, JWTVerifyGetKey>();
+
+  const keysFor = (issuer: ExternalIssuer): JWTVerifyGetKey | null => {
+    if (issuer.jwksUri !== null) {
+      let keys = remoteKeySets.get(issuer.jwksUri);
+      if (keys === undefined) {
+        keys = createRemoteKeySet(issuer.jwksUri, { issuer: issuer.issuer, logger: deps.logger });
+        remoteKeySets.set(issuer.jwksUri, keys);
+      }
+      return keys;
+    }
+    try {
+      return createFileKeySet(issuer.jwksFile as string);
+    } catch (error) {
+      // Fails closed: this issuer's tokens are refused until a reload brings a readable key set.
+      deps.logger.error(
+        {
+          event: 'jwks_file_unreadable',
+          issuer: issuer.issuer,
+          file: issuer.jwksFile,
+          err: (error as Error).message,
+        },
+        'cannot read the key set file; tokens of this issuer are refused',
+      );
+      return null;
+    }
+  };
+
+  const jwtAuthenticator = (settings: JwtSettings): Authenticator => {
+    const checkers = new Map<string, TokenChecker>();
+    if (settings.acceptTollgate) checkers.set(TOKEN_ISSUER, tollgateChecker);
+    for (const issuer of settings.external) {
+      const keys = keysFor(issuer);
+      checkers.set(
+        issuer.issuer,
+        keys === null ? () => INVALID : createExternalChecker(issuer, keys, { now }),
+      );
+    }
+    const checker = createIssuerDispatch(checkers);
+    const onlyTollgate = checkers.size === 1 && settings.acceptTollgate;
+    return createJwtAuthenticator({
+      // No masterkey: Tollgate tokens cannot be verified; say so with the cheap refusal.
+      checker: () => (onlyTollgate && currentVerifier() === null ? null : checker),
+      revocations,
+      browserLinks: settings.browserLinks ? browserLinks : null,
+    });
+  };
 
   const authenticatorFor = (policy: AuthorizationConfig): Authenticator => {
     let authenticator = authenticators.get(policy);
     if (authenticator === undefined) {
-      if (policy.type === 'jwt') authenticator = jwt;
+      if (policy.type === 'jwt') authenticator = jwtAuthenticator(policy.jwt ?? DEFAULT_JWT);
       else if (policy.type === 'basic') authenticator = createBasicAuthenticator(policy);
       else authenticator = createApiKeyAuthenticator(policy);
       authenticators.set(policy, authenticator);
@@ -91,19 +158,42 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
     return false;
   };
 
+  /** The 303 of a link exchange; the response itself must not be cached or leak the URL either. */
+  const answer = (request: ProxyRequest, redirect: AuthRedirect): false => {
+    writeLocalResponse(
+      request.res,
+      303,
+      {
+        location: redirect.redirect,
+        'set-cookie': redirect.setCookie,
+        'referrer-policy': 'no-referrer',
+        'cache-control': 'private, no-store',
+      },
+      '',
+    );
+    return false;
+  };
+
+  const settle = (request: ProxyRequest, method: AuthMethod, outcome: AuthOutcome): boolean => {
+    if (outcome === null) return true;
+    if (typeof outcome === 'string') return refuse(request, method, outcome);
+    return answer(request, outcome);
+  };
+
   return (request) => {
+    // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
+    const carriers = removeTokenCarriers(request, deps.tokenParam, cookieName);
     const policy = request.route.auth;
     if (policy === null) return true;
     let outcome: ReturnType<Authenticator>;
     try {
-      outcome = authenticatorFor(policy)(request);
+      outcome = authenticatorFor(policy)(request, carriers);
     } catch (error) {
       return fail(request, error);
     }
-    if (outcome === null) return true;
-    if (typeof outcome === 'string') return refuse(request, policy.type, outcome);
+    if (!(outcome instanceof Promise)) return settle(request, policy.type, outcome);
     return outcome.then(
-      (reason) => reason === null || refuse(request, policy.type, reason),
+      (result) => settle(request, policy.type, result),
       (error: unknown) => fail(request, error),
     );
   };

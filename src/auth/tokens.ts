@@ -1,6 +1,7 @@
 import { createSecretKey, hkdfSync, type KeyObject, randomUUID } from 'node:crypto';
 import { errors, jwtVerify, SignJWT } from 'jose';
 import { type Clock, systemClock } from './clock.ts';
+import { formatScopeEntry, isWellFormedUnicode, parseScope, type ScopeEntry } from './scope.ts';
 
 /**
  * Issuing and verifying Tollgate JWTs (BEHAVIOUR.md §6): JWS compact, HS256 only, signed with a key
@@ -18,19 +19,23 @@ export const MAX_OWNER_LENGTH = 256;
 const KEY_INFO = 'tollgate jwt hs256';
 const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is refused
-const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
 
 /** HKDF-SHA256 of the masterkey: the HMAC key tokens are signed with (never the raw masterkey). */
 export function deriveSigningKey(masterkey: string): KeyObject {
   return createSecretKey(Buffer.from(hkdfSync('sha256', masterkey, '', KEY_INFO, 32)));
 }
 
-/** An owner the token API accepts: 1–256 characters, no control characters (it ends up in a header). */
+/**
+ * An owner the token API accepts: 1–256 characters of well-formed Unicode (a lone surrogate cannot be
+ * encoded as UTF-8 for the subject header), no control characters (C0, DEL, C1).
+ */
 export function isValidOwner(owner: unknown): owner is string {
   return (
     typeof owner === 'string' &&
     owner.length > 0 &&
     owner.length <= MAX_OWNER_LENGTH &&
+    isWellFormedUnicode(owner) &&
     !CONTROL_CHARACTERS.test(owner)
   );
 }
@@ -43,17 +48,23 @@ export interface IssuedToken {
   /** Unix seconds. */
   expiresAt: number;
   jti: string;
+  /** The scope in canonical form, as signed; null for an unscoped token. */
+  scope: string[] | null;
 }
 
-/** Signs a token for `owner`, valid `validMinutes` from now (claims per BEHAVIOUR.md §6). */
+/**
+ * Signs a token for `owner`, valid `validMinutes` from now (claims in docs/tokens.md). A scoped token
+ * carries its scope as the `scope` claim, inside the signature, so every replica enforces it.
+ */
 export async function issueToken(
   key: KeyObject,
-  options: { owner: string; validMinutes: number; now?: Clock },
+  options: { owner: string; validMinutes: number; scope?: readonly ScopeEntry[] | null; now?: Clock },
 ): Promise<IssuedToken> {
   const issuedAt = Math.floor((options.now ?? systemClock)());
   const expiresAt = issuedAt + options.validMinutes * 60;
   const jti = randomUUID();
-  const token = await new SignJWT({ owner: options.owner })
+  const scope = options.scope ? options.scope.map(formatScopeEntry) : null;
+  const token = await new SignJWT(scope ? { owner: options.owner, scope } : { owner: options.owner })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setIssuer(TOKEN_ISSUER)
     .setSubject(options.owner)
@@ -62,22 +73,27 @@ export async function issueToken(
     .setExpirationTime(expiresAt)
     .setJti(jti)
     .sign(key);
-  return { token, owner: options.owner, issuedAt, expiresAt, jti };
+  return { token, owner: options.owner, issuedAt, expiresAt, jti, scope };
 }
 
 export interface VerifiedToken {
   readonly ok: true;
+  /** The subject sent upstream: our `owner` claim, or an external issuer's subject claim. */
   readonly owner: string;
   /** The token's exp, Unix seconds. */
   readonly expiresAt: number;
+  /** The `jti` claim, or null when the token has none (external issuers may omit it). */
+  readonly jti: string | null;
+  /** Where the token may be used; null: wherever its route accepts it. */
+  readonly scope: readonly ScopeEntry[] | null;
 }
 
 export type TokenCheck =
   | VerifiedToken
   | { readonly ok: false; readonly reason: 'token_expired' | 'token_invalid' };
 
-const INVALID: TokenCheck = Object.freeze({ ok: false, reason: 'token_invalid' });
-const EXPIRED: TokenCheck = Object.freeze({ ok: false, reason: 'token_expired' });
+export const INVALID: TokenCheck = Object.freeze({ ok: false, reason: 'token_invalid' });
+export const EXPIRED: TokenCheck = Object.freeze({ ok: false, reason: 'token_expired' });
 
 export interface TokenVerifier {
   /** The masterkey this verifier was built for (callers rebuild when it changes). */
@@ -124,9 +140,16 @@ export function createTokenVerifier(masterkey: string, options: TokenVerifierOpt
     } catch (error) {
       return error instanceof errors.JWTExpired ? EXPIRED : INVALID;
     }
-    const { owner, exp } = payload;
+    const { owner, exp, jti } = payload;
     if (!isValidOwner(owner) || typeof exp !== 'number') return INVALID;
-    const result: VerifiedToken = Object.freeze({ ok: true, owner, expiresAt: exp });
+    if (jti !== undefined && typeof jti !== 'string') return INVALID;
+    let scope: readonly ScopeEntry[] | null = null;
+    if (payload.scope !== undefined) {
+      const parsed = parseScope(payload.scope);
+      if (!parsed.ok) return INVALID;
+      scope = parsed.scope;
+    }
+    const result: VerifiedToken = Object.freeze({ ok: true, owner, expiresAt: exp, jti: jti ?? null, scope });
     if (verified.size >= maxEntries) {
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);

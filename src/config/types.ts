@@ -59,6 +59,8 @@ export interface MainConfig {
   masterkeyFile: string | null;
   tokenParam: string;
   maxTokenMinutes: number;
+  /** Absolute path of `revoked_tokens_file` (one revoked jti per line), when set. */
+  revokedTokensFile?: string | null;
   httpsPort: number;
   /** CIDRs as written, e.g. `10.0.0.0/8`, `::1/128`. */
   trustedProxies: string[];
@@ -106,6 +108,29 @@ export interface AuthorizationConfig {
   type: AuthMethod;
   users: BasicUser[];
   keys: NamedApiKey[];
+  /** type jwt only; absent means the defaults: Tollgate's own tokens, browser links on. */
+  jwt?: JwtSettings;
+}
+
+/** An OpenID issuer whose tokens a jwt policy accepts (docs/tokens.md#external-issuers). */
+export interface ExternalIssuer {
+  /** Exact `iss` value. */
+  issuer: string;
+  /** Accepted `aud` values (one must match). */
+  audience: string[];
+  /** Exactly one of jwksUri / jwksFile is set; jwksFile is absolute. */
+  jwksUri: string | null;
+  jwksFile: string | null;
+  /** Claim sent upstream as X-Tollgate-Subject (default `sub`). */
+  subjectClaim: string;
+}
+
+export interface JwtSettings {
+  /** Tokens signed with the masterkey (issuer `tollgate`) are accepted. */
+  acceptTollgate: boolean;
+  external: ExternalIssuer[];
+  /** Link navigations are exchanged for a cookie (docs/tokens.md#links-in-a-browser). */
+  browserLinks: boolean;
 }
 
 export interface HealthCheckConfig {

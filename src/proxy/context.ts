@@ -40,6 +40,8 @@ export interface ProxyRequest {
   consumedHeaders: string[];
   /** Set-Cookie values to add to the response (sticky sessions). */
   responseCookies: string[];
+  /** Response headers the proxy sets, replacing the upstream's (lower-case names). */
+  responseHeaders: Record<string, string> | null;
   /** Servers in the order the forwarder should try them; set by the balance stage. */
   candidates: readonly UpstreamServer[];
   /** The server that answered (or was tried last); for the access log. */

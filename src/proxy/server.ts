@@ -87,6 +87,7 @@ export function resolveRequest(
       forwardQuery: target.query,
       consumedHeaders: [],
       responseCookies: [],
+      responseHeaders: null,
       candidates: route.servers,
       upstream: null,
       responseBytes: 0,

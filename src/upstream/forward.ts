@@ -153,7 +153,7 @@ function dispatch(
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(headers, request.responseCookies);
+      const outgoing = clientResponseHeaders(headers, request.responseCookies, request.responseHeaders);
       if (statusMessage) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
       if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);

@@ -156,6 +156,7 @@ function forwardedElement(peerIp: string, proto: string, host: string): string {
 export function clientResponseHeaders(
   upstream: Record<string, string | string[] | undefined>,
   extraCookies: readonly string[],
+  overrides: Readonly<Record<string, string>> | null = null,
 ): IncomingHttpHeaders {
   const named = connectionTokens(upstream.connection);
   const out: IncomingHttpHeaders = {};
@@ -170,6 +171,7 @@ export function clientResponseHeaders(
       ...extraCookies,
     ];
   }
+  if (overrides !== null) Object.assign(out, overrides);
   return out;
 }
 

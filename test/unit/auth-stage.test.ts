@@ -93,13 +93,13 @@ const plainBasic: AuthorizationConfig = Object.freeze({
   keys: [],
 });
 
-test('a route without a policy passes untouched', () => {
+test('a route without a policy passes; only a token parameter is taken out of what is forwarded', () => {
   const { stage } = harness();
-  const { proxyRequest } = request(null, { authorization: 'Basic Zm9vOmJhcg==' }, 'tollgatetoken=x');
+  const { proxyRequest } = request(null, { authorization: 'Basic Zm9vOmJhcg==' }, 'a=1&tollgatetoken=x');
   assert.equal(stage(proxyRequest), true);
   assert.equal(proxyRequest.subject, null);
   assert.deepEqual(proxyRequest.consumedHeaders, []);
-  assert.equal(proxyRequest.forwardQuery, 'tollgatetoken=x');
+  assert.equal(proxyRequest.forwardQuery, 'a=1');
 });
 
 test('basic with plain passwords: accepted synchronously, the header consumed, the user the subject', () => {

@@ -34,8 +34,9 @@ test('200: token first, owner, expires_at; the token verifies with the masterkey
   assert.equal(res.status, 200);
   assert.equal(res.headers['cache-control'], 'no-store');
   assert.match(String(res.headers['content-type']), /^application\/json/);
-  const body = res.json<{ token: string; owner: string; expires_at: string }>();
-  assert.deepEqual(Object.keys(body), ['token', 'owner', 'expires_at']);
+  const body = res.json<{ token: string; owner: string; expires_at: string; jti: string }>();
+  assert.deepEqual(Object.keys(body), ['token', 'owner', 'expires_at', 'jti']);
+  assert.equal(body.jti, decodeJwt(body.token).jti, 'the jti to revoke is the one inside the token');
   assert.equal(body.owner, 'alice');
   assert.equal(body.expires_at, new Date((T0 + 1800) * 1000).toISOString());
   assert.equal(decodeJwt(body.token).exp, T0 + 1800);
@@ -43,6 +44,8 @@ test('200: token first, owner, expires_at; the token verifies with the masterkey
     ok: true,
     owner: 'alice',
     expiresAt: T0 + 1800,
+    jti: body.jti,
+    scope: null,
   });
   assert.equal((await tokensIssuedTotal.get()).values[0]?.value, issuedBefore + 1);
   assert.doesNotMatch(api.lines.join(''), new RegExp(`${MASTERKEY}|${body.token.split('.')[2]}`));

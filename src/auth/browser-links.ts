@@ -1,0 +1,73 @@
+import type { IncomingMessage } from 'node:http';
+import type { ProxyRequest } from '../proxy/context.ts';
+import type { AuthRedirect } from './authenticator.ts';
+import type { Clock } from './clock.ts';
+import type { ScopeEntry } from './scope.ts';
+import type { VerifiedToken } from './tokens.ts';
+
+/**
+ * Shared links that work in a browser (docs/tokens.md#links-in-a-browser). A link carries the token
+ * in the query, but a page's stylesheets, images, fetch() calls and the links clicked on it do not:
+ * a browser navigation authenticated by the query parameter is therefore answered with a 303 to the
+ * same URL without it and a cookie holding the token, which jwt routes accept with the same checks.
+ *
+ * The cookie is HttpOnly (scripts on the page cannot read it), SameSite=Lax (other sites' forms,
+ * fetch() and subresources never carry it; only top-level GET navigations do, which is exactly what
+ * the link already granted), limited to the token's scope or the route's prefix, and expires with
+ * the token.
+ */
+export interface BrowserLinks {
+  /** The 303 + Set-Cookie answer to an authenticated link navigation. */
+  exchange(
+    request: ProxyRequest,
+    token: string,
+    check: VerifiedToken,
+    scope: ScopeEntry | null,
+  ): AuthRedirect;
+}
+
+/** What a response to a request whose URL held a token carries, whatever the upstream said. */
+const QUERY_TOKEN_RESPONSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'private, no-store',
+});
+
+/** A top-level navigation by a browser (Fetch Metadata); scripts and curl do not send this. */
+export function isBrowserNavigation(req: IncomingMessage): boolean {
+  return (req.method === 'GET' || req.method === 'HEAD') && req.headers['sec-fetch-mode'] === 'navigate';
+}
+
+/**
+ * A Path attribute for a normalised prefix. A `;` cannot appear in a cookie attribute, so a prefix
+ * holding one is cut back to the segment before it: the cookie then covers a little more, the scope
+ * check on every request still covers exactly the scope.
+ */
+function cookiePath(prefix: string): string {
+  const semicolon = prefix.indexOf(';');
+  if (semicolon === -1) return prefix;
+  return prefix.slice(0, prefix.lastIndexOf('/', semicolon)) || '/';
+}
+
+/** Marks the response to a query-token request: never cached by others, never leaks the URL. */
+export function markQueryTokenResponse(request: ProxyRequest): void {
+  request.responseHeaders = { ...request.responseHeaders, ...QUERY_TOKEN_RESPONSE_HEADERS };
+}
+
+export function createBrowserLinks(options: { cookieName: string; now: Clock }): BrowserLinks {
+  return {
+    exchange(request, token, check, scope) {
+      const location = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
+      const maxAge = Math.max(0, Math.floor(check.expiresAt - options.now()));
+      const attributes = [
+        `${options.cookieName}=${token}`,
+        `Path=${cookiePath(scope?.prefix ?? request.route.prefix)}`,
+        `Max-Age=${maxAge}`,
+        `Expires=${new Date(check.expiresAt * 1000).toUTCString()}`,
+        'HttpOnly',
+        'SameSite=Lax',
+      ];
+      if (request.secure) attributes.push('Secure');
+      return { redirect: location, setCookie: attributes.join('; ') };
+    },
+  };
+}

@@ -1,0 +1,91 @@
+import { readFileSync } from 'node:fs';
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  errors,
+  type JSONWebKeySet,
+  type JWTVerifyGetKey,
+} from 'jose';
+import { jwksRefreshesTotal } from '../admin/metrics.ts';
+import type { Logger } from '../log.ts';
+
+/**
+ * Key sets of external issuers (docs/tokens.md#external-issuers). jose's remote JWK set does the
+ * fetching, parsing and key selection; this module only decides WHEN it refetches, because jose's own
+ * schedule would fail every token once the cache aged while the issuer is unreachable:
+ *
+ * - keys are refreshed in the background every `refreshMs` (a request never waits for it, and a
+ *   failed refresh keeps the keys already held: an unreachable JWKS never breaks verifiable tokens);
+ * - a token whose `kid` is unknown triggers a refresh at once, unless one already ran in the last
+ *   `cooldownMs` (so garbage kids cannot make us hammer the issuer);
+ * - before any key was ever fetched, a failed fetch is retried at most every `cooldownMs` too.
+ */
+export const UNKNOWN_KID_COOLDOWN_MS = 30_000;
+export const REFRESH_INTERVAL_MS = 5 * 60_000;
+const FETCH_TIMEOUT_MS = 5_000;
+
+export interface RemoteKeySetOptions {
+  /** Metric and log label. */
+  issuer: string;
+  logger: Logger;
+  cooldownMs?: number;
+  refreshMs?: number;
+  /** Milliseconds clock, for tests. */
+  nowMs?: () => number;
+}
+
+export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): JWTVerifyGetKey {
+  const cooldownMs = options.cooldownMs ?? UNKNOWN_KID_COOLDOWN_MS;
+  const refreshMs = options.refreshMs ?? REFRESH_INTERVAL_MS;
+  const nowMs = options.nowMs ?? Date.now;
+  // Infinite ages: jose never refetches on its own; every fetch goes through reload() below.
+  const remote = createRemoteJWKSet(new URL(uri), {
+    cacheMaxAge: Number.POSITIVE_INFINITY,
+    cooldownDuration: Number.POSITIVE_INFINITY,
+    timeoutDuration: FETCH_TIMEOUT_MS,
+  });
+  let lastFetch = Number.NEGATIVE_INFINITY;
+  let lastForcedFetch = Number.NEGATIVE_INFINITY;
+
+  const reload = async (why: string): Promise<void> => {
+    lastFetch = nowMs();
+    try {
+      await remote.reload();
+      jwksRefreshesTotal.inc({ issuer: options.issuer, result: 'success' });
+      options.logger.info({ event: 'jwks_refreshed', issuer: options.issuer, why }, 'issuer keys fetched');
+    } catch (error) {
+      jwksRefreshesTotal.inc({ issuer: options.issuer, result: 'failure' });
+      options.logger.warn(
+        { event: 'jwks_refresh_failed', issuer: options.issuer, why, err: (error as Error).message },
+        'fetching the issuer keys failed; keeping the keys already held',
+      );
+      throw error;
+    }
+  };
+  const haveKeys = () => remote.jwks() !== undefined;
+
+  return async (header, token) => {
+    const now = nowMs();
+    if (!haveKeys()) {
+      if (now - lastForcedFetch < cooldownMs) throw new errors.JWKSNoMatchingKey();
+      lastForcedFetch = now;
+      await reload('first use');
+    } else if (now - lastFetch >= refreshMs && !remote.reloading) {
+      reload('periodic').catch(() => {});
+    }
+    try {
+      return await remote(header, token);
+    } catch (error) {
+      if (!(error instanceof errors.JWKSNoMatchingKey) || now - lastForcedFetch < cooldownMs) throw error;
+      lastForcedFetch = now;
+      await reload('unknown kid');
+      return remote(header, token);
+    }
+  };
+}
+
+/** A key set read from a file (a mounted ConfigMap): re-read when the configuration is reloaded. */
+export function createFileKeySet(path: string): JWTVerifyGetKey {
+  const jwks = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
+  return createLocalJWKSet(jwks);
+}
