@@ -115,7 +115,6 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     accessLog: read('access_log', (f) => r.boolean(f), true),
     masterkey: readMasterkey(r, get('masterkey'), get('master_key')),
     masterkeyFile: read('masterkey_file', filePath, null),
-    revokedTokensFile: read('revoked_tokens_file', filePath, null),
     tokenParam: read('token_param', (f) => readTokenParam(r, f), 'tollgatetoken'),
     maxTokenMinutes: number('max_token_minutes', 1440, { integer: true, min: 1 }),
     httpsPort: number('https_port', 443, { integer: true, min: 1, max: 65535 }),
@@ -133,6 +132,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     shutdownDelaySeconds: number('shutdown_delay_seconds', 5, DELAY),
     shutdownGraceSeconds: number('shutdown_grace_seconds', 25, DELAY),
     rateLimitRedis: read('rate_limit_redis', (f) => readRedisUrl(r, f), null),
+    // Only when set, so configs without it compare equal to the defaults.
+    ...optional('revokedTokensFile', read('revoked_tokens_file', filePath, null)),
   };
   return {
     config,
@@ -262,4 +263,8 @@ function readRedisUrl(r: YamlReader, field: Field): string | undefined {
   }
   r.report(r.at(field), field.path, 'is not a valid redis URL (redis://[user:password@]host[:port][/db])');
   return undefined;
+}
+
+function optional<K extends string, V>(key: K, value: V | null): { [key in K]?: V } {
+  return (value === null ? {} : { [key]: value }) as { [key in K]?: V };
 }
