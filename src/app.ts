@@ -182,6 +182,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   });
   const proxyServer = http.createServer(serverOptions, handler);
   proxyServer.on('upgrade', webSockets.handleUpgrade);
+  // Expect: 100-continue is answered by the forwarder once the pipeline admitted the request.
+  proxyServer.on('checkContinue', handler);
   proxyServer.on('clientError', answerClientError);
 
   let tls: TlsContextProvider | null = null;
@@ -197,6 +199,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     }
     tlsServer = https.createServer({ ...serverOptions, ...tls.current() }, handler);
     tlsServer.on('upgrade', webSockets.handleUpgrade);
+    tlsServer.on('checkContinue', handler);
     tlsServer.on('clientError', answerClientError);
     tls.attach(tlsServer);
   }

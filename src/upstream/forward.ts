@@ -217,7 +217,14 @@ function dispatch(
       sendError(res, answer);
     },
   };
+  // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is told
+  // to send its body only now that the pipeline admitted the request and a connection is ready.
+  if (withBody && !request.res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
   deps.pools.get(server).dispatch(options, handler);
+}
+
+function expectsContinue(expect: string | undefined): boolean {
+  return expect !== undefined && expect.toLowerCase() === '100-continue';
 }
 
 function passEarlyHints(request: ProxyRequest, headers: Record<string, string | string[] | undefined>): void {

@@ -60,6 +60,10 @@ describe('forwarding through the proxy process', () => {
               '/': { servers: [a.address, b.address] },
               '/special': { servers: [special.address] },
               '/only-a': { servers: [a.address] },
+              '/private': {
+                servers: [a.address],
+                authorization: { type: 'basic', creds: 'alice:wonderland' },
+              },
             },
           },
           'narrow.example.com': { paths: { '/v1': { servers: [a.address] } } },
@@ -280,37 +284,54 @@ describe('forwarding through the proxy process', () => {
     assert.equal(chunkedBytes, 1024);
   });
 
+  /** A POST with Expect: 100-continue that sends its body only when told to continue. */
+  function postExpectingContinue(path: string, headers: Record<string, string> = {}) {
+    return new Promise<{ sawContinue: boolean; status: number; body: string }>((resolve, reject) => {
+      let sawContinue = false;
+      const req = http.request({
+        port: tollgate.proxyPort,
+        host: '127.0.0.1',
+        method: 'POST',
+        path,
+        headers: { host: 'app.example.com', expect: '100-continue', 'content-length': '4', ...headers },
+      });
+      req.on('continue', () => {
+        sawContinue = true;
+        req.end('body');
+      });
+      req.on('response', (r) => {
+        let body = '';
+        r.setEncoding('utf8').on('data', (d: string) => {
+          body += d;
+        });
+        r.on('end', () => {
+          resolve({ sawContinue, status: r.statusCode ?? 0, body });
+          req.destroy();
+        });
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+  }
+
   it('handles Expect: 100-continue', async () => {
-    const result = await new Promise<{ sawContinue: boolean; status: number; body: string }>(
-      (resolve, reject) => {
-        let sawContinue = false;
-        const req = http.request({
-          port: tollgate.proxyPort,
-          host: '127.0.0.1',
-          method: 'POST',
-          path: '/only-a/expect',
-          headers: { host: 'app.example.com', expect: '100-continue', 'content-length': '4' },
-        });
-        req.on('continue', () => {
-          sawContinue = true;
-          req.end('body');
-        });
-        req.on('response', (r) => {
-          let body = '';
-          r.setEncoding('utf8').on('data', (d: string) => {
-            body += d;
-          });
-          r.on('end', () => resolve({ sawContinue, status: r.statusCode ?? 0, body }));
-        });
-        req.on('error', reject);
-        req.flushHeaders();
-      },
-    );
+    const result = await postExpectingContinue('/only-a/expect');
     assert.ok(result.sawContinue);
     assert.equal(result.status, 200);
     const echoed = JSON.parse(result.body) as { bodyBytes: number; headers: Record<string, string> };
     assert.equal(echoed.bodyBytes, 4);
     assert.equal(echoed.headers.expect, undefined);
+  });
+
+  it('says 100 Continue only once authentication admitted the request', async () => {
+    const refused = await postExpectingContinue('/private/upload');
+    assert.equal(refused.status, 401);
+    assert.equal(refused.sawContinue, false, 'the client was never asked for its body');
+    const admitted = await postExpectingContinue('/private/upload', {
+      authorization: `Basic ${Buffer.from('alice:wonderland').toString('base64')}`,
+    });
+    assert.equal(admitted.sawContinue, true);
+    assert.equal(admitted.status, 200);
   });
 
   it('answers 404 with a JSON body when no route matches, and counts requests by route', async () => {
