@@ -87,6 +87,8 @@ describe('reloads under a busy config directory and bursts of swaps (real proces
       for (let i = 0; i < 3; i++) {
         const { hash, startedAt } = await swap();
         await waitFor(async () => (await liveHash(tollgate)) === hash, 10_000);
+        // The log line travels through a pipe: it can reach the test after the admin port says live.
+        await waitFor(() => reloadsLogged(tollgate).some((r) => r.hash === hash), 10_000);
         const reload = reloadsLogged(tollgate).find((r) => r.hash === hash);
         assert.ok(reload, 'the process logged the reload');
         const delay = reload.at - startedAt;
