@@ -5,7 +5,7 @@ import type { ServerHealth } from './health.ts';
 import { knownServerIds, pinnedServer, readStickyIds, stickySetCookie, stickyValue } from './sticky.ts';
 
 /**
- * The balance stage (BEHAVIOUR.md §4 "pick server"): sets `request.candidates`, the servers the
+ * The balance stage (docs/traffic.md "Choosing a server"): sets `request.candidates`, the servers the
  * forwarder tries in order — the chosen one first, then the other servers in rotation for failover.
  * Ejected servers are left out; when a route has none left it answers 503 at once rather than
  * letting the client wait on connect timeouts.

@@ -5,7 +5,7 @@ import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { UpstreamFailureKind } from './failure.ts';
 
 /**
- * Which upstream servers may receive traffic (BEHAVIOUR.md §4, issue 5 point 6).
+ * Which upstream servers may receive traffic (docs/traffic.md "Server health").
  *
  * Two independent signals decide it:
  * - passive, per server address: the forwarder reports every attempt. After `failureThreshold`

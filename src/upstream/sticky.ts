@@ -2,9 +2,9 @@ import type { StickySessions } from '../config/types.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 
 /**
- * The sticky-session cookie (issue 5 point 1). Its value names servers by `UpstreamServer.id`, which
- * is derived from the configured address, so every replica with the same config reads it the same
- * way and the client never learns an IP.
+ * The sticky-session cookie (docs/traffic.md "Sticky sessions"). Its value names servers by
+ * `UpstreamServer.id`, which is derived from the configured address, so every replica with the same
+ * config reads it the same way and the client never learns an IP.
  *
  * The cookie is `Path=/`, so one host's routes share it. Routes with different server sets would
  * otherwise overwrite each other's choice on every switch; the value is therefore a `.`-separated
