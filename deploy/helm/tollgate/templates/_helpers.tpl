@@ -242,6 +242,7 @@ upstreams.yaml is found beside main.yaml by default.
 {{- $_ := set $main "tls_certificate" "tls.crt" }}
 {{- $_ := set $main "tls_key_file" "tls.key" }}
 {{- end }}
+{{- $_ := set $main "workers" ($c.workers | default (ternary "auto" 1 (hasKey ((.Values.resources | default dict).limits | default dict) "cpu"))) }}
 {{- if and $c.rateLimitRedis (not $c.rateLimitRedisSecret.name) }}
 {{- $_ := set $main "rate_limit_redis" $c.rateLimitRedis }}
 {{- end }}
