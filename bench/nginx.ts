@@ -55,11 +55,12 @@ ${httpTemps(dir)}
 }
 
 /**
- * The reference proxy: one worker, a keep-alive pool to the upstream, and the X-Forwarded-* headers
- * Tollgate also sets, so both do the same job per request.
+ * The reference proxy: a keep-alive pool to the upstream, and the X-Forwarded-* headers Tollgate also
+ * sets, so both do the same job per request. One worker by default; with several, each worker gets
+ * its own `reuseport` socket, the way Tollgate's workers share the port.
  */
-export function proxyConfig(dir: string, port: number, upstreamPort: number): string {
-  return `${commonConfig(dir, 1)}
+export function proxyConfig(dir: string, port: number, upstreamPort: number, workers = 1): string {
+  return `${commonConfig(dir, workers)}
 http {
   access_log off;
 ${httpTemps(dir)}
@@ -70,7 +71,7 @@ ${httpTemps(dir)}
     keepalive_requests 1000000;
   }
   server {
-    listen 127.0.0.1:${port};
+    listen 127.0.0.1:${port}${workers > 1 ? ' reuseport' : ''};
     location / {
       proxy_pass http://backend;
       proxy_http_version 1.1;

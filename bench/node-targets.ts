@@ -29,6 +29,22 @@ export async function startReferenceProxy(id: ReferenceProxyId, upstreamPort: nu
   return port;
 }
 
+/**
+ * `copies` minimal undici proxies sharing one port through SO_REUSEPORT: what N Node processes reach
+ * with no work of their own, the ceiling for Tollgate with N workers. Resolves with the port.
+ */
+export async function startSharedUndiciProxies(upstreamPort: number, copies: number): Promise<number> {
+  const port = await freePort();
+  const origin = `http://127.0.0.1:${upstreamPort}`;
+  const script = REFERENCE_PROXIES['undici-minimal'];
+  for (let copy = 1; copy <= copies; copy += 1) {
+    const started = startScript(`undici-minimal #${copy}`, script, [String(port), origin, 'reuseport']);
+    // One at a time: a copy answering proves it is bound before the next one joins the port.
+    await waitForHttp(`http://127.0.0.1:${port}/`, started);
+  }
+  return port;
+}
+
 /** Starts the single-process Node upstream (BENCH_UPSTREAM=node) and waits until it answers. */
 export async function startNodeUpstream(port: number): Promise<Started> {
   const started = startScript('node-upstream', 'node-upstream.ts', [String(port)]);

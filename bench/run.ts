@@ -9,11 +9,12 @@
  * Settings (flag or env): --seconds/BENCH_SECONDS (5), --rounds/BENCH_ROUNDS (3),
  * --connections/BENCH_CONNECTIONS (64), --threads/BENCH_THREADS (1, wrk threads),
  * --warmup/BENCH_WARMUP_SECONDS (2), --targets/BENCH_TARGETS (all of TARGET_IDS),
- * --upstream/BENCH_UPSTREAM (nginx | node).
+ * --upstream/BENCH_UPSTREAM (nginx | node), --workers/BENCH_WORKERS (the machine's CPUs: N of the
+ * *-workers targets).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -21,12 +22,29 @@ import { BODY_BYTES } from './body.ts';
 import { httpRequest, waitForHttp } from './http.ts';
 import { findLoadGenerator, type LoadGenerator, type LoadResult } from './load.ts';
 import { nginxBinary, proxyConfig, startNginx, upstreamConfig } from './nginx.ts';
-import { type ReferenceProxyId, startNodeUpstream, startReferenceProxy } from './node-targets.ts';
+import {
+  type ReferenceProxyId,
+  startNodeUpstream,
+  startReferenceProxy,
+  startSharedUndiciProxies,
+} from './node-targets.ts';
 import { freePort, stopAll } from './processes.ts';
 import { type Ratio, ratio, renderTable, summarise, type TargetSummary } from './report.ts';
 import { BENCH_HOST, issueToken, MAIN_JS, startTollgate, tollgateBuilt } from './tollgate.ts';
 
-const TARGET_IDS = ['direct', 'nginx', 'http-proxy-3', 'undici-minimal', 'tollgate', 'tollgate-jwt'] as const;
+const TARGET_IDS = [
+  'direct',
+  'nginx',
+  'http-proxy-3',
+  'undici-minimal',
+  'tollgate',
+  'tollgate-jwt',
+  // Every core (docs/workers.md): N = BENCH_WORKERS, the machine's CPUs by default.
+  'nginx-workers',
+  'undici-minimal-workers',
+  'tollgate-workers',
+  'tollgate-workers-cluster',
+] as const;
 type TargetId = (typeof TARGET_IDS)[number];
 
 const UPSTREAM_KINDS = ['nginx', 'node'] as const;
@@ -45,6 +63,8 @@ interface Settings {
   warmupSeconds: number;
   targets: TargetId[];
   upstream: UpstreamKind;
+  /** N of the *-workers targets. */
+  workers: number;
 }
 
 interface Target {
@@ -64,6 +84,7 @@ function readSettings(): Settings {
       warmup: { type: 'string' },
       targets: { type: 'string' },
       upstream: { type: 'string' },
+      workers: { type: 'string' },
     },
   });
   const positive = (flag: string | undefined, env: string, fallback: number, allowZero = false): number => {
@@ -93,6 +114,7 @@ function readSettings(): Settings {
     warmupSeconds: positive(values.warmup, 'BENCH_WARMUP_SECONDS', 2, true),
     targets,
     upstream,
+    workers: positive(values.workers, 'BENCH_WORKERS', availableParallelism()),
   };
 }
 
@@ -180,7 +202,74 @@ async function startTargets(settings: Settings): Promise<{ targets: Target[]; sk
       });
     }
   }
+  targets.push(...(await startWorkerTargets(settings, nginx, upstreamPort, skipped)));
   return { targets, skipped };
+}
+
+/**
+ * The same proxies with N processes each (docs/workers.md): nginx `worker_processes N` (reuseport),
+ * N minimal undici proxies sharing the port (reuseport), Tollgate `workers: N` with the kernel
+ * spreading connections (reuseport) and with the cluster module's round-robin through the primary.
+ */
+async function startWorkerTargets(
+  settings: Settings,
+  nginx: string,
+  upstreamPort: number,
+  skipped: string[],
+): Promise<Target[]> {
+  const n = settings.workers;
+  const host = { host: BENCH_HOST };
+  const targets: Target[] = [];
+  if (settings.targets.includes('nginx-workers')) {
+    const port = await freePort();
+    const proxy = startNginx(nginx, 'nginx-proxy-workers', (dir) => proxyConfig(dir, port, upstreamPort, n));
+    await waitForHttp(`http://127.0.0.1:${port}/`, proxy);
+    const label = `nginx (${n} workers)`;
+    targets.push({ id: 'nginx-workers', label, url: `http://127.0.0.1:${port}/`, headers: host });
+  }
+  if (settings.targets.includes('undici-minimal-workers')) {
+    const port = await startSharedUndiciProxies(upstreamPort, n);
+    const label = `undici (minimal) ×${n}`;
+    targets.push({ id: 'undici-minimal-workers', label, url: `http://127.0.0.1:${port}/`, headers: host });
+  }
+  for (const [id, spreading] of [
+    ['tollgate-workers', 'reuseport'],
+    ['tollgate-workers-cluster', 'cluster'],
+  ] as const) {
+    if (!settings.targets.includes(id)) continue;
+    if (!tollgateBuilt()) {
+      skipped.push(`${id}: ${MAIN_JS} not found (run npm run build)`);
+      continue;
+    }
+    const tollgate = await startTollgate(upstreamPort, { workers: n, spreading });
+    const label = `tollgate ×${n}${spreading === 'cluster' ? ' (cluster)' : ''}`;
+    targets.push({ id, label, url: `http://127.0.0.1:${tollgate.proxyPort}/`, headers: host });
+  }
+  return targets;
+}
+
+/** The every-core figures (docs/workers.md): Tollgate with N workers against its references. */
+function workerRatios(byId: (id: TargetId) => TargetSummary | undefined, n: number): Array<Ratio | null> {
+  return [
+    ratio(`tollgate(${n}) / undici-minimal(${n})`, byId('tollgate-workers'), byId('undici-minimal-workers'), {
+      goal: 0.9,
+    }),
+    ratio(`tollgate(${n}) / tollgate(1)`, byId('tollgate-workers'), byId('tollgate'), { goal: 1.2 }),
+    ratio(`tollgate(${n}) / nginx(${n})`, byId('tollgate-workers'), byId('nginx-workers'), {
+      note: 'the throughput question: Node against nginx, both on every core',
+    }),
+    ratio(
+      `undici-minimal(${n}) / undici-minimal(1)`,
+      byId('undici-minimal-workers'),
+      byId('undici-minimal'),
+      {
+        note: 'what N Node processes gain here, the load generator sharing the cores',
+      },
+    ),
+    ratio(`tollgate(${n}) cluster / reuseport`, byId('tollgate-workers-cluster'), byId('tollgate-workers'), {
+      note: "the cluster module's round-robin against the kernel spreading connections",
+    }),
+  ];
 }
 
 async function measure(
@@ -252,8 +341,9 @@ async function main(): Promise<number> {
       note: "calibration: about 0.29 in the issue's setup",
     }),
     ratio('tollgate / undici-minimal', byId('tollgate'), byId('undici-minimal'), {
-      note: 'the goal scaled to the calibration: 0.45 / 0.5 = 0.9',
+      goal: 0.9,
     }),
+    ...workerRatios(byId, settings.workers),
   ].filter((entry): entry is Ratio => entry !== null);
 
   process.stdout.write(`\n${renderTable(summaries, ratios)}\n`);
@@ -262,7 +352,7 @@ async function main(): Promise<number> {
   mkdirSync(resultsDir, { recursive: true });
   const document = {
     date: new Date().toISOString(),
-    command: `BENCH_SECONDS=${settings.seconds} BENCH_ROUNDS=${settings.rounds} BENCH_CONNECTIONS=${settings.connections} BENCH_UPSTREAM=${settings.upstream} BENCH_TARGETS=${settings.targets.join(',')} npm run bench`,
+    command: `BENCH_SECONDS=${settings.seconds} BENCH_ROUNDS=${settings.rounds} BENCH_CONNECTIONS=${settings.connections} BENCH_UPSTREAM=${settings.upstream} BENCH_WORKERS=${settings.workers} BENCH_TARGETS=${settings.targets.join(',')} npm run bench`,
     environment: {
       cpus: cpus().length,
       cpuModel: cpus()[0]?.model ?? 'unknown',

@@ -23,11 +23,22 @@ export function tollgateBuilt(): boolean {
   return existsSync(MAIN_JS);
 }
 
+export interface TollgateSetup {
+  /** main.yaml `workers` (1: the single process). */
+  workers?: number;
+  /** How workers share the port (docs/workers.md): SO_REUSEPORT by default, or the cluster module. */
+  spreading?: 'reuseport' | 'cluster';
+}
+
 /**
  * Access log off and log level warn: the reference nginx runs with `access_log off` too, so neither
  * side pays for a log line per request.
  */
-export async function startTollgate(upstreamPort: number): Promise<RunningTollgate> {
+export async function startTollgate(
+  upstreamPort: number,
+  setup: TollgateSetup = {},
+): Promise<RunningTollgate> {
+  const workers = setup.workers ?? 1;
   const dir = makeTempDir('tollgate-bench-tollgate-');
   const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const masterkey = randomBytes(24).toString('base64url');
@@ -40,6 +51,7 @@ export async function startTollgate(upstreamPort: number): Promise<RunningTollga
       'log_level: warn',
       'access_log: false',
       `masterkey: "${masterkey}"`,
+      `workers: ${workers}`,
       '',
     ].join('\n'),
   );
@@ -59,12 +71,12 @@ export async function startTollgate(upstreamPort: number): Promise<RunningTollga
       '',
     ].join('\n'),
   );
-  const started = startProcess('tollgate', process.execPath, [
-    MAIN_JS,
-    'start',
-    '--config',
-    join(dir, 'main.yaml'),
-  ]);
+  const started = startProcess(
+    workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
+    process.execPath,
+    [MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
+    { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
+  );
   await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, started);
   return { process: started, proxyPort, apiPort, masterkey };
 }

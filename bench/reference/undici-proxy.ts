@@ -6,12 +6,14 @@
  * stages, no metrics, no logging. Measured in the same run, it shows what a Node proxy can reach
  * against this bench's nginx, so Tollgate's ratio can be read against it.
  *
- * Usage: node bench/reference/undici-proxy.ts <listen port> <upstream origin>
+ * Usage: node bench/reference/undici-proxy.ts <listen port> <upstream origin> [reuseport]
+ * With `reuseport`, several copies can listen on the same port and the kernel spreads connections
+ * over them: the Node ceiling for Tollgate's workers.
  */
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
-const [port, origin] = process.argv.slice(2);
+const [port, origin, sharing] = process.argv.slice(2);
 if (port === undefined || origin === undefined) throw new Error('usage: undici-proxy.ts <port> <origin>');
 
 // The same pool size as nginx's `keepalive 128` and the http-proxy-3 reference's agent.
@@ -61,4 +63,4 @@ createServer((req, res) => {
       else res.writeHead(502).end();
     },
   );
-}).listen(Number(port), '127.0.0.1');
+}).listen({ port: Number(port), host: '127.0.0.1', reusePort: sharing === 'reuseport' });
