@@ -26,6 +26,7 @@ import { createToHttpsStage } from './proxy/stages/to-https.ts';
 import { compileRoutingTable } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
+import { createFileWatcher, type FileWatcher } from './sources/files.ts';
 import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
@@ -50,6 +51,12 @@ export interface TollgateOptions {
   logger?: Logger;
   /** Watch the files read at runtime (docs/reload.md) once listening (default true). */
   watch?: boolean;
+  /**
+   * Run as one worker of a primary (docs/workers.md): serve the proxy listener(s) only, bound with
+   * SO_REUSEPORT when `reusePort`, and keep rate-limit counters in the primary. The primary serves
+   * the admin and token API listeners, watches the files and sends each new config (applyConfig).
+   */
+  worker?: { reusePort: boolean };
 }
 
 /** Where each listener is actually bound (port 0 in main.yaml becomes the port the kernel chose). */
@@ -70,6 +77,12 @@ export interface Tollgate {
   addresses(): BoundAddresses;
   /** Checks the config files now (what SIGHUP does) and resolves once the check is done. */
   reload(reason?: string): Promise<void>;
+  /**
+   * A worker's way to take a config its primary validated (docs/workers.md): the masterkey the
+   * primary resolved, then the upstreams config, compiled and swapped in. Returns the new table's hash.
+   * Throws, keeping the live table, when the masterkey and upstreams.yaml disagree.
+   */
+  applyConfig(upstreams: UpstreamsConfig, masterkey: string | null): string;
   /**
    * The graceful shutdown (docs/reload.md): readiness off, `shutdown_delay_seconds` of serving,
    * stop accepting, drain in-flight requests for up to `shutdown_grace_seconds`, release everything.
@@ -123,7 +136,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   const { table, masterkeys, warnings } = prepareConfig(config);
   const logger = options.logger ?? createLogger(main.logLevel);
   const clock = options.clock ?? systemClock;
-  for (const warning of warnings) logger.warn(warning);
+  // A worker's primary has already said it, once for the set.
+  if (!options.worker) for (const warning of warnings) logger.warn(warning);
 
   const runtime = createRuntime(main, logger, table);
   const pools = new UpstreamPools({ timeouts: main.timeouts, limits: main.upstreamLimits });
@@ -143,7 +157,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     pools.close();
     throw new StartError(`tollgate: ${(error as Error).message}`);
   }
-  const rateLimit = createRateLimitStage({ main, logger });
+  const worker = options.worker ?? null;
+  const rateLimit = createRateLimitStage({ main, logger, shared: worker ? 'cluster' : 'process' });
   const stages = createPipeline({
     toHttps: createToHttpsStage(main),
     rateLimit: rateLimit.stage,
@@ -203,18 +218,22 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     tlsServer.on('clientError', answerClientError);
     tls.attach(tlsServer);
   }
-  const adminServer = createAdminServer(runtime);
-  const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
+  // A worker's primary answers admin and token API requests for the whole set.
+  const adminServer = worker ? null : createAdminServer(runtime);
+  const tokenApiServer = worker
+    ? null
+    : createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
   applyListenerLimits(main, { proxyServer, tlsServer, tokenApiServer, adminServer });
 
-  let hotReload: RuntimeFiles | null = null;
+  let hotReload: Pick<RuntimeFiles, 'trigger' | 'settled' | 'close'> | null = null;
   let bound: BoundAddresses | null = null;
+  const reusePort = worker?.reusePort ?? false;
   const lifecycle = createLifecycle({
     runtime,
     main,
     logger,
-    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), tokenApiServer],
-    keepUntilExit: [adminServer],
+    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), ...(tokenApiServer ? [tokenApiServer] : [])],
+    keepUntilExit: adminServer ? [adminServer] : [],
     cleanup: [
       () => hotReload?.close(),
       () => tls?.close(),
@@ -237,21 +256,32 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     async listen() {
       try {
         bound = {
-          admin: await listenOn(adminServer, main.adminAddress, 'admin_address'),
-          proxy: await listenOn(proxyServer, main.proxyAddressHttp, 'proxy_address_http'),
-          api: await listenOn(tokenApiServer, main.configAddress, 'config_address'),
+          // A worker reports the primary's admin and API addresses as configured.
+          admin: adminServer
+            ? await listenOn(adminServer, main.adminAddress, 'admin_address')
+            : main.adminAddress,
+          proxy: await listenOn(proxyServer, main.proxyAddressHttp, 'proxy_address_http', reusePort),
+          api: tokenApiServer
+            ? await listenOn(tokenApiServer, main.configAddress, 'config_address')
+            : main.configAddress,
           proxyTls:
             tlsServer && main.proxyAddressTls
-              ? await listenOn(tlsServer, main.proxyAddressTls, 'proxy_address_tls')
+              ? await listenOn(tlsServer, main.proxyAddressTls, 'proxy_address_tls', reusePort)
               : null,
         };
-        if (options.watch !== false) {
+        if (worker) {
+          // A worker watches only what its own requests read; the primary watches the config.
+          hotReload = await watchWorkerFiles(logger, tls, main.revokedTokensFile ?? null, revocations);
+        } else if (options.watch !== false) {
           // One watcher for every file read at runtime: upstreams.yaml, main.yaml, masterkey_file, TLS.
-          hotReload = await watchRuntimeFiles({ runtime, logger, masterkeys, tls }).catch((error: Error) => {
-            throw new StartError(`tollgate: ${error.message}`);
-          });
+          const runtimeFiles = await watchRuntimeFiles({ runtime, logger, masterkeys, tls }).catch(
+            (error: Error) => {
+              throw new StartError(`tollgate: ${error.message}`);
+            },
+          );
+          hotReload = runtimeFiles;
           if (main.revokedTokensFile) {
-            await watchRevokedTokens(hotReload.files, main.revokedTokensFile, revocations, logger);
+            await watchRevokedTokens(runtimeFiles.files, main.revokedTokensFile, revocations, logger);
           }
         }
       } catch (error) {
@@ -274,7 +304,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
             admin: formatAddress(addresses.admin),
           },
         },
-        'tollgate ready',
+        // A worker's primary says 'tollgate ready' for the whole set, once every worker serves.
+        worker ? 'worker serving' : 'tollgate ready',
       );
       return addresses;
     },
@@ -287,6 +318,15 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       hotReload.trigger(reason);
       await hotReload.settled();
     },
+    applyConfig(upstreams, masterkey) {
+      const next = compileRoutingTable(upstreams);
+      // The worker's main.yaml names no masterkey source (the primary resolved it), so the key
+      // given here is the only one, as a masterkey_file's would be.
+      if (masterkey !== null) masterkeys.replaceFileKey(masterkey);
+      masterkeys.reload(upstreams);
+      runtime.swapTable(next);
+      return next.hash;
+    },
     close,
   };
 }
@@ -296,13 +336,13 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
  * bodies, and connection counts, with the admin and token API caps kept apart so probes and reloads
  * still work while the proxy port is flooded.
  */
-function applyListenerLimits(
+export function applyListenerLimits(
   main: MainConfig,
   servers: {
-    proxyServer: http.Server;
+    proxyServer: http.Server | null;
     tlsServer: https.Server | null;
-    tokenApiServer: http.Server;
-    adminServer: http.Server;
+    tokenApiServer: http.Server | null;
+    adminServer: http.Server | null;
   },
 ): void {
   const timeouts = {
@@ -314,15 +354,41 @@ function applyListenerLimits(
     openFileLimit(),
     servers.tlsServer ? 2 : 1,
   );
-  applyClientLimits(servers.proxyServer, { ...timeouts, maxConnections: proxyConnections });
+  if (servers.proxyServer)
+    applyClientLimits(servers.proxyServer, { ...timeouts, maxConnections: proxyConnections });
   if (servers.tlsServer)
     applyClientLimits(servers.tlsServer, { ...timeouts, maxConnections: proxyConnections }, true);
-  applyClientLimits(servers.tokenApiServer, { ...timeouts, maxConnections: TOKEN_API_CONNECTIONS });
-  applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS });
+  // A worker of a primary has neither, and the primary no proxy listener (docs/workers.md).
+  if (servers.tokenApiServer)
+    applyClientLimits(servers.tokenApiServer, { ...timeouts, maxConnections: TOKEN_API_CONNECTIONS });
+  if (servers.adminServer)
+    applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS });
 }
 
-async function listenOn(server: Server, address: ListenAddress, key: string): Promise<ListenAddress> {
-  await listen(server, address, key);
+/**
+ * What a worker of a primary reloads itself (docs/workers.md): the TLS certificate and key its
+ * listener serves and the revoked tokens its requests are checked against.
+ */
+async function watchWorkerFiles(
+  logger: Logger,
+  tls: TlsContextProvider | null,
+  revokedTokensFile: string | null,
+  revocations: LoadedRevocations,
+): Promise<FileWatcher | null> {
+  if (tls === null && revokedTokensFile === null) return null;
+  const files = await createFileWatcher({ logger });
+  await tls?.watch(files);
+  if (revokedTokensFile) await watchRevokedTokens(files, revokedTokensFile, revocations, logger);
+  return files;
+}
+
+async function listenOn(
+  server: Server,
+  address: ListenAddress,
+  key: string,
+  reusePort = false,
+): Promise<ListenAddress> {
+  await listen(server, address, key, { reusePort });
   const { port } = server.address() as AddressInfo;
   return { host: address.host, port };
 }

@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createTollgate, prepareConfig, StartError, type Tollgate, type TollgateConfig } from './app.ts';
@@ -5,6 +6,9 @@ import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig } from './config/load.ts';
+import { resolveWorkerCount } from './workers/count.ts';
+import { serveWorkers } from './workers/serve.ts';
+import { runWorker } from './workers/worker.ts';
 
 const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
        tollgate hash-password < password
@@ -29,6 +33,8 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
  * 2 usage error. `start` resolves only once the proxy has shut down.
  */
 export async function runCli(argv: string[]): Promise<number> {
+  // A worker forked by the primary (docs/workers.md) gets its config from the primary, not from argv.
+  if (cluster.isWorker) return runWorker();
   // Its own options (--log-n), so it is dispatched before the start/validate parser.
   if (argv[0] === 'hash-password') return runHashPassword(argv.slice(1));
   if (argv[0] === 'token') return runTokenCommand(argv.slice(1));
@@ -152,7 +158,13 @@ function captureSignals(): ProcessSignals {
   };
 }
 
-async function start(path: string, serve: Serve = serveOneProcess): Promise<number> {
+/** `workers: 1` is the single process; more make this process their primary (docs/workers.md). */
+const serveByWorkers: Serve = (config, signals) => {
+  const workers = resolveWorkerCount(config.main.workers);
+  return workers > 1 ? serveWorkers(config, signals, workers) : serveOneProcess(config, signals);
+};
+
+async function start(path: string, serve: Serve = serveByWorkers): Promise<number> {
   const signals = captureSignals();
   const config = await loadOrExplain(path);
   if (config === null) return 1;

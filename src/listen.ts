@@ -10,7 +10,12 @@ export function formatAddress(address: ListenAddress): string {
  * Binds a server, turning the usual failures into one clear line naming the config key
  * (e.g. "cannot listen on 0.0.0.0:8080 (proxy_address_http): address already in use").
  */
-export function listen(server: Server, address: ListenAddress, key: string): Promise<void> {
+export function listen(
+  server: Server,
+  address: ListenAddress,
+  key: string,
+  options: { reusePort?: boolean } = {},
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => {
       const reason =
@@ -24,7 +29,8 @@ export function listen(server: Server, address: ListenAddress, key: string): Pro
       reject(new Error(`cannot listen on ${formatAddress(address)} (${key}): ${reason}`));
     };
     server.once('error', onError);
-    server.listen({ host: address.host, port: address.port }, () => {
+    // reusePort: workers each bind the same port and the kernel spreads connections (docs/workers.md).
+    server.listen({ host: address.host, port: address.port, reusePort: options.reusePort }, () => {
       server.off('error', onError);
       resolve();
     });

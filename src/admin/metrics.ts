@@ -54,6 +54,8 @@ export const rateLimitedTotal = new Counter({
 export const rateLimitBackendUp = new Gauge({
   name: 'tollgate_rate_limit_backend_up',
   help: '1 when the shared (Redis) rate-limit store answers, 0 while falling back to local limits.',
+  // With workers (docs/workers.md) each reports its own connection: 0 if any of them is cut off.
+  aggregator: 'min',
   registers: [registry],
 });
 
@@ -88,6 +90,7 @@ export const configLastReloadSuccess = new Gauge({
   name: 'tollgate_config_last_reload_success_timestamp_seconds',
   help: 'Unix time the live content of each watched file was loaded (at start or by a reload), by file.',
   labelNames: ['file'] as const,
+  aggregator: 'max',
   registers: [registry],
 });
 
@@ -95,6 +98,8 @@ export const upstreamUp = new Gauge({
   name: 'tollgate_upstream_up',
   help: '1 when the server is in rotation for the route, 0 while ejected.',
   labelNames: ['route', 'server'] as const,
+  // With workers each keeps its own passive health: 0 as soon as one of them ejected the server.
+  aggregator: 'min',
   registers: [registry],
 });
 
@@ -110,3 +115,23 @@ export const jwksRefreshesTotal = new Counter({
   labelNames: ['issuer', 'result'] as const,
   registers: [registry],
 });
+
+/**
+ * The primary's own families (docs/workers.md), registered only when there is a primary, so a
+ * single-process Tollgate exposes exactly the metrics it always did.
+ */
+export function registerWorkerMetrics() {
+  return {
+    restartsTotal: new Counter({
+      name: 'tollgate_worker_restarts_total',
+      help: 'Worker processes replaced by the primary, by reason (crash, config).',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    serving: new Gauge({
+      name: 'tollgate_workers_serving',
+      help: 'Worker processes serving the live config; equals the configured workers when all is well.',
+      registers: [registry],
+    }),
+  };
+}

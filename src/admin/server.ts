@@ -3,18 +3,47 @@ import { sendError } from '../errors.ts';
 import type { Runtime } from '../runtime.ts';
 import { registry } from './metrics.ts';
 
+/** What /readyz answers: 200 with a body when ready, 503 with the reason otherwise. */
+export interface Readiness {
+  ready: boolean;
+  body: Record<string, unknown>;
+}
+
+/**
+ * Where /readyz and /metrics come from when this process is not the whole Tollgate: the primary of
+ * a set of workers reports their readiness and their summed metrics (docs/workers.md).
+ */
+export interface AdminSources {
+  readiness(): Readiness;
+  metrics(): Promise<string>;
+}
+
+/** A single process: ready once its own listeners are bound; its own registry. */
+function processSources(runtime: Runtime): AdminSources {
+  return {
+    readiness: () =>
+      runtime.phase === 'ready'
+        ? { ready: true, body: { status: 'ready', config_hash: runtime.table().hash } }
+        : { ready: false, body: { status: runtime.phase } },
+    metrics: () => registry.metrics(),
+  };
+}
+
 /**
  * The admin listener: what the kubelet probes and Prometheus scrapes. Kept apart from the proxy port
  * so neither can be reached through a route, and so it stays up while the proxy drains.
  */
-export function createAdminServer(runtime: Runtime): http.Server {
+export function createAdminServer(
+  runtime: Runtime,
+  sources: AdminSources = processSources(runtime),
+): http.Server {
   return http.createServer(async (req, res) => {
     const path = (req.url ?? '/').split('?', 1)[0];
     const route = path !== undefined && Object.hasOwn(ADMIN_ROUTES, path) ? ADMIN_ROUTES[path] : undefined;
     if (route === undefined) return sendError(res, 'not_found', undefined, 'unknown admin path');
     if (req.method !== 'GET' && req.method !== 'HEAD')
       return sendError(res, 'method_not_allowed', { allow: 'GET, HEAD' });
-    await route(runtime, res, req.url ?? '/');
+    await route(sources, res, req.url ?? '/');
   });
 }
 
@@ -40,17 +69,17 @@ async function drain(res: http.ServerResponse, url: string): Promise<void> {
   json(res, 200, { status: 'drained', waited_seconds: seconds });
 }
 
-type AdminRoute = (runtime: Runtime, res: http.ServerResponse, url: string) => void | Promise<void>;
+type AdminRoute = (sources: AdminSources, res: http.ServerResponse, url: string) => void | Promise<void>;
 
 const ADMIN_ROUTES: Record<string, AdminRoute> = {
-  '/drain': (_runtime, res, url) => drain(res, url),
-  '/healthz': (_runtime: Runtime, res: http.ServerResponse) => json(res, 200, { status: 'ok' }),
-  '/readyz': (runtime: Runtime, res: http.ServerResponse) =>
-    runtime.phase === 'ready'
-      ? json(res, 200, { status: 'ready', config_hash: runtime.table().hash })
-      : json(res, 503, { status: runtime.phase }),
-  '/metrics': async (_runtime: Runtime, res: http.ServerResponse) => {
-    const body = await registry.metrics();
+  '/drain': (_sources, res, url) => drain(res, url),
+  '/healthz': (_sources, res) => json(res, 200, { status: 'ok' }),
+  '/readyz': (sources, res) => {
+    const { ready, body } = sources.readiness();
+    json(res, ready ? 200 : 503, body);
+  },
+  '/metrics': async (sources, res) => {
+    const body = await sources.metrics();
     res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(body) });
     res.end(body);
   },

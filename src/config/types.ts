@@ -74,6 +74,8 @@ export interface MainConfig {
   shutdownGraceSeconds: number;
   /** `redis://…` for shared rate-limit counters, or null for in-memory. */
   rateLimitRedis: string | null;
+  /** Proxy processes: 1 (one process, no primary) or more, or `auto` (see workers/count). */
+  workers: number | 'auto';
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */

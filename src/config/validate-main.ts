@@ -1,4 +1,6 @@
 import { dirname, resolve } from 'node:path';
+import { isScalar } from 'yaml';
+import { MAX_WORKERS, type WorkersSetting } from '../workers/count.ts';
 import { parseCidr, parseListenAddress } from './addresses.ts';
 import type { ListenAddress, LogLevel, MainConfig, UpstreamLimits } from './types.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
@@ -35,6 +37,7 @@ export const MAIN_KEYS = [
   'shutdown_delay_seconds',
   'shutdown_grace_seconds',
   'rate_limit_redis',
+  'workers',
 ] as const;
 
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'silent'];
@@ -134,6 +137,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     rateLimitRedis: read('rate_limit_redis', (f) => readRedisUrl(r, f), null),
     // Only when set, so configs without it compare equal to the defaults.
     ...optional('revokedTokensFile', read('revoked_tokens_file', filePath, null)),
+    workers: read('workers', (f) => readWorkers(r, f), 1),
   };
   return {
     config,
@@ -267,4 +271,15 @@ function readRedisUrl(r: YamlReader, field: Field): string | undefined {
 
 function optional<K extends string, V>(key: K, value: V | null): { [key in K]?: V } {
   return (value === null ? {} : { [key]: value }) as { [key in K]?: V };
+}
+
+/** `workers`: a count of processes, or `auto` (docs/workers.md). */
+function readWorkers(r: YamlReader, field: Field): WorkersSetting | undefined {
+  const node = field.node;
+  if (isScalar(node) && node.value === 'auto') return 'auto';
+  if (isScalar(node) && typeof node.value === 'string') {
+    r.report(node, field.path, `expected a number of workers or 'auto', got '${node.value}'`);
+    return undefined;
+  }
+  return r.number(field, { integer: true, min: 1, max: MAX_WORKERS });
 }

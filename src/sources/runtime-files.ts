@@ -6,6 +6,7 @@ import {
   recordStartupConfig,
   UPSTREAMS_METRIC_NAME,
   type UpstreamsApplier,
+  type UpstreamsApplierOptions,
 } from './apply-upstreams.ts';
 import {
   createFileWatcher,
@@ -51,6 +52,8 @@ export interface RuntimeFilesOptions extends Omit<FileWatcherOptions, 'logger'> 
   logger?: Logger;
   masterkeys: MasterkeySource;
   tls?: TlsContextProvider | null;
+  /** After a new upstreams.yaml went live (a primary sends it on to its workers, docs/workers.md). */
+  onUpstreamsReloaded?: UpstreamsApplierOptions['onReloaded'];
 }
 
 export interface RuntimeFiles {
@@ -77,6 +80,7 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
     runtime,
     logger,
     beforeSwap: (next) => masterkeys.reload(next),
+    onReloaded: options.onUpstreamsReloaded,
   });
   try {
     recordStartupConfig(runtime.table());

@@ -75,6 +75,8 @@ export interface TollgateOptions {
   upstreamsPath?: string;
   /** Wait for /readyz 200 (default true). */
   waitReady?: boolean;
+  /** How long to wait for readiness (default 10 s; several processes start slower on a busy machine). */
+  readyTimeoutMs?: number;
   args?: string[];
 }
 
@@ -257,7 +259,7 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     try {
       await waitFor(
         async () => saidReady() && (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
-        10_000,
+        options.readyTimeoutMs ?? 10_000,
         () => (child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null),
       );
     } catch (error) {

@@ -43,6 +43,7 @@ const DEFAULTS: MainConfig = {
   shutdownDelaySeconds: 5,
   shutdownGraceSeconds: 25,
   rateLimitRedis: null,
+  workers: 1,
 };
 
 describe('main.yaml: valid files', () => {
@@ -88,6 +89,7 @@ describe('main.yaml: valid files', () => {
         shutdown_delay_seconds: 0
         shutdown_grace_seconds: 40
         rate_limit_redis: redis://redis:6379/0
+        workers: 3
       `),
     );
     assert.deepEqual(config, {
@@ -125,6 +127,7 @@ describe('main.yaml: valid files', () => {
       shutdownDelaySeconds: 0,
       shutdownGraceSeconds: 40,
       rateLimitRedis: 'redis://redis:6379/0',
+      workers: 3,
     } satisfies MainConfig);
   });
 
@@ -341,10 +344,10 @@ describe('main.yaml: each kind of error names file:line:column and path', () => 
 
 describe('main.yaml: unknown keys far from any known one', () => {
   it('list the known keys once, on the first of them; the others point back at that line', () => {
-    const issues = problems(parseMainConfig('log_level: info\nworkerz: 4\ncolour: blue\n', FILE));
+    const issues = problems(parseMainConfig('log_level: info\ncache_size: 4\ncolour: blue\n', FILE));
     assert.equal(issues.length, 2);
     const known = MAIN_KEYS.toSorted().join(', ');
-    assert.equal(issues[0], `${FILE}:2:1: workerz: unknown key 'workerz' (known keys: ${known})`);
+    assert.equal(issues[0], `${FILE}:2:1: cache_size: unknown key 'cache_size' (known keys: ${known})`);
     assert.equal(
       issues[1],
       `${FILE}:3:1: colour: unknown key 'colour' (the known keys are listed on line 2)`,

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import {
   type RateLimiterAbstract,
+  RateLimiterCluster,
   RateLimiterMemory,
   RateLimiterRedis,
   RateLimiterRes,
@@ -31,6 +32,12 @@ export interface RateLimitStageDeps {
   main: Pick<MainConfig, 'rateLimitRedis'>;
   logger: Logger;
   env?: NodeJS.ProcessEnv;
+  /**
+   * Where in-memory counters live: in this process, or (`cluster`, a worker of a primary) in the
+   * primary, so a budget is one for every worker (docs/workers.md). Redis, when configured, is shared
+   * either way; these counters are then its insurance.
+   */
+  shared?: 'process' | 'cluster';
 }
 
 /**
@@ -72,7 +79,15 @@ const REDIS_PREFIX = 'tollgate:rl';
 /** A Redis that takes longer than this per command is treated as down for that request. */
 const REDIS_COMMAND_TIMEOUT_MS = 250;
 
-export function createRateLimitStage({ main, logger, env }: RateLimitStageDeps): RateLimitStage {
+/** A worker whose primary does not answer within this gives up on the limit for that request. */
+const CLUSTER_TIMEOUT_MS = 1000;
+
+export function createRateLimitStage({
+  main,
+  logger,
+  env,
+  shared = 'process',
+}: RateLimitStageDeps): RateLimitStage {
   const redisUrl = rateLimitRedisUrl(main, env);
   const redis = redisUrl ? connectRedis(redisUrl, logger) : null;
   // In-memory counters are always available: 1 keeps a single `== 0` alert valid for both setups.
@@ -82,7 +97,11 @@ export function createRateLimitStage({ main, logger, env }: RateLimitStageDeps):
   function limiterFor(points: number): RateLimiterAbstract {
     let limiter = limiters.get(points);
     if (limiter) return limiter;
-    const memory = new RateLimiterMemory({ points, duration: 1, keyPrefix: `${REDIS_PREFIX}:${points}` });
+    const keyPrefix = `${REDIS_PREFIX}:${points}`;
+    const memory =
+      shared === 'cluster'
+        ? new RateLimiterCluster({ points, duration: 1, keyPrefix, timeoutMs: CLUSTER_TIMEOUT_MS })
+        : new RateLimiterMemory({ points, duration: 1, keyPrefix });
     limiter = redis
       ? new RateLimiterRedis({
           storeClient: redis,
