@@ -2,14 +2,20 @@
 #
 #   docker build -t tollgate .
 #
-# NODE_IMAGE picks the Node 24 base for both stages. The default is the official Debian slim image; a
-# machine that cannot pull it makes a local one with scripts/make-base-image.sh and builds with
-#   docker build --network host --build-arg NODE_IMAGE=tollgate-node-base:24 -t tollgate .
-# Every RUN uses the exec form, so the base needs no shell (the local one has none).
+# Two bases: NODE_IMAGE (Node 24 with npm) for the build stage, RUNTIME_IMAGE for what ships. The
+# runtime is distroless: node and its libraries only, no shell, no npm, no corepack. A machine that
+# cannot pull them makes local ones with scripts/make-base-image.sh and builds with
+#   docker build --network host --build-arg NODE_IMAGE=tollgate-node-base:24 \
+#     --build-arg RUNTIME_IMAGE=tollgate-node-runtime:24 -t tollgate .
+# Every RUN uses the exec form, so no stage needs a shell.
 ARG NODE_IMAGE=node:24-bookworm-slim
+ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12
 
 # ---- build: all dependencies, compile TypeScript, then drop the dev dependencies ----
-FROM ${NODE_IMAGE} AS build
+# On the build machine's own platform: the output is JavaScript and the production dependencies have
+# no native code, so one build serves every target architecture (no emulation in multi-arch builds).
+# BuildKit sets BUILDPLATFORM; the legacy builder (no buildx) leaves it empty and builds one platform.
+FROM --platform=${BUILDPLATFORM:-linux/amd64} ${NODE_IMAGE} AS build
 WORKDIR /build
 COPY package.json package-lock.json ./
 # --ignore-scripts: no runtime dependency needs an install script, and the `node` dev dependency's
@@ -22,15 +28,19 @@ COPY src ./src
 RUN ["node", "node_modules/typescript/bin/tsc", "-p", "tsconfig.json"]
 RUN ["npm", "prune", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"]
 
-# ---- runtime: production dependencies and compiled JavaScript only ----
-FROM ${NODE_IMAGE} AS runtime
+# ---- runtime: node, production dependencies and compiled JavaScript only ----
+FROM ${RUNTIME_IMAGE} AS runtime
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="tollgate" \
       org.opencontainers.image.description="Reverse proxy with built-in authentication for Kubernetes" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
+# MALLOC_ARENA_MAX=2: glibc otherwise gives each thread (libuv pool, V8 GC helpers) its own malloc
+# arena and keeps freed memory in them, which under load made the resident size several times the JS
+# heap (docs/deployment.md, "Memory").
 ENV NODE_ENV=production \
-    TOLLGATE_CONFIG=/etc/tollgate/main.yaml
+    TOLLGATE_CONFIG=/etc/tollgate/main.yaml \
+    MALLOC_ARENA_MAX=2
 WORKDIR /app
 # Owned by root and not writable by the service user: the process cannot change its own code.
 COPY --from=build /build/package.json ./package.json
@@ -41,7 +51,9 @@ COPY --from=build /build/dist ./dist
 # filesystem can be read-only; /tmp is the only place a tmpfs/emptyDir is offered.
 # A numeric non-root user, so Kubernetes can verify runAsNonRoot without a passwd entry.
 USER 10001:10001
-EXPOSE 8080 8081 9090
-# node itself is PID 1 (not npm, which does not forward SIGTERM); Tollgate handles SIGTERM/SIGINT.
-ENTRYPOINT ["node", "/app/dist/main.js"]
+# 8080 proxy (HTTP), 8443 proxy (TLS, when proxy_address_tls is set), 8081 token API, 9090 admin.
+EXPOSE 8080 8443 8081 9090
+# node itself is PID 1 (no shell, no npm in between), so SIGTERM reaches Tollgate. /nodejs/bin/node is
+# where the distroless image keeps it.
+ENTRYPOINT ["/nodejs/bin/node", "/app/dist/main.js"]
 CMD ["start", "--config", "/etc/tollgate/main.yaml"]

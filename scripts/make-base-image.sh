@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
-# Builds a minimal Node 24 base image locally, for machines that cannot pull `node:24-bookworm-slim`
-# (no registry reachable). The Dockerfile takes it through `--build-arg NODE_IMAGE=<this image>`.
+# Builds two minimal Node 24 base images locally, for machines that cannot pull `node:24-bookworm-slim`
+# and `gcr.io/distroless/nodejs24-debian12` (no registry reachable). The Dockerfile takes them through
+# `--build-arg NODE_IMAGE=<build base> --build-arg RUNTIME_IMAGE=<runtime base>`.
 #
-# The root filesystem holds only what Tollgate's Dockerfile needs:
-#   - the pinned Node binary (node_modules/.bin/node, resolved to the real file) as /usr/local/bin/node
+# The runtime base is distroless-style: the Node binary (at /nodejs/bin/node, where the distroless
+# image has it), the libraries it links, /etc/passwd and /etc/group, CA certificates and /tmp. No
+# shell, no npm, no corepack, no coreutils.
+#
+# Both hold:
+#   - the pinned Node binary (node_modules/.bin/node, resolved to the real file) at /nodejs/bin/node,
+#     linked as /usr/local/bin/node
 #   - the shared libraries it links (from `ldd`), at the paths the dynamic loader expects
-#   - npm (from the host's global npm) plus /usr/bin/env for its shebang, so the build stage can run
-#     `npm ci` exactly as it does on the official image (build with `docker build --network host`)
 #   - /etc/passwd and /etc/group with root, node (1000) and nobody, like the official image
 #   - /tmp (1777), /root, CA certificates, a tiny nsswitch.conf
+# The build base adds npm (from the host's global npm) plus /usr/bin/env for its shebang, so the build
+# stage can run `npm ci` exactly as it does on the official image (build with `docker build --network host`).
 # There is no shell: the Dockerfile uses exec-form RUN instructions so it works on both bases.
 #
-# Usage: scripts/make-base-image.sh [image-tag]      (default tollgate-node-base:24)
+# Usage: scripts/make-base-image.sh [build-tag] [runtime-tag]
+#        (defaults tollgate-node-base:24 and tollgate-node-runtime:24)
 # Re-running is cheap: the image is rebuilt only when its inputs (node binary, npm, this script) change,
 # so Docker's layer cache for the images built on top of it stays valid.
 set -euo pipefail
 
 TAG="${1:-tollgate-node-base:24}"
+RUNTIME_TAG="${2:-tollgate-node-runtime:24}"
 ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DOCKER="${DOCKER:-docker}"
 
@@ -47,8 +55,9 @@ ENV_BIN="$(readlink -f /usr/bin/env)"
 NPM_VERSION="$("$NODE_BIN" -p "require('$NPM_DIR/package.json').version")"
 KEY="$( { sha256sum "$NODE_BIN" "$ENV_BIN" "${BASH_SOURCE[0]}" | cut -d' ' -f1; echo "$NPM_VERSION"; } | sha256sum | cut -c1-16)"
 
-if [ "$("$DOCKER" image inspect --format '{{ index .Config.Labels "tollgate.base.key" }}' "$TAG" 2>/dev/null || true)" = "$KEY" ]; then
-  echo "make-base-image: $TAG is up to date ($KEY)"
+label_of() { "$DOCKER" image inspect --format '{{ index .Config.Labels "tollgate.base.key" }}' "$1" 2>/dev/null || true; }
+if [ "$(label_of "$TAG")" = "$KEY" ] && [ "$(label_of "$RUNTIME_TAG")" = "$KEY" ]; then
+  echo "make-base-image: $TAG and $RUNTIME_TAG are up to date ($KEY)"
   exit 0
 fi
 
@@ -67,14 +76,10 @@ copy_with_libs() {
   done
 }
 
-copy_with_libs "$NODE_BIN" /usr/local/bin/node
-copy_with_libs "$ENV_BIN" /usr/bin/env
-
-mkdir -p "$ROOTFS/usr/local/lib/node_modules"
-cp -a "$NPM_DIR" "$ROOTFS/usr/local/lib/node_modules/npm"
-ln -s ../lib/node_modules/npm/bin/npm-cli.js "$ROOTFS/usr/local/bin/npm"
-ln -s ../lib/node_modules/npm/bin/npx-cli.js "$ROOTFS/usr/local/bin/npx"
-
+copy_with_libs "$NODE_BIN" /nodejs/bin/node
+# Also on PATH as `node`, for `docker exec <container> node ...` and for npm in the build base.
+mkdir -p "$ROOTFS/usr/local/bin"
+ln -s ../../../nodejs/bin/node "$ROOTFS/usr/local/bin/node"
 mkdir -p "$ROOTFS/etc/ssl/certs" "$ROOTFS/root" "$ROOTFS/home/node" "$ROOTFS/tmp" "$ROOTFS/var/tmp"
 chmod 1777 "$ROOTFS/tmp" "$ROOTFS/var/tmp"
 chmod 0700 "$ROOTFS/root"
@@ -99,14 +104,28 @@ GROUP
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$ROOTFS/etc/nsswitch.conf"
 
 # Fixed mtimes keep the tarball, and so the imported layer, identical for identical inputs.
-tar --sort=name --mtime='2000-01-01 00:00Z' --numeric-owner -C "$ROOTFS" -c . |
-  "$DOCKER" import \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change "ENV NODE_VERSION=$("$NODE_BIN" -p 'process.versions.node')" \
-    "${CA_ENV[@]}" \
-    --change "LABEL tollgate.base.key=$KEY" \
-    --change 'LABEL org.opencontainers.image.description="Minimal Node 24 base made by scripts/make-base-image.sh"' \
-    --change 'CMD ["node"]' \
-    - "$TAG" >/dev/null
+import_rootfs() {
+  local tag="$1" description="$2"
+  tar --sort=name --mtime='2000-01-01 00:00Z' --numeric-owner -C "$ROOTFS" -c . |
+    "$DOCKER" import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change "ENV NODE_VERSION=$("$NODE_BIN" -p 'process.versions.node')" \
+      "${CA_ENV[@]}" \
+      --change "LABEL tollgate.base.key=$KEY" \
+      --change "LABEL org.opencontainers.image.description=\"$description\"" \
+      --change 'ENTRYPOINT ["/nodejs/bin/node"]' \
+      - "$tag" >/dev/null
+}
 
-echo "make-base-image: built $TAG ($KEY, node $("$NODE_BIN" -v), npm $NPM_VERSION)"
+# The runtime base first: everything so far, nothing that can run a command but node.
+import_rootfs "$RUNTIME_TAG" "Distroless-style Node 24 runtime base made by scripts/make-base-image.sh"
+
+# The build base: npm, and /usr/bin/env for npm's shebang.
+copy_with_libs "$ENV_BIN" /usr/bin/env
+mkdir -p "$ROOTFS/usr/local/lib/node_modules"
+cp -a "$NPM_DIR" "$ROOTFS/usr/local/lib/node_modules/npm"
+ln -s ../lib/node_modules/npm/bin/npm-cli.js "$ROOTFS/usr/local/bin/npm"
+ln -s ../lib/node_modules/npm/bin/npx-cli.js "$ROOTFS/usr/local/bin/npx"
+import_rootfs "$TAG" "Minimal Node 24 build base (with npm) made by scripts/make-base-image.sh"
+
+echo "make-base-image: built $TAG and $RUNTIME_TAG ($KEY, node $("$NODE_BIN" -v), npm $NPM_VERSION)"

@@ -2,9 +2,10 @@
  * Docker plumbing for the container tests: is an engine there, build the Tollgate image from the
  * repository's Dockerfile, run one-shot containers. testcontainers runs the long-lived ones.
  *
- * No registry is reachable on the development machines, so by default the Node base image is made
- * locally (scripts/make-base-image.sh) and passed as NODE_IMAGE. Set TOLLGATE_TEST_NODE_IMAGE (CI on
- * GitHub sets node:24-bookworm-slim) to build on a pulled base instead.
+ * No registry is reachable on the development machines, so by default the Node base images are made
+ * locally (scripts/make-base-image.sh) and passed as NODE_IMAGE (build stage) and RUNTIME_IMAGE
+ * (distroless-style runtime). Set TOLLGATE_TEST_NODE_IMAGE and TOLLGATE_TEST_RUNTIME_IMAGE (CI on
+ * GitHub sets node:24-bookworm-slim and gcr.io/distroless/nodejs24-debian12) to build on pulled bases.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -15,6 +16,9 @@ const run = promisify(execFile);
 
 export const IMAGE = 'tollgate:container-test';
 export const LOCAL_BASE_IMAGE = 'tollgate-node-base:24';
+export const LOCAL_RUNTIME_IMAGE = 'tollgate-node-runtime:24';
+/** Where the runtime image keeps node (the distroless image's path; not on PATH there). */
+export const NODE_IN_IMAGE = '/nodejs/bin/node';
 
 export interface CommandResult {
   code: number;
@@ -53,10 +57,19 @@ const tail = (text: string, lines = 40) => text.trim().split('\n').slice(-lines)
  */
 export async function buildImage(): Promise<{ image: string; base: string }> {
   let base = process.env.TOLLGATE_TEST_NODE_IMAGE;
-  if (!base) {
-    base = LOCAL_BASE_IMAGE;
+  let runtime = process.env.TOLLGATE_TEST_RUNTIME_IMAGE;
+  if (!base || !runtime) {
+    base ??= LOCAL_BASE_IMAGE;
+    runtime ??= LOCAL_RUNTIME_IMAGE;
     try {
-      await run('bash', [join(ROOT, 'scripts', 'make-base-image.sh'), base], { timeout: 300_000, cwd: ROOT });
+      await run(
+        'bash',
+        [join(ROOT, 'scripts', 'make-base-image.sh'), LOCAL_BASE_IMAGE, LOCAL_RUNTIME_IMAGE],
+        {
+          timeout: 300_000,
+          cwd: ROOT,
+        },
+      );
     } catch (error) {
       const e = error as { stdout?: string; stderr?: string; message: string };
       throw new Error(
@@ -65,11 +78,24 @@ export async function buildImage(): Promise<{ image: string; base: string }> {
     }
   }
   const build = await docker(
-    ['build', '--network', 'host', '--build-arg', `NODE_IMAGE=${base}`, '--tag', IMAGE, ROOT],
+    [
+      'build',
+      '--network',
+      'host',
+      '--build-arg',
+      `NODE_IMAGE=${base}`,
+      '--build-arg',
+      `RUNTIME_IMAGE=${runtime}`,
+      '--tag',
+      IMAGE,
+      ROOT,
+    ],
     540_000,
   );
   if (build.code !== 0) {
-    throw new Error(`docker build failed (base ${base}):\n${tail(`${build.stdout}\n${build.stderr}`)}`);
+    throw new Error(
+      `docker build failed (bases ${base}, ${runtime}):\n${tail(`${build.stdout}\n${build.stderr}`)}`,
+    );
   }
   return { image: IMAGE, base };
 }

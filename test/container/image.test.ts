@@ -18,7 +18,7 @@ import { find, helmTemplate } from '../deploy/manifests.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { freePort, request, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
-import { buildImage, docker, dockerUnavailableReason } from './docker.ts';
+import { buildImage, docker, dockerUnavailableReason, NODE_IN_IMAGE } from './docker.ts';
 
 // No reaper: its image cannot be pulled here. Every container is removed in `after`.
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true';
@@ -166,7 +166,7 @@ if (unavailable) {
       // PID 1 is node itself (no npm, no shell in between), running as 10001 with no capabilities and
       // no way to gain privileges: the Helm chart's securityContext, applied here with docker flags.
       const status = await container.exec([
-        'node',
+        NODE_IN_IMAGE,
         '-e',
         "process.stdout.write(require('fs').readFileSync('/proc/1/status','utf8'))",
       ]);
@@ -176,19 +176,45 @@ if (unavailable) {
       assert.match(status.output, /^CapBnd:\s+0+$/m);
       assert.match(status.output, /^NoNewPrivs:\s+1$/m);
       const cmdline = await container.exec([
-        'node',
+        NODE_IN_IMAGE,
         '-e',
         "process.stdout.write(require('fs').readFileSync('/proc/1/cmdline','utf8').split('\\0').join(' '))",
       ]);
-      assert.match(cmdline.output, /^node \/app\/dist\/main\.js start --config \/etc\/tollgate\/main\.yaml/);
+      assert.match(
+        cmdline.output,
+        /^\/nodejs\/bin\/node \/app\/dist\/main\.js start --config \/etc\/tollgate\/main\.yaml/,
+      );
 
       const probe = `for (const p of ['/app/probe', '/etc/tollgate/probe', '/home/probe', '/tmp/probe']) {
         try { require('fs').writeFileSync(p, 'x'); console.log(p, 'written'); } catch (e) { console.log(p, e.code); } }`;
-      const writes = await container.exec(['node', '-e', probe]);
+      const writes = await container.exec([NODE_IN_IMAGE, '-e', probe]);
       assert.match(writes.output, /\/app\/probe EROFS/);
       assert.match(writes.output, /\/etc\/tollgate\/probe EROFS/);
       assert.match(writes.output, /\/home\/probe EROFS/);
       assert.match(writes.output, /\/tmp\/probe written/);
+    });
+
+    test('the runtime image is distroless: no shell, no npm, no corepack; every listener port exposed', async () => {
+      assert.ok(container);
+      const probe = `const fs = require('fs');
+        for (const p of ['/bin/sh', '/bin/bash', '/usr/bin/sh', '/bin/busybox', '/usr/local/bin/npm',
+          '/usr/local/bin/npx', '/usr/local/bin/corepack', '/usr/local/lib/node_modules', '/usr/bin/env'])
+          console.log(p, fs.existsSync(p) ? 'present' : 'absent');
+        const bins = ['/bin', '/usr/bin', '/usr/local/bin'].flatMap((d) => { try { return fs.readdirSync(d); } catch { return []; } });
+        console.log('executables:', bins.join(' '));`;
+      const listing = await container.exec([NODE_IN_IMAGE, '-e', probe]);
+      assert.doesNotMatch(listing.output, / present$/m, listing.output);
+      assert.match(listing.output, /^executables: (node)?$/m, listing.output);
+
+      const config = await docker(['image', 'inspect', '--format', '{{json .Config}}', image]);
+      const { ExposedPorts, Entrypoint, Env } = JSON.parse(config.stdout) as {
+        ExposedPorts: Record<string, unknown>;
+        Entrypoint: string[];
+        Env: string[];
+      };
+      assert.deepEqual(Object.keys(ExposedPorts).sort(), ['8080/tcp', '8081/tcp', '8443/tcp', '9090/tcp']);
+      assert.deepEqual(Entrypoint, [NODE_IN_IMAGE, '/app/dist/main.js']);
+      assert.ok(Env.includes('MALLOC_ARENA_MAX=2'), Env.join(' '));
     });
 
     test('proxies a request to an upstream on the host loopback', async () => {
