@@ -36,8 +36,7 @@ LABEL org.opencontainers.image.title="tollgate" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
 # MALLOC_ARENA_MAX=2: glibc otherwise gives each thread (libuv pool, V8 GC helpers) its own malloc
-# arena and keeps freed memory in them, which under load made the resident size several times the JS
-# heap (docs/deployment.md, "Memory").
+# arena, up to 8 per core, and freed memory stays spread over them (docs/deployment.md, "Memory").
 ENV NODE_ENV=production \
     TOLLGATE_CONFIG=/etc/tollgate/main.yaml \
     MALLOC_ARENA_MAX=2
