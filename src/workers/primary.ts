@@ -199,10 +199,12 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
   const handle = (slot: Slot, worker: Worker, message: WorkerMessage) => {
     switch (message.tollgate) {
       case 'hello':
+        if (shuttingDown) return void worker.process.kill('SIGKILL');
         sendTo(worker, { tollgate: 'start', main: workerMain, config: live });
         return;
       case 'serving':
-        if (shuttingDown) return;
+        // Started while the set was shutting down: it missed the shutdown message, so it gets one now.
+        if (shuttingDown) return sendTo(worker, { tollgate: 'shutdown' });
         if (slot.state !== 'serving') slot.history.serving(performance.now());
         slot.state = 'serving';
         slot.seq = message.seq;
