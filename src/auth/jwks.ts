@@ -45,7 +45,8 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
     timeoutDuration: FETCH_TIMEOUT_MS,
   });
   let lastFetch = Number.NEGATIVE_INFINITY;
-  let lastForcedFetch = Number.NEGATIVE_INFINITY;
+  let lastUnknownKidRefresh = Number.NEGATIVE_INFINITY;
+  let lastFirstFetch = Number.NEGATIVE_INFINITY;
 
   const reload = async (why: string): Promise<void> => {
     lastFetch = nowMs();
@@ -67,8 +68,8 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
   return async (header, token) => {
     const now = nowMs();
     if (!haveKeys()) {
-      if (now - lastForcedFetch < cooldownMs) throw new errors.JWKSNoMatchingKey();
-      lastForcedFetch = now;
+      if (now - lastFirstFetch < cooldownMs) throw new errors.JWKSNoMatchingKey();
+      lastFirstFetch = now;
       await reload('first use');
     } else if (now - lastFetch >= refreshMs && !remote.reloading) {
       reload('periodic').catch(() => {});
@@ -76,8 +77,9 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
     try {
       return await remote(header, token);
     } catch (error) {
-      if (!(error instanceof errors.JWKSNoMatchingKey) || now - lastForcedFetch < cooldownMs) throw error;
-      lastForcedFetch = now;
+      if (!(error instanceof errors.JWKSNoMatchingKey) || now - lastUnknownKidRefresh < cooldownMs)
+        throw error;
+      lastUnknownKidRefresh = now;
       await reload('unknown kid');
       return remote(header, token);
     }

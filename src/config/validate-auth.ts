@@ -1,9 +1,12 @@
 import { isPasswordHash } from '../auth/password.ts';
 import { closestKey } from './suggest.ts';
 import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
+import { ISSUER_KEYS, readJwtSettings } from './validate-jwt.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
-const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys'] as const;
+/** Keys that only make sense with type jwt (see validate-jwt). */
+const JWT_ONLY_KEYS = ['issuers', 'browser_links', ...ISSUER_KEYS] as const;
+const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys', ...JWT_ONLY_KEYS] as const;
 const USER_KEYS = ['username', 'password', 'password_hash'] as const;
 const API_KEY_KEYS = ['name', 'key'] as const;
 
@@ -56,7 +59,14 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
           `jwt takes no ${extra.key}: tokens are verified with the masterkey`,
         );
     }
-    return { type, users: [], keys: [] };
+    const jwt = readJwtSettings(r, fields);
+    // The defaults are left implicit, so a plain `type: jwt` reads the same as before these keys.
+    const isDefault = jwt.acceptTollgate && jwt.external.length === 0 && jwt.browserLinks;
+    return isDefault ? { type, users: [], keys: [] } : { type, users: [], keys: [], jwt };
+  }
+  for (const key of JWT_ONLY_KEYS) {
+    const extra = fields.get(key);
+    if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type jwt`);
   }
   if (type === 'basic') {
     if (keysField)
