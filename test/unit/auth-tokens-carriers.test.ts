@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { createBrowserLinks } from '../../src/auth/browser-links.ts';
 import { takeQueryParam } from '../../src/auth/query.ts';
 import { parseRevokedTokens } from '../../src/auth/revocation.ts';
 import { refererWithoutToken, takeCookie } from '../../src/auth/token-carriers.ts';
+import type { ProxyRequest } from '../../src/proxy/context.ts';
 
 const NAME = 'tollgatetoken';
 
@@ -53,4 +55,20 @@ test('revoked_tokens_file: one id per line, comments and blanks ignored, junk li
   const parsed = parseRevokedTokens('# revoked\n\n  id-1  \nid-2 # leaked in a ticket\r\nnot an id\n#id-3\n');
   assert.deepEqual([...parsed.revoked], ['id-1', 'id-2']);
   assert.deepEqual(parsed.badLines, [5]);
+});
+
+test('link cookie: Secure on TLS, Path cut before a ";" segment, expiring with the token', () => {
+  const links = createBrowserLinks({ cookieName: NAME, now: () => 1_000 });
+  const request = (secure: boolean, prefix: string) =>
+    ({ path: '/r/1', forwardQuery: 'x=1', secure, route: { prefix } }) as unknown as ProxyRequest;
+  const check = { ok: true, owner: 'o', expiresAt: 1_600, jti: 'j', scope: null } as const;
+  const tls = links.exchange(request(true, '/r'), 'tok', check, null);
+  assert.equal(tls.redirect, '/r/1?x=1');
+  assert.equal(
+    tls.setCookie,
+    `${NAME}=tok; Path=/r; Max-Age=600; Expires=${new Date(1_600_000).toUTCString()}; HttpOnly; SameSite=Lax; Secure`,
+  );
+  const plain = links.exchange(request(false, '/'), 'tok', check, { host: null, prefix: '/a/b;v=1/c' });
+  assert.match(plain.setCookie, /; Path=\/a; /);
+  assert.doesNotMatch(plain.setCookie, /Secure/);
 });
