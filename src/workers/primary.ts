@@ -60,7 +60,7 @@ interface Slot {
   /** The config (by sequence number) the worker said it serves. */
   seq: number;
   history: CrashHistory;
-  /** Why the primary is killing this slot's worker (it is then replaced without counting a crash). */
+  /** Why the primary killed this slot's worker itself: its replacement is counted under this reason. */
   replacing: 'config' | null;
   restartTimer: NodeJS.Timeout | null;
 }
@@ -215,6 +215,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         if (proxyPorts === null) {
           // The first worker bound port 0 (if so configured) to a real port: every other worker,
           // and every replacement, joins that one, since SO_REUSEPORT shares only a port both name.
+          // With fixed ports all were forked at once and none is left down here.
           proxyPorts = message.ports;
           workerMain = pinPorts(workerMain, message.ports);
           for (const other of slots) if (other.state === 'down' && other.restartTimer === null) fork(other);
@@ -231,7 +232,8 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         worker.process.kill('SIGKILL');
         return;
       case 'start-failed':
-        if (!started) startup?.reject(new StartError(`tollgate: ${message.error}`));
+        // The worker's message is already the one line a single process would print.
+        if (!started) startup?.reject(new StartError(message.error));
         else logger.error({ worker: worker.process.pid, err: message.error }, 'a worker could not start');
         return;
       case 'draining':
@@ -355,9 +357,11 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         const api = await listenOn(tokenApiServer, main.configAddress, 'config_address');
         await new Promise<void>((resolve, reject) => {
           startup = { resolve, reject };
-          // The others start once this one is serving (see 'serving': the ports they must share).
-          const first = slots[0];
-          if (first) fork(first);
+          // With a port 0 to resolve, the others start once the first is serving (see 'serving').
+          const portsKnown =
+            main.proxyAddressHttp.port !== 0 &&
+            (main.proxyAddressTls === null || main.proxyAddressTls.port !== 0);
+          for (const slot of portsKnown ? slots : slots.slice(0, 1)) fork(slot);
         });
         startup = null;
         started = true;

@@ -64,7 +64,11 @@ export async function runWorker(): Promise<number> {
     const bound = await tollgate.listen();
     ports = { proxy: bound.proxy.port, proxyTls: bound.proxyTls?.port ?? null };
   } catch (error) {
-    await send({ tollgate: 'start-failed', error: (error as Error).message });
+    const reason = (error as Error).message;
+    await send({
+      tollgate: 'start-failed',
+      error: reason.startsWith('tollgate: ') ? reason : `tollgate: ${reason}`,
+    });
     return 1;
   }
   await send({ tollgate: 'serving', seq: start.config.seq, hash: tollgate.runtime.table().hash, ports });

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { describe, it } from 'node:test';
 import { Client } from 'undici';
 import { testScope } from '../helpers/scope.ts';
@@ -120,6 +121,24 @@ describe('workers: lifecycle of the set (the real process)', () => {
     assert.ok(looping, 'the crash loop is logged');
     // Ready again once the last replacement has served for the stable period (10 s).
     await waitFor(async () => (await readyz(tollgate)).code === 200, PROCESS_START_MS);
+  });
+
+  it('a worker that cannot bind the proxy port fails the start with its one-line reason and exit 1', async () => {
+    const upstream = await scope.upstream();
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    scope.keep({ close: () => new Promise<void>((resolve) => holder.close(() => resolve())) });
+    const port = (holder.address() as net.AddressInfo).port;
+    const tollgate = await scope.tollgate({
+      upstreams: upstreamsFor(upstream),
+      main: { workers: 2, proxy_address_http: `127.0.0.1:${port}` },
+      waitReady: false,
+    });
+    assert.equal(await tollgate.exited, 1);
+    assert.equal(
+      tollgate.stderr(),
+      `tollgate: cannot listen on 127.0.0.1:${port} (proxy_address_http): address already in use\n`,
+    );
   });
 
   it('SIGTERM drains every in-flight request on every worker and exits 0', async () => {
