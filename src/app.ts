@@ -26,7 +26,13 @@ import { createToHttpsStage } from './proxy/stages/to-https.ts';
 import { compileRoutingTable } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
+import { createUpstreamsApplier, type UpstreamsApplier } from './sources/apply-upstreams.ts';
 import { createFileWatcher, type FileWatcher } from './sources/files.ts';
+import {
+  type KubernetesProvider,
+  startKubernetesProvider,
+  usesKubernetes,
+} from './sources/kubernetes/provider.ts';
 import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
@@ -226,6 +232,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   applyListenerLimits(main, { proxyServer, tlsServer, tokenApiServer, adminServer });
 
   let hotReload: Pick<RuntimeFiles, 'trigger' | 'settled' | 'close'> | null = null;
+  let kubernetes: KubernetesProvider | null = null;
   let bound: BoundAddresses | null = null;
   const reusePort = worker?.reusePort ?? false;
   const lifecycle = createLifecycle({
@@ -236,6 +243,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     keepUntilExit: adminServer ? [adminServer] : [],
     cleanup: [
       () => hotReload?.close(),
+      () => kubernetes?.close(),
       () => tls?.close(),
       () => webSockets.closeAll(),
       () => rateLimit.close(),
@@ -272,18 +280,52 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         if (worker) {
           // A worker watches only what its own requests read; the primary watches the config.
           hotReload = await watchWorkerFiles(logger, tls, main.revokedTokensFile ?? null, revocations);
-        } else if (options.watch !== false) {
+        }
+        // Workers take their servers from the primary; a single process asks the API itself.
+        if (!worker && usesKubernetes(main, config.upstreams)) {
+          try {
+            kubernetes = startKubernetesProvider({ main, initial: config.upstreams, runtime, logger });
+          } catch (error) {
+            throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
+          }
+        }
+        const provider = kubernetes;
+        const kubernetesHooks = provider
+          ? {
+              compile: provider.compile,
+              onReloaded: (_: RoutingTable, next: UpstreamsConfig) => provider.configApplied(next),
+            }
+          : undefined;
+        let upstreamsApplier: UpstreamsApplier | null = null;
+        if (!worker && options.watch !== false) {
           // One watcher for every file read at runtime: upstreams.yaml, main.yaml, masterkey_file, TLS.
-          const runtimeFiles = await watchRuntimeFiles({ runtime, logger, masterkeys, tls }).catch(
-            (error: Error) => {
-              throw new StartError(`tollgate: ${error.message}`);
-            },
-          );
+          const runtimeFiles = await watchRuntimeFiles({
+            runtime,
+            logger,
+            masterkeys,
+            tls,
+            compileUpstreams: kubernetesHooks?.compile,
+            onUpstreamsReloaded: kubernetesHooks?.onReloaded,
+            // A ConfigMap read through the API replaces the file, which then only served the start.
+            watchUpstreamsFile: !main.kubernetes?.upstreamsConfigMap,
+          }).catch((error: Error) => {
+            throw new StartError(`tollgate: ${error.message}`);
+          });
           hotReload = runtimeFiles;
+          upstreamsApplier = runtimeFiles.upstreams;
           if (main.revokedTokensFile) {
             await watchRevokedTokens(runtimeFiles.files, main.revokedTokensFile, revocations, logger);
           }
         }
+        provider?.attach(
+          upstreamsApplier ??
+            createUpstreamsApplier({
+              runtime,
+              logger,
+              beforeSwap: (next) => masterkeys.reload(next),
+              ...kubernetesHooks,
+            }),
+        );
       } catch (error) {
         // Nothing is served half-way: release what was bound, then report the first problem.
         await close('start-up failed');
@@ -291,22 +333,33 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           ? new StartError(`tollgate: ${error.message}`)
           : error;
       }
-      runtime.phase = 'ready';
       const addresses = bound;
-      logger.info(
-        {
-          hash: runtime.table().hash,
-          routes: runtime.table().routes.length,
-          addresses: {
-            proxy: formatAddress(addresses.proxy),
-            ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
-            api: formatAddress(addresses.api),
-            admin: formatAddress(addresses.admin),
+      const announceReady = () => {
+        runtime.phase = 'ready';
+        logger.info(
+          {
+            hash: runtime.table().hash,
+            routes: runtime.table().routes.length,
+            addresses: {
+              proxy: formatAddress(addresses.proxy),
+              ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
+              api: formatAddress(addresses.api),
+              admin: formatAddress(addresses.admin),
+            },
           },
-        },
-        // A worker's primary says 'tollgate ready' for the whole set, once every worker serves.
-        worker ? 'worker serving' : 'tollgate ready',
-      );
+          // A worker's primary says 'tollgate ready' for the whole set, once every worker serves.
+          worker ? 'worker serving' : 'tollgate ready',
+        );
+      };
+      const provider = kubernetes;
+      if (provider === null || provider.synced()) announceReady();
+      else {
+        // Readiness waits for the first list of every watch (docs/kubernetes.md); serving does not.
+        logger.info('waiting for the first Kubernetes sync before reporting ready');
+        void provider.whenSynced().then(() => {
+          if (runtime.phase === 'starting') announceReady();
+        });
+      }
       return addresses;
     },
     addresses() {

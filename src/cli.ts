@@ -6,6 +6,7 @@ import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig } from './config/load.ts';
+import { describeKubernetesUse, usesKubernetes } from './sources/kubernetes/provider.ts';
 import { resolveWorkerCount } from './workers/count.ts';
 import { serveWorkers } from './workers/serve.ts';
 import { runWorker } from './workers/worker.ts';
@@ -98,6 +99,8 @@ async function validate(path: string): Promise<number> {
     `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
       `${prepared.table.routes.length} routes, ${prepared.table.servers.length} servers\n`,
   );
+  // Offline: says what a start would ask the API for, without contacting it.
+  for (const line of describeKubernetesUse(config.main, config.upstreams)) process.stdout.write(`${line}\n`);
   return 0;
 }
 
@@ -161,6 +164,13 @@ function captureSignals(): ProcessSignals {
 /** `workers: 1` is the single process; more make this process their primary (docs/workers.md). */
 const serveByWorkers: Serve = (config, signals) => {
   const workers = resolveWorkerCount(config.main.workers);
+  if (workers > 1 && usesKubernetes(config.main, config.upstreams)) {
+    // The API watches live in the serving process; workers would each need their own (docs/kubernetes.md).
+    process.stderr.write(
+      `tollgate: warning: workers ${workers} ignored: the Kubernetes provider runs in a single process\n`,
+    );
+    return serveOneProcess(config, signals);
+  }
   return workers > 1 ? serveWorkers(config, signals, workers) : serveOneProcess(config, signals);
 };
 

@@ -15,6 +15,7 @@ export const ERRORS = {
   gateway_timeout: { status: 504, message: 'the upstream server did not answer in time' },
   no_healthy_upstream: { status: 503, message: 'every upstream server of this route is down' },
   upstream_busy: { status: 503, message: 'the upstream server has no free connection; try again' },
+  no_ready_endpoints: { status: 503, message: "the route's Kubernetes Service has no ready endpoint" },
   rate_limited: { status: 429, message: 'too many requests' },
   missing_credentials: { status: 401, message: 'authentication required' },
   invalid_credentials: { status: 401, message: 'authentication failed' },

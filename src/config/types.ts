@@ -4,6 +4,8 @@
  * UpstreamsConfig into the immutable RoutingTable the hot path uses.
  */
 
+import type { ServiceRef } from './service-ref.ts';
+
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
 /** A listen address from main.yaml, e.g. `0.0.0.0:8080` or `[::1]:9090`. */
@@ -37,6 +39,16 @@ export interface UpstreamLimits {
   queueSize: number;
   /** How long one waits before a 503 (`upstream_queue_timeout_seconds`, default 3). */
   queueTimeoutMs: number;
+}
+
+/** main.yaml `kubernetes:` (docs/kubernetes.md). Each null means "the default". */
+export interface KubernetesSettings {
+  /** Absolute path of a kubeconfig; null = $KUBECONFIG, then the pod's service account, then ~/.kube/config. */
+  kubeconfig: string | null;
+  /** null = the pod's namespace (service account), else the kubeconfig context's, else `default`. */
+  namespace: string | null;
+  /** Name of a ConfigMap whose `upstreams.yaml` key replaces the file, read through the API. */
+  upstreamsConfigMap: string | null;
 }
 
 export interface MainConfig {
@@ -76,6 +88,8 @@ export interface MainConfig {
   rateLimitRedis: string | null;
   /** Proxy processes: 1 (one process, no primary) or more, or `auto` (see workers/count). */
   workers: number | 'auto';
+  /** The `kubernetes:` block; absent when main.yaml has none. */
+  kubernetes?: KubernetesSettings;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */
@@ -146,7 +160,10 @@ export interface PathConfig {
    * `/café` is `/caf%C3%A9`. Two keys with one routing form are refused by validation.
    */
   prefix: string;
+  /** Listed servers; empty when the path names a `service` instead (exactly one of the two is set). */
   servers: ServerAddress[];
+  /** `service: "web:8080"`: the servers are the Service's ready endpoints (docs/kubernetes.md). */
+  service: ServiceRef | null;
   toHttps: boolean;
   authorization: AuthorizationConfig | null;
   /** Requests per second per client IP; overrides the global value when set. */
@@ -173,7 +190,8 @@ export interface UpstreamsConfig {
   file: string;
   /** sha256 hex of the file's bytes. */
   hash: string;
-  provider: 'file';
+  /** `kubernetes` allows `service:` paths; `file` lists every server by address. */
+  provider: 'file' | 'kubernetes';
   masterkey: string | null;
   /** null when sticky sessions are off. */
   stickySessions: StickySessions | null;

@@ -2,7 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { MAX_WORKERS, type WorkersSetting } from '../workers/count.ts';
 import { parseCidr, parseListenAddress } from './addresses.ts';
-import type { ListenAddress, LogLevel, MainConfig, UpstreamLimits } from './types.ts';
+import type { KubernetesSettings, ListenAddress, LogLevel, MainConfig, UpstreamLimits } from './types.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
 export const MAIN_KEYS = [
@@ -38,7 +38,13 @@ export const MAIN_KEYS = [
   'shutdown_grace_seconds',
   'rate_limit_redis',
   'workers',
+  'kubernetes',
 ] as const;
+
+const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
+// A namespace is a DNS-1123 label; a ConfigMap name a DNS-1123 subdomain.
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'silent'];
 
@@ -138,6 +144,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     // Only when set, so configs without it compare equal to the defaults.
     ...optional('revokedTokensFile', read('revoked_tokens_file', filePath, null)),
     workers: read('workers', (f) => readWorkers(r, f), 1),
+    ...optional(
+      'kubernetes',
+      read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
+    ),
   };
   return {
     config,
@@ -282,4 +292,36 @@ function readWorkers(r: YamlReader, field: Field): WorkersSetting | undefined {
     return undefined;
   }
   return r.number(field, { integer: true, min: 1, max: MAX_WORKERS });
+}
+
+/** The `kubernetes:` block (docs/kubernetes.md): where the API credentials and the config come from. */
+function readKubernetes(
+  r: YamlReader,
+  field: Field,
+  filePath: (field: Field) => string | undefined,
+): KubernetesSettings | undefined {
+  const fields = r.fields(field.node, field.path, KUBERNETES_KEYS);
+  if (fields === null) return undefined;
+  const name = (key: string, pattern: RegExp, what: string): string | null => {
+    const entry = fields.get(key);
+    if (entry === undefined || r.isNull(entry.node)) return null;
+    const value = r.string(entry);
+    if (value === undefined) return null;
+    if (!pattern.test(value)) r.report(r.at(entry), entry.path, `'${value}' is not ${what}`);
+    return value;
+  };
+  const kubeconfig = fields.get('kubeconfig');
+  return {
+    kubeconfig: kubeconfig && !r.isNull(kubeconfig.node) ? (filePath(kubeconfig) ?? null) : null,
+    namespace: name(
+      'namespace',
+      DNS_LABEL,
+      'a namespace name (lower-case letters, digits and -, at most 63)',
+    ),
+    upstreamsConfigMap: name(
+      'upstreams_configmap',
+      DNS_SUBDOMAIN,
+      'a ConfigMap name (lower-case letters, digits, - and ., at most 253)',
+    ),
+  };
 }

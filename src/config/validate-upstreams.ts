@@ -1,6 +1,7 @@
 import { isMap, isScalar } from 'yaml';
 import { canonicalIPv6, DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../routing/normalise.ts';
 import { parseServerAddress } from './addresses.ts';
+import { parseServiceRef, type ServiceRef } from './service-ref.ts';
 import type {
   HealthCheckConfig,
   HostConfig,
@@ -23,10 +24,10 @@ const TOP_KEYS = [
   'upstreams',
 ];
 const HOST_KEYS = ['paths'];
-const PATH_KEYS = ['servers', 'to_https', 'authorization', 'rate_limit', 'health_check'];
+const PATH_KEYS = ['servers', 'service', 'to_https', 'authorization', 'rate_limit', 'health_check'];
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
 
-const PROVIDERS = ['file'] as const;
+const PROVIDERS = ['file', 'kubernetes'] as const;
 const DEFAULT_HEALTH_CHECK_INTERVAL_SECONDS = 10;
 const MAX_SECONDS = 2_147_483;
 
@@ -78,7 +79,7 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   };
 
   const provider = get('provider');
-  if (provider) readProvider(r, provider);
+  if (provider) config.provider = readProvider(r, provider);
   const masterkey = get('masterkey');
   if (masterkey) config.masterkey = r.string(masterkey) ?? null;
   const sticky = get('sticky_sessions');
@@ -92,15 +93,25 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
-  else config.hosts = readHosts(r, upstreams);
+  else config.hosts = readHosts(r, upstreams, config.provider);
   return config;
 }
 
-function readProvider(r: YamlReader, field: Field): void {
+function readProvider(r: YamlReader, field: Field): UpstreamsConfig['provider'] {
   const value = r.string(field);
-  if (value !== undefined && !PROVIDERS.some((provider) => provider === value)) {
-    r.report(r.at(field), field.path, `unknown provider '${value}' (only 'file' is supported)`);
+  const known = PROVIDERS.find((provider) => provider === value);
+  if (known !== undefined) return known;
+  if (value === 'consul') {
+    r.report(
+      r.at(field),
+      field.path,
+      "'consul' is not supported: use 'kubernetes' (paths name a Service with 'service:') " +
+        "or 'file' (paths list 'servers')",
+    );
+  } else if (value !== undefined) {
+    r.report(r.at(field), field.path, `unknown provider '${value}' (expected 'file' or 'kubernetes')`);
   }
+  return 'file';
 }
 
 /** `true` = session cookie, a number = cookie Max-Age in seconds, `false` = off. */
@@ -125,7 +136,7 @@ function readRateLimit(r: YamlReader, field: Field): number | null {
   return r.number(field, { integer: true, min: 1 }) ?? null;
 }
 
-function readHosts(r: YamlReader, field: Field): HostConfig[] {
+function readHosts(r: YamlReader, field: Field, provider: UpstreamsConfig['provider']): HostConfig[] {
   const entries = r.isNull(field.node) ? [] : r.entries(field.node, field.path);
   if (entries === null) return [];
   if (entries.length === 0) {
@@ -153,12 +164,12 @@ function readHosts(r: YamlReader, field: Field): HostConfig[] {
       continue;
     }
     seen.set(name, entry);
-    hosts.push({ name, paths: readHost(r, entry) });
+    hosts.push({ name, paths: readHost(r, entry, provider) });
   }
   return hosts;
 }
 
-function readHost(r: YamlReader, host: Field): PathConfig[] {
+function readHost(r: YamlReader, host: Field, provider: UpstreamsConfig['provider']): PathConfig[] {
   if (r.isNull(host.node)) {
     r.report(host.keyNode, host.path, "is empty: a host needs 'paths'");
     return [];
@@ -179,7 +190,7 @@ function readHost(r: YamlReader, host: Field): PathConfig[] {
     const normalised = normalisePrefix(entry.key);
     if (!normalised.ok) {
       r.report(entry.keyNode, entry.path, `path '${entry.key}' ${normalised.reason}`);
-      readPath(r, entry, ''); // its settings are still checked, so one run reports every problem
+      readPath(r, entry, '', provider); // its settings are still checked, so one run reports every problem
       continue;
     }
     const prefix = normalised.value;
@@ -192,14 +203,19 @@ function readHost(r: YamlReader, host: Field): PathConfig[] {
           ` (both are ${prefix} when matching)`,
       );
     } else seen.set(prefix, entry);
-    const path = readPath(r, entry, prefix);
+    const path = readPath(r, entry, prefix, provider);
     if (path && first === undefined) result.push(path);
   }
   return result;
 }
 
 /** `prefix` is the key in routing form. */
-function readPath(r: YamlReader, entry: Field, prefix: string): PathConfig | undefined {
+function readPath(
+  r: YamlReader,
+  entry: Field,
+  prefix: string,
+  provider: UpstreamsConfig['provider'],
+): PathConfig | undefined {
   if (r.isNull(entry.node)) {
     r.report(entry.keyNode, entry.path, "is empty: a path needs 'servers'");
     return undefined;
@@ -212,7 +228,17 @@ function readPath(r: YamlReader, entry: Field, prefix: string): PathConfig | und
   };
 
   const serversField = fields.get('servers');
-  if (serversField === undefined) r.report(entry.keyNode, entry.path, "missing 'servers'");
+  const serviceField = fields.get('service');
+  if (serversField === undefined && serviceField === undefined) {
+    r.report(
+      entry.keyNode,
+      entry.path,
+      provider === 'kubernetes' ? "missing 'servers' or 'service'" : "missing 'servers'",
+    );
+  }
+  if (serversField !== undefined && serviceField !== undefined) {
+    r.report(serviceField.keyNode, serviceField.path, "a path takes 'servers' or 'service', not both");
+  }
   const toHttps = get('to_https');
   const rateLimit = get('rate_limit');
   const authorization = fields.get('authorization');
@@ -220,11 +246,26 @@ function readPath(r: YamlReader, entry: Field, prefix: string): PathConfig | und
   return {
     prefix,
     servers: serversField ? readServers(r, serversField) : [],
+    service: serviceField ? readService(r, serviceField, provider) : null,
     toHttps: (toHttps && r.boolean(toHttps)) ?? false,
     authorization: authorization ? validateAuthorization(r, authorization) : null,
     rateLimit: rateLimit ? readRateLimit(r, rateLimit) : null,
     healthCheck: healthCheck ? readHealthCheck(r, healthCheck) : null,
   };
+}
+
+/** `service: "<name>[.<namespace>]:<port or port name>"`, checked offline (docs/kubernetes.md). */
+function readService(r: YamlReader, field: Field, provider: UpstreamsConfig['provider']): ServiceRef | null {
+  const text = r.string(field);
+  if (text === undefined) return null;
+  if (provider !== 'kubernetes') {
+    r.report(r.at(field), field.path, "'service' needs 'provider: kubernetes' at the top of upstreams.yaml");
+    return null;
+  }
+  const parsed = parseServiceRef(text);
+  if (parsed.ok) return parsed.ref;
+  r.report(r.at(field), field.path, parsed.message);
+  return null;
 }
 
 function readServers(r: YamlReader, field: Field): ServerAddress[] {

@@ -1,3 +1,4 @@
+import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor } from './servers.ts';
@@ -11,7 +12,10 @@ export { DEFAULT_HOST };
  * wins), to_https, rate limit, sticky settings and shared server objects. The result and everything
  * reachable from it is frozen, so a request holding a reference to it can never see it change.
  */
-export function compileRoutingTable(config: UpstreamsConfig): RoutingTable {
+export function compileRoutingTable(
+  config: UpstreamsConfig,
+  endpoints: EndpointLookup = noEndpoints,
+): RoutingTable {
   const servers = new Map<string, UpstreamServer>();
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
@@ -31,7 +35,12 @@ export function compileRoutingTable(config: UpstreamsConfig): RoutingTable {
         id: hostKey + prefix,
         hostKey,
         prefix,
-        servers: Object.freeze(path.servers.map((address) => sharedServer(address, servers))),
+        servers: Object.freeze(
+          (path.service ? endpoints(path.service) : path.servers).map((address) =>
+            sharedServer(address, servers),
+          ),
+        ),
+        service: path.service ? serviceRefText(path.service) : null,
         // A global authorization replaces every per-path one, on every host (docs/configuration.md).
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
@@ -75,6 +84,14 @@ export function compileRoutingTable(config: UpstreamsConfig): RoutingTable {
     match,
   });
 }
+
+/**
+ * The ready servers of a `service:` reference, as the Kubernetes source last saw them
+ * (docs/kubernetes.md). Passing the same answers gives the same table: compile stays pure.
+ */
+export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
+
+const noEndpoints: EndpointLookup = () => [];
 
 /** One frozen UpstreamServer per configured address, so routes naming it share a connection pool. */
 function sharedServer(address: ServerAddress, servers: Map<string, UpstreamServer>): UpstreamServer {

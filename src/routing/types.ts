@@ -22,6 +22,11 @@ export interface Route {
   /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root). */
   readonly prefix: string;
   readonly servers: readonly UpstreamServer[];
+  /**
+   * The `service:` reference the servers were discovered from, as written, or null for listed
+   * servers. A service route may have no server: it then answers 503 no_ready_endpoints.
+   */
+  readonly service: string | null;
   /** Effective policy: the global `authorization` when present, else the path's own, else null. */
   readonly auth: AuthorizationConfig | null;
   /** Global `to_https` or the path's. */

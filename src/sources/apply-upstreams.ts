@@ -25,6 +25,11 @@ export interface UpstreamsApplierOptions {
    * file; the step must then leave its own previous state in place.
    */
   beforeSwap?: (config: UpstreamsConfig) => void;
+  /**
+   * Compiles a validated config; the Kubernetes provider passes one that fills `service:` paths with
+   * the current endpoints (docs/kubernetes.md). Defaults to compileRoutingTable alone.
+   */
+  compile?: (config: UpstreamsConfig) => RoutingTable;
   /** Called after a new table went live (the runtime's own onTableSwap listeners have run). */
   onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
 }
@@ -58,6 +63,7 @@ export function recordStartupConfig(table: RoutingTable): void {
  */
 export function createUpstreamsApplier(options: UpstreamsApplierOptions): UpstreamsApplier {
   const { runtime, beforeSwap, onReloaded } = options;
+  const compile = options.compile ?? compileRoutingTable;
   const logger = options.logger ?? runtime.logger;
   const file = runtime.main.upstreamsConf;
 
@@ -95,7 +101,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       }
       const config = parsed.value;
       config.file = resolve(file);
-      const table = compileRoutingTable(config);
+      const table = compile(config);
       try {
         beforeSwap?.(config);
       } catch (error) {

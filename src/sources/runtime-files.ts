@@ -54,6 +54,10 @@ export interface RuntimeFilesOptions extends Omit<FileWatcherOptions, 'logger'> 
   tls?: TlsContextProvider | null;
   /** After a new upstreams.yaml went live (a primary sends it on to its workers, docs/workers.md). */
   onUpstreamsReloaded?: UpstreamsApplierOptions['onReloaded'];
+  /** Compiles each new upstreams.yaml (the Kubernetes provider fills `service:` paths, docs/kubernetes.md). */
+  compileUpstreams?: UpstreamsApplierOptions['compile'];
+  /** False when upstreams.yaml comes from a ConfigMap through the API: the file is then only read at start. */
+  watchUpstreamsFile?: boolean;
 }
 
 export interface RuntimeFiles {
@@ -81,17 +85,20 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
     logger,
     beforeSwap: (next) => masterkeys.reload(next),
     onReloaded: options.onUpstreamsReloaded,
+    compile: options.compileUpstreams,
   });
   try {
     recordStartupConfig(runtime.table());
-    await files.watch({
-      name: UPSTREAMS_METRIC_NAME,
-      paths: [runtime.main.upstreamsConf],
-      liveHashes: [runtime.table().hash],
-      onChange: ([snapshot], trigger) => {
-        if (snapshot) upstreams.apply(snapshot, trigger);
-      },
-    });
+    if (options.watchUpstreamsFile !== false) {
+      await files.watch({
+        name: UPSTREAMS_METRIC_NAME,
+        paths: [runtime.main.upstreamsConf],
+        liveHashes: [runtime.table().hash],
+        onChange: ([snapshot], trigger) => {
+          if (snapshot) upstreams.apply(snapshot, trigger);
+        },
+      });
+    }
     // What main.yaml holds now stands for what the process started with (read moments ago).
     const mainAtStart = await readSnapshot(runtime.main.file);
     const runningHash = mainAtStart.kind === 'content' ? mainAtStart.hash : null;

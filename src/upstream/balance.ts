@@ -59,6 +59,8 @@ export function createBalanceStage(deps: { health: ServerHealth }): Stage {
 
   return function balance(request: ProxyRequest): boolean {
     const { route } = request;
+    // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
+    if (route.servers.length === 0) return noReadyEndpoints(request);
     const state = stateOf(route);
 
     if (route.sticky !== null) {
@@ -103,5 +105,10 @@ function rotationsOf(servers: readonly UpstreamServer[]): readonly (readonly Ups
 
 function noHealthyUpstream(request: ProxyRequest): false {
   sendError(request.res, 'no_healthy_upstream');
+  return false;
+}
+
+function noReadyEndpoints(request: ProxyRequest): false {
+  sendError(request.res, 'no_ready_endpoints');
   return false;
 }

@@ -13,6 +13,7 @@ export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>
   return Object.freeze({
     hostKey,
     prefix,
+    service: null,
     auth: null,
     toHttps: false,
     rateLimit: null,

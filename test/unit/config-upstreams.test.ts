@@ -30,6 +30,7 @@ describe('upstreams.yaml: valid files', () => {
             {
               prefix: '/',
               servers: [{ raw: '127.0.0.1:3000', host: '127.0.0.1', port: 3000 }],
+              service: null,
               toHttps: false,
               authorization: null,
               rateLimit: null,
@@ -97,6 +98,7 @@ describe('upstreams.yaml: valid files', () => {
                   port: 80,
                 },
               ],
+              service: null,
               toHttps: true,
               authorization: { type: 'apikey', users: [], keys: [{ name: 'apikey', key: 'k3y' }] },
               rateLimit: 5,
@@ -105,6 +107,7 @@ describe('upstreams.yaml: valid files', () => {
             {
               prefix: '/',
               servers: [{ raw: '10.0.0.9:80', host: '10.0.0.9', port: 80 }],
+              service: null,
               toHttps: false,
               authorization: null,
               rateLimit: null,
@@ -118,6 +121,7 @@ describe('upstreams.yaml: valid files', () => {
             {
               prefix: '/',
               servers: [{ raw: '127.0.0.1:3000', host: '127.0.0.1', port: 3000 }],
+              service: null,
               toHttps: false,
               authorization: null,
               rateLimit: null,
@@ -319,7 +323,7 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
 
   it('unknown provider', () => {
     assert.deepEqual(problems(parse(`provider: consul\n${MINIMAL}`)), [
-      "upstreams.yaml:1:11: provider: unknown provider 'consul' (only 'file' is supported)",
+      "upstreams.yaml:1:11: provider: 'consul' is not supported: use 'kubernetes' (paths name a Service with 'service:') or 'file' (paths list 'servers')",
     ]);
   });
 
@@ -500,7 +504,7 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
               servers: []
     `;
     assert.deepEqual(problems(parse(text)), [
-      "upstreams.yaml:1:11: provider: unknown provider 'files' (only 'file' is supported)",
+      "upstreams.yaml:1:11: provider: unknown provider 'files' (expected 'file' or 'kubernetes')",
       'upstreams.yaml:2:18: sticky_sessions: -1 is out of range (must be >= 1)',
       "upstreams.yaml:7:34: upstreams.api.example.com.paths./v1.servers[1]: '10.0.0.2' has no port; expected ip:port, [v6]:port or hostname:port, e.g. 10.0.0.5:8080",
       "upstreams.yaml:8:32: upstreams.api.example.com.paths./v1.authorization.type: unknown authorization type 'oauth' (expected basic, apikey, api or jwt)",

@@ -1,13 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { V1EndpointSlice } from '@kubernetes/client-node';
+import { parseServiceRef, resolveServiceRef, serviceRefKey } from '../../src/config/service-ref.ts';
 import { readyServers } from '../../src/sources/kubernetes/endpoints.ts';
 import { backoffDelay, classifyError } from '../../src/sources/kubernetes/resource-watch.ts';
-import {
-  parseServiceRef,
-  resolveServiceRef,
-  serviceRefKey,
-} from '../../src/sources/kubernetes/service-ref.ts';
 import { endpointSlice } from '../helpers/fake-kube-api.ts';
 
 /** Slices as the client hands them over: plain JSON of schema-checked objects. */

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { resolveServiceRef } from '../../src/config/service-ref.ts';
 import { createLogger } from '../../src/log.ts';
 import { connectKube } from '../../src/sources/kubernetes/kubeconfig.ts';
 import type {
@@ -10,7 +11,6 @@ import type {
   WatchedResource,
   WatchTuning,
 } from '../../src/sources/kubernetes/resource-watch.ts';
-import { resolveServiceRef } from '../../src/sources/kubernetes/service-ref.ts';
 import {
   type ConfigMapContent,
   createKubernetesSource,

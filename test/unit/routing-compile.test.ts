@@ -36,6 +36,7 @@ function path(prefix: string, servers: string[], extra: Partial<PathConfig> = {}
   return {
     prefix: routingForm(normalisePrefix(prefix)),
     servers: servers.map(address),
+    service: null,
     toHttps: false,
     authorization: null,
     rateLimit: null,

@@ -18,6 +18,7 @@ const route = (servers: UpstreamServer[]): Route =>
     hostKey: 'h',
     prefix: '/',
     servers,
+    service: null,
     auth: null,
     toHttps: false,
     rateLimit: null,

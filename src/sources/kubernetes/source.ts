@@ -1,10 +1,10 @@
 import { CoreV1Api, DiscoveryV1Api, type V1ConfigMap, type V1EndpointSlice } from '@kubernetes/client-node';
+import { type ResolvedServiceRef, serviceRefKey } from '../../config/service-ref.ts';
 import type { ServerAddress } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import { offeredPorts, readyServers } from './endpoints.ts';
 import type { KubeConnection } from './kubeconfig.ts';
 import { type ResourceWatch, startResourceWatch, type WatchTuning } from './resource-watch.ts';
-import { type ResolvedServiceRef, serviceRefKey } from './service-ref.ts';
 import {
   createWatchHealth,
   prometheusWatchMetrics,
@@ -150,10 +150,12 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
           maps.find((map) => map.metadata?.name === name),
           `${namespace}/${name}`,
         );
+        if (!closed && (configMapContent === null || !sameContent(configMapContent, next))) {
+          configMapContent = next;
+          options.onConfigMap?.(next);
+        }
+        // After the config went live: the Services it names are being watched now, and count too.
         checkSynced();
-        if (closed || (configMapContent !== null && sameContent(configMapContent, next))) return;
-        configMapContent = next;
-        options.onConfigMap?.(next);
       },
       health,
       logger,

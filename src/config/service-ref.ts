@@ -75,3 +75,8 @@ export function resolveServiceRef(ref: ServiceRef, defaultNamespace: string): Re
 export function serviceRefKey(ref: ResolvedServiceRef): string {
   return `${ref.name}.${ref.namespace}:${ref.port}`;
 }
+
+/** The reference as written in upstreams.yaml (logs, error messages). */
+export function serviceRefText(ref: ServiceRef): string {
+  return `${ref.name}${ref.namespace === null ? '' : `.${ref.namespace}`}:${ref.port}`;
+}

@@ -1,0 +1,163 @@
+import { sha256Hex } from '../../config/load.ts';
+import {
+  resolveServiceRef,
+  type ServiceRef,
+  serviceRefKey,
+  serviceRefText,
+} from '../../config/service-ref.ts';
+import type { MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import type { Logger } from '../../log.ts';
+import { compileRoutingTable } from '../../routing/compile.ts';
+import type { RoutingTable } from '../../routing/types.ts';
+import type { Runtime } from '../../runtime.ts';
+import type { UpstreamsApplier } from '../apply-upstreams.ts';
+import { connectKube } from './kubeconfig.ts';
+import type { WatchTuning } from './resource-watch.ts';
+import {
+  type ConfigMapContent,
+  createKubernetesSource,
+  type EndpointSnapshot,
+  type KubernetesSource,
+} from './source.ts';
+
+/** True when this config needs the Kubernetes API at all (docs/kubernetes.md). */
+export function usesKubernetes(main: MainConfig, upstreams: UpstreamsConfig): boolean {
+  return upstreams.provider === 'kubernetes' || Boolean(main.kubernetes?.upstreamsConfigMap);
+}
+
+/** Every `service:` reference of a config, once each, in file order. */
+export function serviceRefs(config: UpstreamsConfig): ServiceRef[] {
+  const seen = new Map<string, ServiceRef>();
+  for (const host of config.hosts) {
+    for (const path of host.paths) {
+      if (path.service && !seen.has(serviceRefText(path.service)))
+        seen.set(serviceRefText(path.service), path.service);
+    }
+  }
+  return [...seen.values()];
+}
+
+/** What `validate` prints about the API: which Services and ConfigMap a start would watch. */
+export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConfig): string[] {
+  if (!usesKubernetes(main, upstreams)) return [];
+  const namespace = main.kubernetes?.namespace ?? null;
+  const where = (ref: ServiceRef) =>
+    ref.namespace ?? namespace ?? "the pod's namespace (or the kubeconfig context's, else default)";
+  const lines = serviceRefs(upstreams).map(
+    (ref) =>
+      `would watch EndpointSlices of Service ${ref.name} in ${where(ref)}, port ${typeof ref.port === 'number' ? ref.port : `named '${ref.port}'`}`,
+  );
+  const configMap = main.kubernetes?.upstreamsConfigMap;
+  if (configMap)
+    lines.push(
+      `would watch ConfigMap ${configMap} in ${where({ name: '', namespace: null, port: 0 })} for upstreams.yaml`,
+    );
+  return lines;
+}
+
+export interface KubernetesProviderOptions {
+  main: MainConfig;
+  /** The config live at start. */
+  initial: UpstreamsConfig;
+  runtime: Runtime;
+  logger: Logger;
+  tuning?: Partial<WatchTuning>;
+}
+
+export interface KubernetesProvider {
+  /** compile for every apply: the config with the Services' current ready endpoints. */
+  compile(config: UpstreamsConfig): RoutingTable;
+  /** Tells the provider a config went live (start, file reload, ConfigMap): watches follow it. */
+  configApplied(config: UpstreamsConfig): void;
+  /** Hands ConfigMap contents to the shared apply path (parse → validate → compile → swap). */
+  attach(applier: UpstreamsApplier): void;
+  /** Every watch listed once: readiness. */
+  whenSynced(): Promise<void>;
+  synced(): boolean;
+  close(): Promise<void>;
+}
+
+/**
+ * The Kubernetes side of a running Tollgate: owns the source, keeps the live config, and turns
+ * every endpoint change into a new table compiled from that same config (docs/kubernetes.md), so an
+ * endpoint change and a reload meet in the same compile and swap. Throws when no credentials exist.
+ */
+export function startKubernetesProvider(options: KubernetesProviderOptions): KubernetesProvider {
+  const { main, runtime, logger } = options;
+  const connection = connectKube({
+    kubeconfig: main.kubernetes?.kubeconfig,
+    namespace: main.kubernetes?.namespace,
+  });
+  let live = options.initial;
+  let endpoints: EndpointSnapshot = new Map();
+  let applier: UpstreamsApplier | null = null;
+  // ConfigMap content that arrived before the apply path existed (listen() attaches it).
+  const pendingConfigMap: ConfigMapContent[] = [];
+
+  const compile = (config: UpstreamsConfig) =>
+    compileRoutingTable(
+      config,
+      (ref) => endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [],
+    );
+
+  const applyConfigMap = (content: ConfigMapContent) => {
+    if (applier === null) {
+      pendingConfigMap.splice(0, pendingConfigMap.length, content);
+      return;
+    }
+    const trigger = `configmap ${connection.namespace}/${main.kubernetes?.upstreamsConfigMap}`;
+    if (!content.ok) {
+      applier.apply({ kind: 'unavailable', reason: content.problem }, trigger);
+      return;
+    }
+    const hash = sha256Hex(content.text);
+    if (hash === runtime.table().hash) return; // what is live already (e.g. the same ConfigMap mounted)
+    applier.apply({ kind: 'content', text: content.text, hash }, trigger);
+  };
+
+  const source: KubernetesSource = createKubernetesSource({
+    connection,
+    logger,
+    upstreamsConfigMap: main.kubernetes?.upstreamsConfigMap ?? null,
+    tuning: options.tuning,
+    onEndpoints: (snapshot) => {
+      endpoints = snapshot;
+      const table = compile(live);
+      runtime.swapTable(table);
+      logger.info(
+        {
+          services: Object.fromEntries([...snapshot].map(([key, servers]) => [key, servers.length])),
+          servers: table.servers.length,
+        },
+        'kubernetes endpoints changed; routing table rebuilt',
+      );
+    },
+    onConfigMap: applyConfigMap,
+  });
+  const watchServicesOf = (config: UpstreamsConfig) =>
+    source.watchServices(serviceRefs(config).map((ref) => resolveServiceRef(ref, connection.namespace)));
+  watchServicesOf(live);
+  logger.info(
+    {
+      credentials: connection.origin,
+      namespace: connection.namespace,
+      services: serviceRefs(live).map(serviceRefText),
+    },
+    'kubernetes provider started',
+  );
+
+  return {
+    compile,
+    configApplied(config) {
+      live = config;
+      watchServicesOf(config);
+    },
+    attach(next) {
+      applier = next;
+      for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
+    },
+    whenSynced: () => source.whenSynced(),
+    synced: () => source.synced(),
+    close: () => source.close(),
+  };
+}
