@@ -98,6 +98,12 @@ export function createDnsCache(options: DnsCacheOptions = {}): DnsCache {
   };
 }
 
+/**
+ * The process's cache, shared by the proxied traffic and the active health checks, so a check never
+ * fails on a lookup the traffic did not need.
+ */
+export const processDnsCache: DnsCache = createDnsCache();
+
 function answer(
   addresses: LookupAddress[],
   options: LookupOptions,

@@ -2,6 +2,7 @@ import { Agent } from 'undici';
 import { upstreamUp } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
+import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import type { UpstreamFailureKind } from './failure.ts';
 
 /**
@@ -51,6 +52,8 @@ export interface ServerHealthOptions {
   checkTimeoutMs?: number;
   /** Clock, injectable for tests. */
   now?: () => number;
+  /** Host-name resolution for checks; the process's cache (the one proxied traffic uses) by default. */
+  dns?: DnsCache;
 }
 
 /** Only these say "the server is not there"; a reset or a protocol error is about one exchange. */
@@ -100,7 +103,13 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   let exported = new Map<string, { route: string; server: string }>();
   let closed = false;
   // Its own connection pool, so checks never queue behind proxied traffic and close() cleans up.
-  const agent = new Agent({ connections: 1, pipelining: 1, keepAliveTimeout: 4_000 });
+  // Cached DNS like the traffic's: a busy thread pool must not fail checks of servers named by host.
+  const agent = new Agent({
+    connections: 1,
+    pipelining: 1,
+    keepAliveTimeout: 4_000,
+    connect: { lookup: (options.dns ?? processDnsCache).lookup },
+  });
 
   function passiveOf(address: string): PassiveState {
     let state = passive.get(address);

@@ -1,13 +1,13 @@
 import { Pool } from 'undici';
 import type { Timeouts, UpstreamLimits } from '../config/types.ts';
 import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
-import { createDnsCache, type DnsCache } from './dns-cache.ts';
+import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import { ServerSlots } from './slots.ts';
 
 export interface UpstreamPoolsOptions {
   timeouts: Timeouts;
   limits: UpstreamLimits;
-  /** Host-name resolution for upstream servers; a fresh cache unless a test injects one. */
+  /** Host-name resolution for upstream servers; the process's cache unless a test injects one. */
   dns?: DnsCache;
 }
 
@@ -26,7 +26,7 @@ export class UpstreamPools {
   constructor(options: UpstreamPoolsOptions) {
     const { timeouts, limits } = options;
     this.#limits = limits;
-    const dns = options.dns ?? createDnsCache();
+    const dns = options.dns ?? processDnsCache;
     this.#options = {
       // The slots keep requests in flight at or under this, so undici's own queue stays empty.
       connections: limits.maxConnectionsPerServer,

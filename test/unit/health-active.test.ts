@@ -4,6 +4,7 @@ import { registry } from '../../src/admin/metrics.ts';
 import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import type { Route, UpstreamServer } from '../../src/routing/types.ts';
+import { createDnsCache } from '../../src/upstream/dns-cache.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 import { waitFor } from '../helpers/tollgate.ts';
@@ -95,6 +96,27 @@ describe('active health checks', () => {
     await waitFor(() => !health.isAvailable(checked, deadServer), 3_000);
     assert.equal(health.isAvailable(unchecked, deadServer), true);
     assert.equal(await gauge(unchecked.id, deadServer.address), 1);
+  });
+
+  test('checks a server named by host through the DNS cache', async () => {
+    const lookedUp: string[] = [];
+    const dns = createDnsCache({
+      resolve: (name, callback) => {
+        lookedUp.push(name);
+        setImmediate(() => callback(null, [{ address: '127.0.0.1', family: 4 }]));
+      },
+    });
+    const named = createServerHealth({ logger: createLogger('silent'), checkTimeoutMs: 5_000, dns });
+    try {
+      const r = route('named.example', [server(`backend.internal:${upstream.port}`)], check);
+      const seen = upstream.requests.length;
+      named.sync(table([r]));
+      await waitFor(() => upstream.requests.length >= seen + 2, 3_000);
+      assert.equal(named.isAvailable(r, r.servers[0] as UpstreamServer), true);
+      assert.deepEqual(lookedUp, ['backend.internal']);
+    } finally {
+      await named.close();
+    }
   });
 
   test('sync stops the checkers of routes that lost their check', async () => {
