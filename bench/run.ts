@@ -39,6 +39,7 @@ const TARGET_IDS = [
   'undici-minimal',
   'tollgate',
   'tollgate-jwt',
+  'tollgate-issuer',
   // Every core (docs/workers.md): N = BENCH_WORKERS, the machine's CPUs by default.
   'nginx-workers',
   'undici-minimal-workers',
@@ -130,7 +131,7 @@ async function checkTarget(target: Target): Promise<void> {
       `${target.label} answered ${status} with ${body.byteLength} bytes, expected 200 with ${BODY_BYTES}`,
     );
   }
-  if (target.id === 'tollgate-jwt') {
+  if (target.id === 'tollgate-jwt' || target.id === 'tollgate-issuer') {
     const withoutToken = await httpRequest(target.url, { headers: { host: BENCH_HOST } });
     if (withoutToken.status !== 401) {
       throw new Error(`the JWT route answered ${withoutToken.status} without a token, expected 401`);
@@ -183,7 +184,9 @@ async function startTargets(settings: Settings): Promise<{ targets: Target[]; sk
     const port = await startReferenceProxy(id, upstreamPort);
     targets.push({ id, label: REFERENCE_LABELS[id], url: `http://127.0.0.1:${port}/`, headers: host });
   }
-  const wantsTollgate = settings.targets.includes('tollgate') || settings.targets.includes('tollgate-jwt');
+  const wantsTollgate = (['tollgate', 'tollgate-jwt', 'tollgate-issuer'] as const).some((id) =>
+    settings.targets.includes(id),
+  );
   if (wantsTollgate && !tollgateBuilt()) {
     skipped.push(`tollgate targets: ${MAIN_JS} not found (run npm run build)`);
   } else if (wantsTollgate) {
@@ -199,6 +202,14 @@ async function startTargets(settings: Settings): Promise<{ targets: Target[]; sk
         label: 'tollgate + JWT',
         url: `${base}/jwt`,
         headers: { ...host, authorization: `Bearer ${token}` },
+      });
+    }
+    if (settings.targets.includes('tollgate-issuer')) {
+      targets.push({
+        id: 'tollgate-issuer',
+        label: 'tollgate + issuer JWT',
+        url: `${base}/issuer`,
+        headers: { ...host, authorization: `Bearer ${tollgate.issuerToken}` },
       });
     }
   }
@@ -334,6 +345,7 @@ async function main(): Promise<number> {
   const ratios = [
     ratio('tollgate / nginx', byId('tollgate'), byId('nginx'), { goal: 0.45 }),
     ratio('tollgate+JWT / tollgate', byId('tollgate-jwt'), byId('tollgate'), { goal: 0.9 }),
+    ratio('tollgate+issuer JWT / tollgate', byId('tollgate-issuer'), byId('tollgate'), { goal: 0.9 }),
     ratio('undici-minimal / nginx', byId('undici-minimal'), byId('nginx'), {
       note: "calibration: about 0.5 in the issue's setup",
     }),

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createBenchIssuer, issuerRouteYaml } from './external-issuer.ts';
 import { httpRequest, waitForHttp } from './http.ts';
 import { freePort, makeTempDir, type Started, startProcess } from './processes.ts';
 
@@ -17,6 +18,8 @@ export interface RunningTollgate {
   readonly proxyPort: number;
   readonly apiPort: number;
   readonly masterkey: string;
+  /** A token of the external issuer that `/issuer` trusts. */
+  readonly issuerToken: string;
 }
 
 export function tollgateBuilt(): boolean {
@@ -56,6 +59,7 @@ export async function startTollgate(
     ].join('\n'),
   );
   const server = `"127.0.0.1:${upstreamPort}"`;
+  const issuer = await createBenchIssuer(dir);
   writeFileSync(
     join(dir, 'upstreams.yaml'),
     [
@@ -68,6 +72,7 @@ export async function startTollgate(
       `        servers: [${server}]`,
       '        authorization:',
       '          type: jwt',
+      ...issuerRouteYaml(server, issuer.jwksFile),
       '',
     ].join('\n'),
   );
@@ -78,7 +83,7 @@ export async function startTollgate(
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
   await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, started);
-  return { process: started, proxyPort, apiPort, masterkey };
+  return { process: started, proxyPort, apiPort, masterkey, issuerToken: issuer.token };
 }
 
 /** A token from the token API, reused for every request of the JWT run. */
