@@ -150,7 +150,13 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
   const { logger } = options;
   const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
 
-  const entries: Array<{ entry: WatchedEntry; lastState: string }> = [];
+  interface Watched {
+    entry: WatchedEntry;
+    lastState: string;
+    /** A missing or empty state seen once and not yet reported: see checkAll. */
+    unconfirmed: string | null;
+  }
+  const entries: Watched[] = [];
   let closed = false;
 
   const checkAll = async (why: string) => {
@@ -159,10 +165,19 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
       const snapshots = await Promise.all(watched.entry.paths.map(readSnapshot));
       const key = stateKey(snapshots);
       if (key === watched.lastState) {
+        watched.unconfirmed = null;
         if (why !== 'poll')
           logger.debug({ file: watched.entry.name, trigger: why }, 'watched file unchanged');
         continue;
       }
+      // A file caught missing or empty is usually a writer in the middle of its work (truncate then
+      // write, delete then re-create): it is only reported when a second look finds it the same.
+      if (snapshots.some((snapshot) => snapshot.kind === 'unavailable') && watched.unconfirmed !== key) {
+        watched.unconfirmed = key;
+        scheduler.notify('second look');
+        continue;
+      }
+      watched.unconfirmed = null;
       watched.lastState = key;
       try {
         await watched.entry.onChange(snapshots, why);
@@ -276,7 +291,7 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
     const lastState = entry.liveHashes
       ? stateKey(entry.liveHashes.map((hash) => ({ kind: 'content', text: '', hash })))
       : stateKey(await Promise.all(paths.map(readSnapshot)));
-    entries.push({ entry: { ...entry, paths, onChange: entry.onChange }, lastState });
+    entries.push({ entry: { ...entry, paths, onChange: entry.onChange }, lastState, unconfirmed: null });
     for (const path of paths) await addDirectoryOf(path);
     logger.debug({ file: entry.name, paths }, 'watching for changes');
   };

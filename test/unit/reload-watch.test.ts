@@ -208,6 +208,20 @@ describe('createFileWatcher', () => {
     await watcher.close();
   });
 
+  it('takes a second look before reporting a file missing or empty, so a slow writer is not a failure', async () => {
+    const dir = await tempDir();
+    const file = join(dir, 'upstreams.yaml');
+    await writeFile(file, 'v: 1\n');
+    // The second look comes a quiet period (1 s here) after the check that found the file empty.
+    const { seen, watcher } = await watchOne(file, { quietMs: 1_000, maxWaitMs: 1_000 });
+    await truncate(file, 0);
+    watcher.trigger('SIGHUP'); // checks at once: finds the file empty
+    await writeFile(file, 'v: 2\n', { flag: 'r+' });
+    await changes(seen, watcher, 1);
+    assert.deepEqual(seen.map(textOf), ['v: 2\n'], 'the empty moment was never reported');
+    await watcher.close();
+  });
+
   it('falls back to polling for changes fs.watch cannot see (a symlink into another directory)', async () => {
     const dir = await tempDir();
     const elsewhere = await tempDir();
