@@ -490,7 +490,7 @@ describe('helm test', () => {
     const manifests = await rendered(values);
     const pod = find(manifests, 'Pod');
     const script = pod.spec.containers[0].args[0] as string;
-    assert.deepEqual(pod.spec.containers[0].command, ['node', '--input-type=module', '-e']);
+    assert.deepEqual(pod.spec.containers[0].command, ['/nodejs/bin/node', '--input-type=module', '-e']);
 
     const upstream = await startUpstream();
     const work = await mkdtemp(join(dir, 'helm-test-'));

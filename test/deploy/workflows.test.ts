@@ -111,8 +111,10 @@ describe('GitHub workflows', () => {
     const container = ci.doc.jobs.container;
     const testStep = (container.steps as Manifest[]).find((s) => String(s.run).includes('test/container'));
     assert.equal(testStep?.env?.TOLLGATE_TEST_NODE_IMAGE, 'node:24-bookworm-slim');
+    assert.equal(testStep?.env?.TOLLGATE_TEST_RUNTIME_IMAGE, 'gcr.io/distroless/nodejs24-debian12');
+    assert.match(runs(ci, 'container'), /apt-get install -y -qq wrk/, 'the memory test needs wrk');
     const chart = runs(ci, 'chart');
-    assert.match(chart, /helm lint deploy\/helm\/tollgate/);
+    assert.match(chart, /helm lint --strict deploy\/helm\/tollgate/);
     assert.match(chart, /kubectl kustomize deploy\/kustomize\/overlays\/ingress/);
     assert.match(chart, /kubectl kustomize deploy\/kustomize\/overlays\/sidecar/);
   });
@@ -141,6 +143,28 @@ describe('GitHub workflows', () => {
     assert.match(commands, /POST http:\/\/127\.0\.0\.1:\d+\/jwt/);
     assert.match(commands, /Authorization: Bearer \$TOKEN/);
     assert.match(commands, /= 401/, 'the proxied URL is refused without the token');
+  });
+
+  test('kind: the oldest and newest supported Kubernetes minors, both Kustomize overlays', async () => {
+    const kind = workflow('kind.yml');
+    const job = Object.keys(kind.doc.jobs)[0] as string;
+    const matrix = kind.doc.jobs[job].strategy.matrix;
+    assert.deepEqual(matrix.kubernetes, ['1.29', '1.33']);
+    for (const entry of matrix.include as Manifest[]) {
+      assert.match(
+        entry.node_image,
+        new RegExp(`^kindest/node:v${entry.kubernetes.replace('.', '\\.')}\\.\\d+$`),
+      );
+    }
+    const setup = steps(kind, job).find((s) => String(s.uses).startsWith('helm/kind-action@'));
+    assert.equal(setup?.with.node_image, '${{ matrix.node_image }}');
+    // The chart's kubeVersion starts at the oldest minor tested.
+    const chart = parse(await readFile(join(ROOT, 'deploy/helm/tollgate/Chart.yaml'), 'utf8')) as Manifest;
+    assert.equal(chart.kubeVersion, `>=${matrix.kubernetes[0]}.0-0`);
+    const commands = runs(kind, job);
+    assert.match(commands, /for overlay in ingress sidecar/);
+    assert.match(commands, /rollout status deployment\/example-app/);
+    assert.match(commands, /rollout restart deployment\/example-app/);
   });
 
   test('kind values point the e2e release at the locally loaded image', async () => {
