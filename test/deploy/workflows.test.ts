@@ -157,7 +157,7 @@ describe('GitHub workflows', () => {
       );
     }
     const setup = steps(kind, job).find((s) => String(s.uses).startsWith('helm/kind-action@'));
-    assert.equal(setup?.with.node_image, '${{ matrix.node_image }}');
+    assert.equal(setup?.with.node_image, `\${{ matrix.node_image }}`);
     // The chart's kubeVersion starts at the oldest minor tested.
     const chart = parse(await readFile(join(ROOT, 'deploy/helm/tollgate/Chart.yaml'), 'utf8')) as Manifest;
     assert.equal(chart.kubeVersion, `>=${matrix.kubernetes[0]}.0-0`);
