@@ -39,7 +39,11 @@ export interface UpstreamsApplierOptions {
  * Kubernetes ConfigMap): parse → validate → compile → swap, or keep the old table and say why.
  */
 export interface UpstreamsApplier {
-  apply(snapshot: FileSnapshot, trigger?: string): ReloadOutcome;
+  /**
+   * `origin` names where the text came from in every message (default: the upstreams_conf path;
+   * a ConfigMap read through the API names itself, docs/kubernetes.md).
+   */
+  apply(snapshot: FileSnapshot, trigger?: string, origin?: string): ReloadOutcome;
 }
 
 /** Exposes which upstreams.yaml is live: tollgate_config_info{hash} (and the success timestamp). */
@@ -65,9 +69,10 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
   const { runtime, beforeSwap, onReloaded } = options;
   const compile = options.compile ?? compileRoutingTable;
   const logger = options.logger ?? runtime.logger;
-  const file = runtime.main.upstreamsConf;
+  const upstreamsFile = runtime.main.upstreamsConf;
 
   const reject = (
+    file: string,
     reason: 'unavailable' | 'invalid',
     messages: string[],
     details: Record<string, unknown>,
@@ -89,15 +94,18 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
   };
 
   return {
-    apply(snapshot, trigger = 'manual') {
+    apply(snapshot, trigger = 'manual', file = upstreamsFile) {
       if (snapshot.kind === 'unavailable') {
-        return reject('unavailable', [`${file}: ${snapshot.reason}`], { trigger, reason: snapshot.reason });
+        return reject(file, 'unavailable', [`${file}: ${snapshot.reason}`], {
+          trigger,
+          reason: snapshot.reason,
+        });
       }
       const parsed = parseUpstreamsConfig(snapshot.text, file);
       const issues = parsed.ok ? checkConsistency(runtime.main, parsed.value) : parsed.issues;
       if (!parsed.ok || issues.length > 0) {
         const messages = logIssues(issues);
-        return reject('invalid', messages, { trigger, hash: snapshot.hash, problems: issues.length });
+        return reject(file, 'invalid', messages, { trigger, hash: snapshot.hash, problems: issues.length });
       }
       const config = parsed.value;
       config.file = resolve(file);
@@ -107,7 +115,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       } catch (error) {
         const message = `${file}: ${(error as Error).message}`;
         logger.error({ file }, message);
-        return reject('invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });
+        return reject(file, 'invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });
       }
 
       const previous = runtime.table();

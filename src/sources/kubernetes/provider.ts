@@ -18,6 +18,7 @@ import {
   createKubernetesSource,
   type EndpointSnapshot,
   type KubernetesSource,
+  UPSTREAMS_KEY,
 } from './source.ts';
 
 /** True when this config needs the Kubernetes API at all (docs/kubernetes.md). */
@@ -105,14 +106,16 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       pendingConfigMap.splice(0, pendingConfigMap.length, content);
       return;
     }
-    const trigger = `configmap ${connection.namespace}/${main.kubernetes?.upstreamsConfigMap}`;
+    const name = `${connection.namespace}/${main.kubernetes?.upstreamsConfigMap}`;
+    // Messages name the ConfigMap and its key, where the user has to look: `configmap/apps/x/upstreams.yaml:5:9: …`.
+    const origin = `configmap/${name}/${UPSTREAMS_KEY}`;
     if (!content.ok) {
-      applier.apply({ kind: 'unavailable', reason: content.problem }, trigger);
+      applier.apply({ kind: 'unavailable', reason: content.problem }, 'configmap', origin);
       return;
     }
     const hash = sha256Hex(content.text);
     if (hash === runtime.table().hash) return; // what is live already (e.g. the same ConfigMap mounted)
-    applier.apply({ kind: 'content', text: content.text, hash }, trigger);
+    applier.apply({ kind: 'content', text: content.text, hash }, 'configmap', origin);
   };
 
   const source: KubernetesSource = createKubernetesSource({
