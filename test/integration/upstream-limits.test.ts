@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import type http from 'node:http';
+import net from 'node:net';
 import { describe, it } from 'node:test';
 import { testScope } from '../helpers/scope.ts';
 import { request, waitFor } from '../helpers/tollgate.ts';
@@ -69,6 +71,60 @@ describe('upstream connection limits', () => {
     const done = await first;
     assert.equal(done.status, 200);
     assert.equal(done.body, 'slow done');
+  });
+
+  it('slow uploads flooding an open route leave the server reachable for an authenticated route', async () => {
+    const upstream = await scope.upstream();
+    const tollgate = await scope.tollgate({
+      main: {
+        upstream_max_connections: 4,
+        upstream_max_connections_per_route: 2,
+        upstream_queue_size: 2,
+        upstream_queue_timeout_seconds: 30,
+      },
+      upstreams: {
+        upstreams: {
+          'app.test': {
+            paths: {
+              '/upload': { servers: [upstream.address] },
+              '/private': {
+                servers: [upstream.address],
+                authorization: { type: 'basic', creds: 'alice:wonderland' },
+              },
+            },
+          },
+        },
+      },
+    });
+    // The attack, bounded: 8 uploads that announce 1 MB and send one byte, then stall.
+    const uploads: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 8; i++) {
+        const socket = net.connect({ host: '127.0.0.1', port: tollgate.proxyPort });
+        socket.on('error', () => {});
+        uploads.push(socket);
+        await once(socket, 'connect');
+        socket.write(`POST /upload/${i} HTTP/1.1\r\nHost: app.test\r\nContent-Length: 1000000\r\n\r\nx`);
+      }
+      // Two hold the route's share, two wait in the queue, the rest are refused at once.
+      let refused = 0;
+      await waitFor(async () => {
+        const metrics = await tollgate.metrics();
+        refused = rejected(metrics, 'queue_full');
+        return refused === 4;
+      });
+      const res = await request(tollgate.proxyUrl, {
+        path: '/private/report',
+        headers: {
+          host: 'app.test',
+          authorization: `Basic ${Buffer.from('alice:wonderland').toString('base64')}`,
+        },
+      });
+      assert.equal(res.status, 200);
+      assert.equal(res.json<{ url: string }>().url, '/private/report');
+    } finally {
+      for (const socket of uploads) socket.destroy();
+    }
   });
 
   it('a request waiting in the queue is sent as soon as a connection is free', async () => {
