@@ -5,7 +5,6 @@ import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
 import { type LoadedRevocations, loadRevocationList, watchRevokedTokens } from './auth/revocation.ts';
-import { createAuthStage } from './auth/stage.ts';
 import {
   ADMIN_CONNECTIONS,
   applyClientLimits,
@@ -18,11 +17,9 @@ import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRequestRecorder } from './observe.ts';
+import { createPipeline } from './pipeline/pipeline.ts';
 import { answerClientError } from './proxy/client-error.ts';
-import { createPipeline } from './proxy/pipeline.ts';
 import { createProxyHandler } from './proxy/server.ts';
-import { createRateLimitStage } from './proxy/stages/rate-limit.ts';
-import { createToHttpsStage } from './proxy/stages/to-https.ts';
 import { compileRoutingTable } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
@@ -36,8 +33,6 @@ import {
 import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
-import { createBalanceStage } from './upstream/balance.ts';
-import { createTrustTest } from './upstream/client-address.ts';
 import { createUpstreamObserver } from './upstream/failure.ts';
 import { createForwarder } from './upstream/forward.ts';
 import { createServerHealth } from './upstream/health.ts';
@@ -164,21 +159,17 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     throw new StartError(`tollgate: ${(error as Error).message}`);
   }
   const worker = options.worker ?? null;
-  const rateLimit = createRateLimitStage({ main, logger, shared: worker ? 'cluster' : 'process' });
-  const stages = createPipeline({
-    toHttps: createToHttpsStage(main),
-    rateLimit: rateLimit.stage,
-    authenticate: createAuthStage({
-      tokenParam: main.tokenParam,
-      masterkey: masterkeys.current,
-      logger,
-      now: clock,
-      revocations: revocations.list,
-    }),
-    balance: createBalanceStage({ health }),
+  const pipeline = createPipeline({
+    main,
+    table: runtime.table,
+    health,
+    masterkey: masterkeys.current,
+    revocations: revocations.list,
+    clock,
+    logger,
+    rateLimitShared: worker ? 'cluster' : 'process',
   });
   const recorder = createRequestRecorder(logger, main.accessLog, main.tokenParam);
-  const isTrustedProxy = createTrustTest(main.trustedProxies);
   const serverOptions = {
     keepAliveTimeout: main.timeouts.clientKeepAliveMs,
     headersTimeout: main.timeouts.clientHeadersMs,
@@ -186,26 +177,28 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     requestTimeout: 0,
     // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
     shouldUpgradeCallback: isWebSocketUpgrade,
-    // A missing Host is answered by resolveRequest with our JSON 400 rather than Node's bare one.
+    // A missing Host is answered by the route stage with our JSON 400 rather than Node's bare one.
     requireHostHeader: false,
     // Node enforces headersTimeout only when it sweeps its connections (every 30 s by default), so
     // slow headers were answered up to a sweep late; sweep every second.
     connectionsCheckingInterval: 1_000,
   };
-  const handler = createProxyHandler({ runtime, stages, forward, recorder, isTrustedProxy });
+  const handler = createProxyHandler({ pipeline, forward, recorder, logger });
   const webSockets = createWebSocketHandler({
     runtime,
-    stages,
+    pipeline,
     recorder,
-    isTrustedProxy,
     pools,
     observer: upstreamObserver,
   });
-  const proxyServer = http.createServer(serverOptions, handler);
-  proxyServer.on('upgrade', webSockets.handleUpgrade);
-  // Expect: 100-continue is answered by the forwarder once the pipeline admitted the request.
-  proxyServer.on('checkContinue', handler);
-  proxyServer.on('clientError', answerClientError);
+  const proxyListener = <T extends http.Server>(server: T): T => {
+    server.on('request', handler.handleRequest);
+    server.on('checkContinue', handler.handleExpectContinue);
+    server.on('upgrade', webSockets.handleUpgrade);
+    server.on('clientError', answerClientError);
+    return server;
+  };
+  const proxyServer = proxyListener(http.createServer(serverOptions));
 
   let tls: TlsContextProvider | null = null;
   let tlsServer: https.Server | null = null;
@@ -213,15 +206,12 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     try {
       tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
     } catch (error) {
-      rateLimit.close();
+      pipeline.close();
       health.close();
       pools.close();
       throw new StartError(`tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}`);
     }
-    tlsServer = https.createServer({ ...serverOptions, ...tls.current() }, handler);
-    tlsServer.on('upgrade', webSockets.handleUpgrade);
-    tlsServer.on('checkContinue', handler);
-    tlsServer.on('clientError', answerClientError);
+    tlsServer = proxyListener(https.createServer({ ...serverOptions, ...tls.current() }));
     tls.attach(tlsServer);
   }
   // A worker's primary answers admin and token API requests for the whole set.
@@ -246,7 +236,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       () => kubernetes?.close(),
       () => tls?.close(),
       () => webSockets.closeAll(),
-      () => rateLimit.close(),
+      () => pipeline.close(),
       () => health.close(),
       () => pools.close(),
     ],

@@ -52,6 +52,9 @@ export function applyClientLimits(
   }
   // First, so the body timer starts before any stage can pause or consume the body.
   server.prependListener('request', onRequest(limits));
+  // Where the app answers `Expect: 100-continue` itself (the proxy listeners), such requests arrive
+  // as 'checkContinue' instead; a listener anywhere else would stop Node's automatic 100.
+  if (server.listenerCount('checkContinue') > 0) server.prependListener('checkContinue', onRequest(limits));
   server.prependListener('upgrade', (req: http.IncomingMessage) => req.socket.setTimeout(0));
 }
 

@@ -10,8 +10,12 @@ export interface DrainableServer {
   closeIdleConnections(): void;
   closeAllConnections(): void;
   readonly listening: boolean;
+  listenerCount(event: 'checkContinue'): number;
   on(event: 'connection', listener: (socket: Socket) => void): unknown;
-  prependListener(event: 'request', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown;
+  prependListener(
+    event: 'request' | 'checkContinue',
+    listener: (req: IncomingMessage, res: ServerResponse) => void,
+  ): unknown;
 }
 
 /** The admin listener: only needs closing at the very end. */
@@ -48,7 +52,7 @@ const IDLE_SWEEP_MS = 100;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * The graceful shutdown, in the order Kubernetes needs (BEHAVIOUR.md §8):
+ * The graceful shutdown, in the order Kubernetes needs (docs/reload.md):
  *
  * 1. SIGTERM/SIGINT: phase `draining`, so /readyz answers 503 and the endpoint is removed. The proxy
  *    keeps serving for `shutdown_delay_seconds`, because kube-proxy and ingress controllers learn of
@@ -82,11 +86,15 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       sockets.add(socket);
       socket.once('close', () => sockets.delete(socket));
     });
-    server.prependListener('request', (_req, res) => {
+    const track = (_req: IncomingMessage, res: ServerResponse) => {
       if (draining) closeAfterResponse(res);
       openResponses.add(res);
       res.once('close', () => openResponses.delete(res));
-    });
+    };
+    server.prependListener('request', track);
+    // Where the app answers `Expect: 100-continue` itself, those requests arrive as 'checkContinue'
+    // instead. Only then: any listener stops Node from sending the 100 and the request on by itself.
+    if (server.listenerCount('checkContinue') > 0) server.prependListener('checkContinue', track);
   }
 
   let finished: Promise<void> | null = null;

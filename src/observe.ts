@@ -3,7 +3,7 @@ import { requestDuration, requestsTotal } from './admin/metrics.ts';
 import { takeQueryParam } from './auth/query.ts';
 import { localResponseBytes } from './local-response.ts';
 import type { Logger } from './log.ts';
-import type { ProxyRequest } from './proxy/context.ts';
+import type { ProxyRequest } from './pipeline/request.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
 export const NO_ROUTE = '(none)';
@@ -17,7 +17,7 @@ export interface RequestRecorder {
 
 /**
  * The one place a finished proxied request is recorded: metrics and the access log line
- * (BEHAVIOUR.md §8). The logged path is the normalised path plus the query that was forwarded, minus
+ * (docs/observability.md). The logged path is the normalised path plus the query that was forwarded, minus
  * the token parameter (`tokenParam`) in every case: the jwt stage removes it only when it runs, so a
  * request answered before authentication (429, to_https) or sent to a route without jwt would
  * otherwise log a token. Headers are never logged.

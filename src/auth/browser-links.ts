@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { ProxyRequest } from '../proxy/context.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 import type { AuthRedirect } from './authenticator.ts';
 import type { Clock } from './clock.ts';
 import type { ScopeEntry } from './scope.ts';

@@ -1,4 +1,4 @@
-import type { ProxyRequest } from '../proxy/context.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 import {
   type Authenticator,
   type AuthOutcome,

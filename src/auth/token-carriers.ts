@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { ProxyRequest } from '../proxy/context.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 import { takeQueryParam } from './query.ts';
 
 /**

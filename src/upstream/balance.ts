@@ -1,20 +1,22 @@
-import { sendError } from '../errors.ts';
-import type { ProxyRequest, Stage } from '../proxy/context.ts';
 import type { Route, UpstreamServer } from '../routing/types.ts';
 import type { ServerHealth } from './health.ts';
-import { knownServerIds, pinnedServer, readStickyIds, stickySetCookie, stickyValue } from './sticky.ts';
 
 /**
- * The balance stage (docs/traffic.md "Choosing a server"): sets `request.candidates`, the servers the
- * forwarder tries in order — the chosen one first, then the other servers in rotation for failover.
- * Ejected servers are left out; when a route has none left it answers 503 at once rather than
- * letting the client wait on connect timeouts.
+ * Load balancing: the servers the forwarder tries in order — the chosen one first, then the other
+ * servers in rotation for failover. Ejected servers are left out. The pick-server stage
+ * (pipeline/5-pick-server.ts) decides between a sticky pin and the rotation.
  *
- * Choice: the server named by a valid sticky cookie, else round robin per route. The counter lives
- * in a WeakMap keyed by the frozen Route, so a reload (new Route objects) starts a fresh rotation and
- * old state is collected with the old table.
+ * The round-robin counter lives in a WeakMap keyed by the frozen Route, so a reload (new Route
+ * objects) starts a fresh rotation and old state is collected with the old table.
  */
-export function createBalanceStage(deps: { health: ServerHealth }): Stage {
+export interface Balancer {
+  /** Round robin over the servers in rotation (plus a half-open trial when due); null = none up. */
+  next(route: Route): readonly UpstreamServer[] | null;
+  /** The pinned server first, then the rest of the route's available servers in rotation. */
+  pinned(route: Route, server: UpstreamServer): readonly UpstreamServer[];
+}
+
+export function createBalancer(deps: { health: ServerHealth }): Balancer {
   const { health } = deps;
   const states = new WeakMap<Route, RouteState>();
 
@@ -57,32 +59,9 @@ export function createBalanceStage(deps: { health: ServerHealth }): Stage {
     ];
   }
 
-  return function balance(request: ProxyRequest): boolean {
-    const { route } = request;
-    // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
-    if (route.servers.length === 0) return noReadyEndpoints(request);
-    const state = stateOf(route);
-
-    if (route.sticky !== null) {
-      const ids = readStickyIds(request.req.headers.cookie);
-      const pinned = ids.length === 0 ? null : pinnedServer(route, ids);
-      if (pinned !== null && health.isAvailable(route, pinned)) {
-        request.candidates = pinnedCandidates(route, state, pinned);
-        return true;
-      }
-      // No cookie, or it names a server that is gone or unhealthy: balance and (re)place the cookie.
-      const candidates = roundRobin(route, state);
-      if (candidates === null) return noHealthyUpstream(request);
-      request.candidates = candidates;
-      const value = stickyValue(candidates[0] as UpstreamServer, ids, route, knownServerIds(request.table));
-      request.responseCookies.push(stickySetCookie(value, route.sticky, request.secure));
-      return true;
-    }
-
-    const candidates = roundRobin(route, state);
-    if (candidates === null) return noHealthyUpstream(request);
-    request.candidates = candidates;
-    return true;
+  return {
+    next: (route) => roundRobin(route, stateOf(route)),
+    pinned: (route, server) => pinnedCandidates(route, stateOf(route), server),
   };
 }
 
@@ -101,14 +80,4 @@ function rotate(servers: readonly UpstreamServer[], start: number): UpstreamServ
 
 function rotationsOf(servers: readonly UpstreamServer[]): readonly (readonly UpstreamServer[])[] {
   return Object.freeze(servers.map((_, start) => Object.freeze(rotate(servers, start))));
-}
-
-function noHealthyUpstream(request: ProxyRequest): false {
-  sendError(request.res, 'no_healthy_upstream');
-  return false;
-}
-
-function noReadyEndpoints(request: ProxyRequest): false {
-  sendError(request.res, 'no_ready_endpoints');
-  return false;
 }

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ProxyRequest } from '../proxy/context.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 
 /**
  * Header hygiene (docs/security.md "Headers sent upstream").

@@ -4,10 +4,9 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { sendError } from '../errors.ts';
 import type { RequestRecorder } from '../observe.ts';
-import type { Stage } from '../proxy/context.ts';
-import { resolveRequest, runStages } from '../proxy/server.ts';
+import type { Pipeline } from '../pipeline/pipeline.ts';
+import { refuse, respond } from '../pipeline/verdict.ts';
 import type { Runtime } from '../runtime.ts';
-import type { TrustTest } from './client-address.ts';
 import type { ForwardObserver } from './failure.ts';
 import { forwardUpgrade } from './forward.ts';
 import { clientResponseHeaders } from './headers.ts';
@@ -37,9 +36,8 @@ import { relay } from './tunnel.ts';
 
 export interface WebSocketHandlerDeps {
   runtime: Runtime;
-  stages: readonly Stage[];
+  pipeline: Pipeline;
   recorder: RequestRecorder;
-  isTrustedProxy: TrustTest;
   pools: UpstreamPools;
   /** Told about upstream failures and successes, exactly as for plain requests (server health). */
   observer: ForwardObserver;
@@ -85,7 +83,7 @@ export function handshakeProblem(
 }
 
 export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketProxy {
-  const { runtime, stages, recorder, isTrustedProxy } = deps;
+  const { runtime, pipeline, recorder } = deps;
   const forwarder = { pools: deps.pools, observer: deps.observer };
   const open = new Set<Duplex>();
 
@@ -96,19 +94,20 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
     // Until the tunnel owns the socket, a client reset must not become an unhandled 'error'.
     const onEarlyError = () => socket.destroy();
     socket.on('error', onEarlyError);
-    // A response object on the raw socket, so stages and sendError work exactly as for a request.
+    // A response object on the raw socket, so answers are written exactly as for a request.
     const res = new http.ServerResponse(req);
     res.shouldKeepAlive = false;
     res.assignSocket(netSocket);
     // Once a stage (or an error) answered over HTTP, the socket carries nothing else.
     res.once('finish', () => netSocket.destroySoon());
 
-    const resolved = resolveRequest(req, res, runtime, isTrustedProxy, startedAt);
-    if (!resolved.ok) {
-      recorder.unrouted(req, res, startedAt, resolved.clientIp);
+    const routed = pipeline.route(req, res, startedAt);
+    if (!routed.ok) {
+      respond(res, routed.verdict);
+      recorder.unrouted(req, res, startedAt, routed.clientIp);
       return;
     }
-    const { request } = resolved;
+    const { request } = routed;
     let recorded = false;
     const record = () => {
       if (recorded) return;
@@ -131,9 +130,10 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
       sendError(res, 'bad_request', undefined, 'Sec-WebSocket-Key is missing or malformed');
       return;
     }
-    runStages(stages, request).then(
-      (pass) => {
-        if (!pass || socket.destroyed) return;
+    Promise.resolve(pipeline.run(request))
+      .then((verdict) => {
+        if (verdict.kind !== 'pass') return respond(res, verdict);
+        if (socket.destroyed) return;
         open.add(socket);
         socket.once('close', () => open.delete(socket));
         forwardUpgrade(request, forwarder, {
@@ -151,12 +151,11 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
             });
           },
         });
-      },
-      (error: unknown) => {
+      })
+      .catch((error: unknown) => {
         runtime.logger.error({ err: error }, 'WebSocket upgrade failed inside the proxy');
-        sendError(res, 'internal_error');
-      },
-    );
+        respond(res, refuse('internal_error'));
+      });
   }
 
   return {

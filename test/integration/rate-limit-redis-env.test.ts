@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { RATE_LIMIT_REDIS_ENV, rateLimitRedisUrl } from '../../src/proxy/stages/rate-limit.ts';
+import { RATE_LIMIT_REDIS_ENV, rateLimitRedisUrl } from '../../src/pipeline/3-rate-limit.ts';
 import { type RedisServer, startRedis } from '../helpers/redis-server.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';

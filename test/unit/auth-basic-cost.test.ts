@@ -12,7 +12,7 @@ import {
   verifyPassword,
 } from '../../src/auth/password.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
-import type { ProxyRequest } from '../../src/proxy/context.ts';
+import type { ProxyRequest } from '../../src/pipeline/request.ts';
 
 function request(headers: IncomingHttpHeaders): ProxyRequest {
   return { req: { headers }, subject: null, consumedHeaders: [] } as unknown as ProxyRequest;

@@ -3,11 +3,12 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
 import { authFailuresTotal } from '../../src/admin/metrics.ts';
 import { hashPassword } from '../../src/auth/password.ts';
-import { createAuthStage } from '../../src/auth/stage.ts';
 import { deriveSigningKey, issueToken } from '../../src/auth/tokens.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
-import type { ProxyRequest } from '../../src/proxy/context.ts';
+import { createAuthStage } from '../../src/pipeline/4-auth.ts';
+import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import { type Answer, PASS, type Verdict } from '../../src/pipeline/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
 
 const MASTERKEY = 'stage-test-masterkey';
@@ -36,33 +37,10 @@ function harness(options: { masterkey?: string | null; tokenParam?: string } = {
   };
 }
 
-interface FakeResponse {
-  headersSent: boolean;
-  status: number;
-  headers: Record<string, string | number>;
-  body: string;
-}
-
 function request(auth: AuthorizationConfig | null, headers: IncomingHttpHeaders = {}, query = '') {
-  const res: FakeResponse & Record<string, unknown> = {
-    headersSent: false,
-    status: 0,
-    headers: {},
-    body: '',
-    writeHead(status: number, sent: Record<string, string | number>) {
-      res.status = status;
-      res.headers = sent;
-      res.headersSent = true;
-    },
-    end(body?: string) {
-      res.body = body ?? '';
-    },
-    destroy() {},
-  };
   const route = { id: 'example.com/api', auth } as Route;
   const proxyRequest = {
     req: { headers },
-    res,
     route,
     host: 'example.com',
     path: '/api/x',
@@ -72,12 +50,19 @@ function request(auth: AuthorizationConfig | null, headers: IncomingHttpHeaders 
     forwardQuery: query,
     consumedHeaders: [],
   } as unknown as ProxyRequest;
-  return { proxyRequest, res };
+  return { proxyRequest };
+}
+
+/** The answer a stage decided on (failing the test if it passed the request on). */
+function answerOf(verdict: Verdict | Promise<Verdict>): Answer {
+  assert.ok(!(verdict instanceof Promise), 'expected a synchronous verdict');
+  assert.equal(verdict.kind, 'answer');
+  return verdict as Answer;
 }
 
 const basicHeader = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
-const errorCode = (res: FakeResponse) => (JSON.parse(res.body) as { error: string }).error;
+const errorCode = (answer: Answer) => (JSON.parse(answer.body) as { error: string }).error;
 
 async function failures(method: string, reason: string): Promise<number> {
   const metric = await authFailuresTotal.get();
@@ -96,7 +81,7 @@ const plainBasic: AuthorizationConfig = Object.freeze({
 test('a route without a policy passes; only a token parameter is taken out of what is forwarded', () => {
   const { stage } = harness();
   const { proxyRequest } = request(null, { authorization: 'Basic Zm9vOmJhcg==' }, 'a=1&tollgatetoken=x');
-  assert.equal(stage(proxyRequest), true);
+  assert.equal(stage(proxyRequest), PASS);
   assert.equal(proxyRequest.subject, null);
   assert.deepEqual(proxyRequest.consumedHeaders, []);
   assert.equal(proxyRequest.forwardQuery, 'a=1');
@@ -105,7 +90,7 @@ test('a route without a policy passes; only a token parameter is taken out of wh
 test('basic with plain passwords: accepted synchronously, the header consumed, the user the subject', () => {
   const { stage } = harness();
   const { proxyRequest } = request(plainBasic, { authorization: basicHeader('alice', 'wonderland') });
-  assert.equal(stage(proxyRequest), true);
+  assert.equal(stage(proxyRequest), PASS);
   assert.equal(proxyRequest.subject, 'alice');
   assert.deepEqual(proxyRequest.consumedHeaders, ['authorization']);
 });
@@ -113,7 +98,7 @@ test('basic with plain passwords: accepted synchronously, the header consumed, t
 test('basic: a non-ASCII user name becomes a percent-encoded subject', () => {
   const { stage } = harness();
   const { proxyRequest } = request(plainBasic, { authorization: basicHeader('zoë', 'ümlaut') });
-  assert.equal(stage(proxyRequest), true);
+  assert.equal(stage(proxyRequest), PASS);
   assert.equal(proxyRequest.subject, 'zo%C3%AB');
 });
 
@@ -130,8 +115,8 @@ test('basic refusals: 401, the Basic challenge, a reason code, a metric, a log l
     [{ authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` }, 'invalid_credentials'],
   ];
   for (const [headers, reason] of cases) {
-    const { proxyRequest, res } = request(plainBasic, headers);
-    assert.equal(stage(proxyRequest), false);
+    const { proxyRequest } = request(plainBasic, headers);
+    const res = answerOf(stage(proxyRequest));
     assert.equal(res.status, 401);
     assert.equal(res.headers['www-authenticate'], 'Basic realm="tollgate", charset="UTF-8"');
     assert.equal(errorCode(res), reason, JSON.stringify(headers));
@@ -157,12 +142,12 @@ test('basic with hashed passwords: async first, cached after; the cache does not
   const first = request(policy, { authorization: basicHeader('bob', 's3cret') });
   const answer = stage(first.proxyRequest);
   assert.ok(answer instanceof Promise, 'a hash check runs off the event loop');
-  assert.equal(await answer, true);
+  assert.equal(await answer, PASS);
   assert.equal(first.proxyRequest.subject, 'bob');
   assert.deepEqual(first.proxyRequest.consumedHeaders, ['authorization']);
 
   const second = request(policy, { authorization: basicHeader('bob', 's3cret') });
-  assert.equal(stage(second.proxyRequest), true, 'a repeated good credential is a synchronous cache hit');
+  assert.equal(stage(second.proxyRequest), PASS, 'a repeated good credential is a synchronous cache hit');
   assert.equal(second.proxyRequest.subject, 'bob');
 
   for (const [user, password] of [
@@ -170,8 +155,7 @@ test('basic with hashed passwords: async first, cached after; the cache does not
     ['nobody', 's3cret'],
   ] as const) {
     const wrong = request(policy, { authorization: basicHeader(user, password) });
-    assert.equal(await stage(wrong.proxyRequest), false, user);
-    assert.equal(errorCode(wrong.res), 'invalid_credentials');
+    assert.equal(errorCode(answerOf(await stage(wrong.proxyRequest))), 'invalid_credentials', user);
   }
 
   // A reload builds new policy objects: the old password's cached success must not carry over.
@@ -181,7 +165,7 @@ test('basic with hashed passwords: async first, cached after; the cache does not
     keys: [],
   };
   const old = request(reloaded, { authorization: basicHeader('bob', 's3cret') });
-  assert.equal(await stage(old.proxyRequest), false);
+  assert.equal(errorCode(answerOf(await stage(old.proxyRequest))), 'invalid_credentials');
 });
 
 test('apikey: named keys, the header consumed, the key name the subject; refusals with a challenge', () => {
@@ -195,7 +179,7 @@ test('apikey: named keys, the header consumed, the key name the subject; refusal
   };
   const { stage, lines } = harness();
   const good = request(policy, { 'x-api-key': 'key-for-grafana', authorization: 'Bearer upstream-own' });
-  assert.equal(stage(good.proxyRequest), true);
+  assert.equal(stage(good.proxyRequest), PASS);
   assert.equal(good.proxyRequest.subject, 'grafana');
   assert.deepEqual(
     good.proxyRequest.consumedHeaders,
@@ -209,8 +193,8 @@ test('apikey: named keys, the header consumed, the key name the subject; refusal
     [{ 'x-api-key': 'key-for-ci ' }, 'invalid_credentials'],
     [{ 'x-api-key': 'key-for-ci, key-for-grafana' }, 'invalid_credentials'],
   ] as Array<[IncomingHttpHeaders, string]>) {
-    const { proxyRequest, res } = request(policy, headers);
-    assert.equal(stage(proxyRequest), false);
+    const { proxyRequest } = request(policy, headers);
+    const res = answerOf(stage(proxyRequest));
     assert.equal(res.status, 401);
     assert.match(String(res.headers['www-authenticate']), /^ApiKey realm="tollgate"/);
     assert.equal(errorCode(res), reason);
@@ -229,13 +213,13 @@ test('jwt: Bearer token accepted (async once, then a synchronous cache hit), hea
   const first = request(policy, { authorization: `Bearer ${token}` }, 'a=1');
   const answer = stage(first.proxyRequest);
   assert.ok(answer instanceof Promise);
-  assert.equal(await answer, true);
+  assert.equal(await answer, PASS);
   assert.equal(first.proxyRequest.subject, 'carol');
   assert.deepEqual(first.proxyRequest.consumedHeaders, ['authorization']);
   assert.equal(first.proxyRequest.forwardQuery, 'a=1');
 
   const again = request(policy, { authorization: `bearer ${token}` });
-  assert.equal(stage(again.proxyRequest), true);
+  assert.equal(stage(again.proxyRequest), PASS);
 });
 
 test('jwt: token in the query parameter accepted; the parameter removed, the rest of the query kept', async () => {
@@ -251,7 +235,7 @@ test('jwt: token in the query parameter accepted; the parameter removed, the res
     { authorization: 'Basic dXBzdHJlYW06b3du' },
     `x=%2F1&proxytoken=${token}&y`,
   );
-  assert.equal(await stage(proxyRequest), true);
+  assert.equal(await stage(proxyRequest), PASS);
   assert.equal(proxyRequest.subject, 'dave');
   assert.equal(proxyRequest.forwardQuery, 'x=%2F1&y');
   assert.deepEqual(proxyRequest.consumedHeaders, [], 'a non-Bearer Authorization is not ours to consume');
@@ -266,21 +250,20 @@ test('jwt refusals: reason codes, RFC 6750 challenges, the token parameter strip
     now: () => T0,
   });
   const missing = request(policy, {}, 'q=1');
-  assert.equal(h.stage(missing.proxyRequest), false);
-  assert.equal(errorCode(missing.res), 'missing_credentials');
-  assert.equal(missing.res.headers['www-authenticate'], 'Bearer realm="tollgate"');
+  const missingAnswer = answerOf(h.stage(missing.proxyRequest));
+  assert.equal(errorCode(missingAnswer), 'missing_credentials');
+  assert.equal(missingAnswer.headers['www-authenticate'], 'Bearer realm="tollgate"');
 
   const bad = request(policy, {}, `tollgatetoken=${token}x&q=1`);
-  assert.equal(await h.stage(bad.proxyRequest), false);
-  assert.equal(errorCode(bad.res), 'token_invalid');
-  assert.equal(bad.res.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
+  const badAnswer = answerOf(await h.stage(bad.proxyRequest));
+  assert.equal(errorCode(badAnswer), 'token_invalid');
+  assert.equal(badAnswer.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
   assert.equal(bad.proxyRequest.forwardQuery, 'q=1', 'the access log must not see the refused token');
 
   h.setNow(T0 + 3600);
-  const expired = request(policy, { authorization: `Bearer ${token}` });
-  assert.equal(await h.stage(expired.proxyRequest), false);
-  assert.equal(errorCode(expired.res), 'token_expired');
-  assert.equal(expired.res.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
+  const expired = answerOf(await h.stage(request(policy, { authorization: `Bearer ${token}` }).proxyRequest));
+  assert.equal(errorCode(expired), 'token_expired');
+  assert.equal(expired.headers['www-authenticate'], 'Bearer realm="tollgate", error="invalid_token"');
   assert.doesNotMatch(h.lines.join(''), new RegExp(token.slice(-20)));
 });
 
@@ -292,13 +275,11 @@ test('jwt: a changed masterkey refuses tokens of the old one, even cached; no ma
     validMinutes: 5,
     now: () => T0,
   });
-  assert.equal(await h.stage(request(policy, { authorization: `Bearer ${token}` }).proxyRequest), true);
+  assert.equal(await h.stage(request(policy, { authorization: `Bearer ${token}` }).proxyRequest), PASS);
   h.setMasterkey('rotated');
   const rotated = request(policy, { authorization: `Bearer ${token}` });
-  assert.equal(await h.stage(rotated.proxyRequest), false);
-  assert.equal(errorCode(rotated.res), 'token_invalid');
+  assert.equal(errorCode(answerOf(await h.stage(rotated.proxyRequest))), 'token_invalid');
   h.setMasterkey(null);
   const none = request(policy, { authorization: `Bearer ${token}` });
-  assert.equal(await h.stage(none.proxyRequest), false);
-  assert.equal(errorCode(none.res), 'token_invalid');
+  assert.equal(errorCode(answerOf(await h.stage(none.proxyRequest))), 'token_invalid');
 });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import type { ServerResponse } from 'node:http';
 import { after, describe, test } from 'node:test';
 import type { StickySessions } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
-import type { ProxyRequest } from '../../src/proxy/context.ts';
+import { createPickServerStage } from '../../src/pipeline/5-pick-server.ts';
+import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
-import { createBalanceStage } from '../../src/upstream/balance.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
@@ -14,34 +14,17 @@ const route = (id: string, servers: UpstreamServer[], sticky: StickySessions | n
   fakeRoute({ id, hostKey: 'h', prefix: '/', servers, sticky });
 const table = (routes: Route[]): RoutingTable => fakeTable(routes, 't');
 
-interface Answer {
-  status: number | null;
-  body: string;
-}
-
-/** A ProxyRequest with just what the balance stage reads; `answer` records what it sent, if anything. */
+/** A ProxyRequest with just what the pick-server stage reads. */
 function proxyRequest(r: Route, t: RoutingTable, options: { cookie?: string; secure?: boolean } = {}) {
-  const answer: Answer = { status: null, body: '' };
-  const res = {
-    headersSent: false,
-    writeHead(status: number) {
-      answer.status = status;
-      return this;
-    },
-    end(body: string) {
-      answer.body = body;
-    },
-  } as unknown as ServerResponse;
   const request = {
     req: { headers: options.cookie === undefined ? {} : { cookie: options.cookie } },
-    res,
     table: t,
     route: r,
     secure: options.secure ?? false,
     responseCookies: [] as string[],
     candidates: [] as readonly UpstreamServer[],
   } as unknown as ProxyRequest;
-  return { request, answer };
+  return { request };
 }
 
 const addresses = (servers: readonly UpstreamServer[]) => servers.map((s) => s.address);
@@ -57,14 +40,14 @@ describe('round robin', () => {
   let clock = 0;
   const health = createServerHealth({ logger: createLogger('silent'), now: () => clock });
   health.sync(t);
-  const balance = createBalanceStage({ health });
+  const balance = createPickServerStage({ health });
   after(() => health.close());
 
   test('each server in turn goes first; the others follow as failover', () => {
     const seen = [];
     for (let i = 0; i < 4; i++) {
       const { request } = proxyRequest(r, t);
-      assert.equal(balance(request), true);
+      assert.equal(balance(request), PASS);
       seen.push(addresses(request.candidates));
     }
     assert.deepEqual(seen, [
@@ -98,8 +81,9 @@ describe('round robin', () => {
   test('every server down: 503 no_healthy_upstream and the stage stops the request', () => {
     eject(health, r, s1);
     eject(health, r, s3);
-    const { request, answer } = proxyRequest(r, t);
-    assert.equal(balance(request), false);
+    const { request } = proxyRequest(r, t);
+    const answer = balance(request) as Answer;
+    assert.equal(answer.kind, 'answer');
     assert.equal(answer.status, 503);
     assert.equal(JSON.parse(answer.body).error, 'no_healthy_upstream');
   });
@@ -107,12 +91,12 @@ describe('round robin', () => {
   test('after the cool-down one request is the trial, alone when nothing else is up', () => {
     clock += 10_000;
     const { request } = proxyRequest(r, t);
-    assert.equal(balance(request), true);
+    assert.equal(balance(request), PASS);
     assert.equal(request.candidates.length, 1);
     const trial = request.candidates[0] as UpstreamServer;
     health.reportSuccess(r, trial);
     const next = proxyRequest(r, t);
-    assert.equal(balance(next.request), true);
+    assert.equal(balance(next.request), PASS);
     // the other two are half-open too: the next request brings one of them as trial, first
     assert.equal(next.request.candidates.length, 2);
     assert.notEqual(next.request.candidates[0], trial);
@@ -127,7 +111,7 @@ describe('sticky sessions', () => {
   const t = table([r, rOther]);
   const health = createServerHealth({ logger: createLogger('silent') });
   health.sync(t);
-  const balance = createBalanceStage({ health });
+  const balance = createPickServerStage({ health });
   after(() => health.close());
 
   const cookieValue = (setCookie: string | undefined) =>
@@ -145,7 +129,7 @@ describe('sticky sessions', () => {
   test('a valid cookie pins its server, with the others as failover, and sets no new cookie', () => {
     for (let i = 0; i < 5; i++) {
       const { request } = proxyRequest(r, t, { cookie: `x=1; tollgate_sticky=${s2.id}` });
-      assert.equal(balance(request), true);
+      assert.equal(balance(request), PASS);
       assert.deepEqual(addresses(request.candidates), [s2.address, s3.address, s1.address]);
       assert.deepEqual(request.responseCookies, []);
     }
@@ -160,7 +144,7 @@ describe('sticky sessions', () => {
   test('a cookie naming an ejected server falls back to balancing and is replaced', () => {
     eject(health, r, s2);
     const { request } = proxyRequest(r, t, { cookie: `tollgate_sticky=${s2.id}` });
-    assert.equal(balance(request), true);
+    assert.equal(balance(request), PASS);
     assert.ok(!request.candidates.includes(s2));
     const chosen = request.candidates[0] as UpstreamServer;
     assert.equal(cookieValue(request.responseCookies[0]), chosen.id);

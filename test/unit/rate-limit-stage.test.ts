@@ -1,40 +1,18 @@
 import assert from 'node:assert/strict';
-import type { ServerResponse } from 'node:http';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { rateLimitBackendUp, rateLimitedTotal } from '../../src/admin/metrics.ts';
 import { createLogger } from '../../src/log.ts';
-import type { ProxyRequest } from '../../src/proxy/context.ts';
-import { createRateLimitStage, rateLimitHeaders } from '../../src/proxy/stages/rate-limit.ts';
+import { createRateLimitStage, rateLimitHeaders } from '../../src/pipeline/3-rate-limit.ts';
+import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
 import { startRedis } from '../helpers/redis-server.ts';
 import { refusedAddress, waitFor } from '../helpers/tollgate.ts';
 
-interface Answer {
-  status: number;
-  headers: Record<string, string | number>;
-  body: string;
-}
-
-function fakeRequest(route: Partial<Route>, clientIp: string): { request: ProxyRequest; answer: Answer } {
-  const answer: Answer = { status: 0, headers: {}, body: '' };
-  const fake = {
-    headersSent: false,
-    writeHead(status: number, headers: Record<string, string | number>) {
-      answer.status = status;
-      answer.headers = headers;
-      fake.headersSent = true;
-    },
-    end(body?: string) {
-      answer.body = body ?? '';
-    },
-  };
-  const res = fake as unknown as ServerResponse;
+function fakeRequest(route: Partial<Route>, clientIp: string): { request: ProxyRequest } {
   const fullRoute = { id: 'a.test/', hostKey: 'a.test', rateLimit: null, ...route } as Route;
-  return {
-    request: { route: fullRoute, clientIp, res, host: fullRoute.hostKey } as unknown as ProxyRequest,
-    answer,
-  };
+  return { request: { route: fullRoute, clientIp, host: fullRoute.hostKey } as unknown as ProxyRequest };
 }
 
 function capturingLogger() {
@@ -54,7 +32,7 @@ async function passCount(
   n: number,
 ) {
   let passed = 0;
-  for (let i = 0; i < n; i++) if (await stage(fakeRequest(route, ip).request)) passed++;
+  for (let i = 0; i < n; i++) if ((await stage(fakeRequest(route, ip).request)) === PASS) passed++;
   return passed;
 }
 
@@ -70,16 +48,16 @@ describe('rate limit stage (memory)', () => {
 
   it('lets routes without a limit through synchronously', () => {
     const result = limiter.stage(fakeRequest({ rateLimit: null }, '10.0.0.1').request);
-    assert.equal(result, true);
+    assert.equal(result, PASS);
   });
 
   it('allows rate_limit requests per second, then answers 429 with Retry-After and RateLimit headers', async () => {
     const route = { id: 'mem.test/', hostKey: 'mem.test', rateLimit: 3 };
     const before = await limitedCount('mem.test/');
     for (let i = 0; i < 3; i++)
-      assert.equal(await limiter.stage(fakeRequest(route, '10.0.0.1').request), true);
-    const { request, answer } = fakeRequest(route, '10.0.0.1');
-    assert.equal(await limiter.stage(request), false);
+      assert.equal(await limiter.stage(fakeRequest(route, '10.0.0.1').request), PASS);
+    const answer = (await limiter.stage(fakeRequest(route, '10.0.0.1').request)) as Answer;
+    assert.equal(answer.kind, 'answer');
     assert.equal(answer.status, 429);
     assert.equal(JSON.parse(answer.body).error, 'rate_limited');
     assert.equal(answer.headers['retry-after'], '1');
@@ -154,7 +132,7 @@ describe('rate limit stage (Redis)', () => {
     let passed = 0;
     for (let i = 0; i < 10; i++) {
       const stage = i % 2 === 0 ? replicaA.stage : replicaB.stage;
-      if (await stage(fakeRequest(route, '10.2.0.1').request)) passed++;
+      if ((await stage(fakeRequest(route, '10.2.0.1').request)) === PASS) passed++;
     }
     assert.equal(passed, 4, 'both replicas draw from one budget');
 

@@ -1,15 +1,10 @@
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
-import type { ProxyRequest } from '../../src/proxy/context.ts';
-import { createToHttpsStage } from '../../src/proxy/stages/to-https.ts';
+import { createToHttpsStage } from '../../src/pipeline/2-to-https.ts';
+import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import { PASS, type Redirect, type Verdict } from '../../src/pipeline/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
-
-interface Written {
-  status: number;
-  headers: Record<string, string | number>;
-  body: string;
-}
 
 function fakeRequest(options: {
   method?: string;
@@ -18,31 +13,22 @@ function fakeRequest(options: {
   query?: string;
   secure?: boolean;
   toHttps?: boolean;
-}): { request: ProxyRequest; written: Written } {
-  const written: Written = { status: 0, headers: {}, body: '' };
-  const fake = {
-    headersSent: false,
-    writeHead(status: number, headers: Record<string, string | number>) {
-      written.status = status;
-      written.headers = headers;
-      fake.headersSent = true;
-    },
-    end(body?: string) {
-      written.body = body ?? '';
-    },
-  };
-  const res = fake as unknown as ServerResponse;
+}): ProxyRequest {
   const route = { id: 'example.com/', hostKey: 'example.com', toHttps: options.toHttps ?? true } as Route;
-  const request = {
+  return {
     req: { method: options.method ?? 'GET' } as IncomingMessage,
-    res,
     route,
     host: options.host ?? 'example.com',
     path: options.path ?? '/a/b',
     query: options.query ?? '',
     secure: options.secure ?? false,
   } as unknown as ProxyRequest;
-  return { request, written };
+}
+
+function redirectOf(verdict: Verdict | Promise<Verdict>): Redirect {
+  assert.ok(!(verdict instanceof Promise), 'to_https decides synchronously');
+  assert.equal(verdict.kind, 'redirect');
+  return verdict as Redirect;
 }
 
 describe('to_https stage', () => {
@@ -50,50 +36,43 @@ describe('to_https stage', () => {
 
   for (const method of ['GET', 'HEAD']) {
     it(`redirects ${method} with 301 and no port when https_port is 443`, () => {
-      const { request, written } = fakeRequest({ method });
-      assert.equal(stage(request), false);
-      assert.equal(written.status, 301);
-      assert.equal(written.headers.location, 'https://example.com/a/b');
-      assert.equal(written.headers['content-length'], Buffer.byteLength(written.body));
+      const redirect = redirectOf(stage(fakeRequest({ method })));
+      assert.equal(redirect.status, 301);
+      assert.equal(redirect.location, 'https://example.com/a/b');
     });
   }
 
   for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
     it(`redirects ${method} with 308 so the method and body are kept`, () => {
-      const { request, written } = fakeRequest({ method, query: 'x=1&y=%20z' });
-      assert.equal(stage(request), false);
-      assert.equal(written.status, 308);
-      assert.equal(written.headers.location, 'https://example.com/a/b?x=1&y=%20z');
+      const redirect = redirectOf(stage(fakeRequest({ method, query: 'x=1&y=%20z' })));
+      assert.equal(redirect.status, 308);
+      assert.equal(redirect.location, 'https://example.com/a/b?x=1&y=%20z');
     });
   }
 
   it('keeps the query byte for byte', () => {
-    const { request, written } = fakeRequest({ query: 'a=1&a=2&b=%2F&c' });
-    stage(request);
-    assert.equal(written.headers.location, 'https://example.com/a/b?a=1&a=2&b=%2F&c');
+    const redirect = redirectOf(stage(fakeRequest({ query: 'a=1&a=2&b=%2F&c' })));
+    assert.equal(redirect.location, 'https://example.com/a/b?a=1&a=2&b=%2F&c');
   });
 
   it('writes https_port when it is not 443', () => {
-    const { request, written } = fakeRequest({ path: '/' });
-    createToHttpsStage({ httpsPort: 8443 })(request);
-    assert.equal(written.headers.location, 'https://example.com:8443/');
+    const redirect = redirectOf(createToHttpsStage({ httpsPort: 8443 })(fakeRequest({ path: '/' })));
+    assert.equal(redirect.location, 'https://example.com:8443/');
   });
 
   it('brackets an IPv6 host', () => {
-    const { request, written } = fakeRequest({ host: '2001:db8::1', path: '/x' });
-    createToHttpsStage({ httpsPort: 8443 })(request);
-    assert.equal(written.headers.location, 'https://[2001:db8::1]:8443/x');
+    const request = fakeRequest({ host: '2001:db8::1', path: '/x' });
+    assert.equal(
+      redirectOf(createToHttpsStage({ httpsPort: 8443 })(request)).location,
+      'https://[2001:db8::1]:8443/x',
+    );
   });
 
   it('passes secure requests on, synchronously', () => {
-    const { request, written } = fakeRequest({ secure: true });
-    assert.equal(stage(request), true);
-    assert.equal(written.status, 0);
+    assert.equal(stage(fakeRequest({ secure: true })), PASS);
   });
 
   it('passes requests on routes without to_https', () => {
-    const { request, written } = fakeRequest({ toHttps: false });
-    assert.equal(stage(request), true);
-    assert.equal(written.status, 0);
+    assert.equal(stage(fakeRequest({ toHttps: false })), PASS);
   });
 });

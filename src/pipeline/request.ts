@@ -1,13 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
+import type { Verdict } from './verdict.ts';
 
 /**
  * The state of one proxied request as it goes through the pipeline
- * (route → to_https → rate limit → auth → balance → forward). Created by proxy/server once the
- * request matched a route; the table reference taken at arrival is the only one this request uses.
+ * (route → to_https → rate limit → auth → pick server → forward). Created by the route stage once
+ * the request matched a route; the table reference taken at arrival is the only one this request uses.
  */
 export interface ProxyRequest {
   readonly req: IncomingMessage;
+  /** For the upstream layer only: stages decide with a Verdict and never write to it. */
   readonly res: ServerResponse;
   readonly table: RoutingTable;
   readonly route: Route;
@@ -56,7 +58,8 @@ export interface ProxyRequest {
 }
 
 /**
- * A pipeline stage: answers the request itself (redirect, 429, 401…) and returns false, or returns
- * true to pass it on. May be async only when it must be (a Redis rate limit, a first JWT check).
+ * A pipeline stage: decides whether the request goes on (PASS) or is answered here (an error, a
+ * redirect). It may record what later steps need on the request (subject, candidates, cookies), but
+ * never writes the response. Async only when it must be (a Redis rate limit, a first JWT check).
  */
-export type Stage = (request: ProxyRequest) => boolean | Promise<boolean>;
+export type Stage = (request: ProxyRequest) => Verdict | Promise<Verdict>;

@@ -6,19 +6,19 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
-import { rateLimitBackendUp, rateLimitedTotal } from '../../admin/metrics.ts';
-import type { MainConfig } from '../../config/types.ts';
-import { sendError } from '../../errors.ts';
-import type { Logger } from '../../log.ts';
-import type { ProxyRequest, Stage } from '../context.ts';
+import { rateLimitBackendUp, rateLimitedTotal } from '../admin/metrics.ts';
+import type { MainConfig } from '../config/types.ts';
+import type { Logger } from '../log.ts';
+import type { ProxyRequest, Stage } from './request.ts';
+import { PASS, refuse, type Verdict } from './verdict.ts';
 
 /**
- * Rate limits (BEHAVIOUR.md §4): `rate_limit` requests per second per client IP per host, counted in
+ * Rate limits (docs/configuration.md `rate_limit`): `rate_limit` requests per second per client IP per host, counted in
  * a fixed one-second window that opens at the client's first request (rate-limiter-flexible).
  *
  * - The key is the route's host KEY (not the Host header, which the client controls: spraying Host
  *   values at a DEFAULT route must not buy fresh budgets) plus the client IP, as decided by
- *   proxy/server from trusted_proxies. Paths of a host with the same limit share one budget; a path
+ *   the route stage from trusted_proxies. Paths of a host with the same limit share one budget; a path
  *   whose `rate_limit` differs has its own (limiters are per limit value, see below).
  * - Limits come from the hot-reloadable routing table, so limiters are created lazily, one per
  *   distinct value, and cached; the set of values ever configured is tiny.
@@ -116,27 +116,26 @@ export function createRateLimitStage({
     return limiter;
   }
 
-  async function consume(request: ProxyRequest, points: number): Promise<boolean> {
+  async function consume(request: ProxyRequest, points: number): Promise<Verdict> {
     const key = `${request.route.hostKey}|${request.clientIp}`;
     try {
       await limiterFor(points).consume(key);
-      return true;
+      return PASS;
     } catch (rejection) {
       if (!(rejection instanceof RateLimiterRes)) {
         // Both Redis and the insurance limiter failed: rate limiting must never fail a request.
         logger.error({ err: String(rejection) }, 'rate limiter failed; request let through');
-        return true;
+        return PASS;
       }
       rateLimitedTotal.inc({ route: request.route.id });
-      sendError(request.res, 'rate_limited', rateLimitHeaders(points, rejection.msBeforeNext));
-      return false;
+      return refuse('rate_limited', rateLimitHeaders(points, rejection.msBeforeNext));
     }
   }
 
   const stage: Stage = (request) => {
     const points = request.route.rateLimit;
     // Unlimited routes stay synchronous: no promise, no allocation on the hot path.
-    if (points === null) return true;
+    if (points === null) return PASS;
     return consume(request, points);
   };
 

@@ -1,0 +1,48 @@
+import type { UpstreamServer } from '../routing/types.ts';
+import { createBalancer } from '../upstream/balance.ts';
+import type { ServerHealth } from '../upstream/health.ts';
+import {
+  knownServerIds,
+  pinnedServer,
+  readStickyIds,
+  stickySetCookie,
+  stickyValue,
+} from '../upstream/sticky.ts';
+import type { ProxyRequest, Stage } from './request.ts';
+import { PASS, refuse, type Verdict } from './verdict.ts';
+
+/**
+ * The last stage: sets `request.candidates`, the servers the forwarder tries in order. The server
+ * named by a valid sticky cookie goes first when it is available; otherwise the balancer's rotation
+ * picks, and on a sticky route a cookie pinning the choice is added to the response. When every
+ * server of the route is ejected it answers 503 at once rather than letting the client wait on
+ * connect timeouts.
+ */
+export function createPickServerStage(deps: { health: ServerHealth }): Stage {
+  const { health } = deps;
+  const balancer = createBalancer({ health });
+  return function pickServer(request: ProxyRequest): Verdict {
+    const { route } = request;
+    // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
+    if (route.servers.length === 0) return refuse('no_ready_endpoints');
+    if (route.sticky !== null) {
+      const ids = readStickyIds(request.req.headers.cookie);
+      const pinned = ids.length === 0 ? null : pinnedServer(route, ids);
+      if (pinned !== null && health.isAvailable(route, pinned)) {
+        request.candidates = balancer.pinned(route, pinned);
+        return PASS;
+      }
+      // No cookie, or it names a server that is gone or unhealthy: balance and (re)place the cookie.
+      const candidates = balancer.next(route);
+      if (candidates === null) return refuse('no_healthy_upstream');
+      request.candidates = candidates;
+      const value = stickyValue(candidates[0] as UpstreamServer, ids, route, knownServerIds(request.table));
+      request.responseCookies.push(stickySetCookie(value, route.sticky, request.secure));
+      return PASS;
+    }
+    const candidates = balancer.next(route);
+    if (candidates === null) return refuse('no_healthy_upstream');
+    request.candidates = candidates;
+    return PASS;
+  };
+}

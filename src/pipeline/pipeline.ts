@@ -1,0 +1,96 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../auth/clock.ts';
+import type { RevocationList } from '../auth/revocation.ts';
+import type { MainConfig } from '../config/types.ts';
+import type { Logger } from '../log.ts';
+import type { RoutingTable } from '../routing/types.ts';
+import { createTrustTest } from '../upstream/client-address.ts';
+import type { ServerHealth } from '../upstream/health.ts';
+import { type Routed, routeRequest } from './1-route.ts';
+import { createToHttpsStage } from './2-to-https.ts';
+import { createRateLimitStage } from './3-rate-limit.ts';
+import { createAuthStage } from './4-auth.ts';
+import { createPickServerStage } from './5-pick-server.ts';
+import type { ProxyRequest, Stage } from './request.ts';
+import { PASS, refuse, type Verdict } from './verdict.ts';
+
+export interface PipelineDeps {
+  main: MainConfig;
+  /** The live routing table; read once per request, at arrival. */
+  table: () => RoutingTable;
+  health: ServerHealth;
+  /** The current masterkey (it may change on reload), or null when none is configured. */
+  masterkey: () => string | null;
+  /** Revoked token ids (revoked_tokens_file); none when absent. */
+  revocations?: RevocationList;
+  clock?: Clock;
+  logger: Logger;
+  /** Where rate-limit counters live: this process, or the workers' primary (docs/workers.md). */
+  rateLimitShared?: 'process' | 'cluster';
+}
+
+/**
+ * The request pipeline (docs/architecture.md): route → to_https → rate limit → auth → pick server.
+ * Each stage lives in its own file, numbered in this order, and only returns a Verdict; the first
+ * verdict that is not PASS is the answer. Forwarding is not a stage: it comes after, in upstream/.
+ */
+export interface Pipeline {
+  /** The route stage: a ProxyRequest for the route this request matches, or the 400/404 to send. */
+  route(req: IncomingMessage, res: ServerResponse, startedAt: number): Routed;
+  /** The other stages in order. Stays synchronous while every stage is (the common case). */
+  run(request: ProxyRequest): Verdict | Promise<Verdict>;
+  /** Releases what the stages hold (the rate-limit store connection). */
+  close(): Promise<void>;
+}
+
+export function createPipeline(deps: PipelineDeps): Pipeline {
+  const { main, logger } = deps;
+  const isTrustedProxy = createTrustTest(main.trustedProxies);
+  const rateLimit = createRateLimitStage({ main, logger, shared: deps.rateLimitShared });
+  const stages: readonly Stage[] = Object.freeze([
+    createToHttpsStage(main),
+    rateLimit.stage,
+    createAuthStage({
+      tokenParam: main.tokenParam,
+      masterkey: deps.masterkey,
+      revocations: deps.revocations,
+      now: deps.clock,
+      logger,
+    }),
+    createPickServerStage({ health: deps.health }),
+  ]);
+  const failed = (error: unknown): Verdict => {
+    logger.error({ err: error }, 'request failed inside the proxy');
+    return refuse('internal_error');
+  };
+  return {
+    route: (req, res, startedAt) => routeRequest(req, res, deps.table(), isTrustedProxy, startedAt),
+    run(request) {
+      try {
+        const verdict = runStages(stages, request, 0);
+        return verdict instanceof Promise ? verdict.catch(failed) : verdict;
+      } catch (error) {
+        return failed(error);
+      }
+    },
+    close: () => rateLimit.close(),
+  };
+}
+
+/** Runs `stages` from `from` on; goes async only at the first stage that returns a promise. */
+function runStages(
+  stages: readonly Stage[],
+  request: ProxyRequest,
+  from: number,
+): Verdict | Promise<Verdict> {
+  for (let i = from; i < stages.length; i++) {
+    const verdict = (stages[i] as Stage)(request);
+    if (verdict instanceof Promise) {
+      return verdict.then((settled) =>
+        settled.kind === 'pass' ? runStages(stages, request, i + 1) : settled,
+      );
+    }
+    if (verdict.kind !== 'pass') return verdict;
+  }
+  return PASS;
+}

@@ -1,0 +1,79 @@
+import type { ServerResponse } from 'node:http';
+import { ERRORS, type ErrorCode } from '../errors.ts';
+import { writeLocalResponse } from '../local-response.ts';
+
+/**
+ * What a pipeline stage decides about a request: let it go on (`pass`), or answer it here. Stages
+ * only decide; `respond` is the one place a decision becomes bytes on the wire, so no stage can
+ * half-write a response, and the HTTP and WebSocket paths answer alike.
+ */
+export type Verdict = Pass | Answer | Redirect;
+
+export interface Pass {
+  readonly kind: 'pass';
+}
+
+export interface Answer {
+  readonly kind: 'answer';
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+  /** The catalogue code when this is one of Tollgate's errors (docs/errors.md). */
+  readonly error?: ErrorCode;
+}
+
+export interface Redirect {
+  readonly kind: 'redirect';
+  readonly status: 301 | 302 | 303 | 307 | 308;
+  readonly location: string;
+  /** Extra headers, e.g. a Set-Cookie that goes with the redirect. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** One shared object: passing allocates nothing on the hot path. */
+export const PASS: Pass = Object.freeze({ kind: 'pass' });
+
+/**
+ * An error from the catalogue as a small JSON body: `{"error": code, "message": …}`, never a stack
+ * trace. `message` overrides the catalogue's wording with something more precise.
+ */
+export function refuse(
+  code: ErrorCode,
+  headers: Readonly<Record<string, string>> = {},
+  message: string = ERRORS[code].message,
+): Answer {
+  return {
+    kind: 'answer',
+    status: ERRORS[code].status,
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ error: code, message }),
+    error: code,
+  };
+}
+
+/** An answer of the proxy's own that is not an error (e.g. the 303 of a browser-link exchange). */
+export function answer(status: number, headers: Readonly<Record<string, string>>, body: string): Answer {
+  return { kind: 'answer', status, headers, body };
+}
+
+export function redirect(status: Redirect['status'], location: string): Redirect {
+  return { kind: 'redirect', status, location };
+}
+
+/** Writes a stage's answer. Too late for a status (headers already out): the response is cut short. */
+export function respond(res: ServerResponse, verdict: Answer | Redirect): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (verdict.kind === 'redirect') {
+    const headers = {
+      ...verdict.headers,
+      location: verdict.location,
+      'content-type': 'text/plain; charset=utf-8',
+    };
+    writeLocalResponse(res, verdict.status, headers, `Redirecting to ${verdict.location}\n`);
+    return;
+  }
+  writeLocalResponse(res, verdict.status, verdict.headers, verdict.body);
+}
