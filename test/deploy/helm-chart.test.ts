@@ -397,6 +397,9 @@ describe('NOTES.txt', () => {
     ]);
     assert.match(existing, /secret --namespace edge keys/);
     assert.match(existing, /\{\.data\.tollgate\}/);
+    const secret = await renderNotes(['upstreams.existingSecret=edge-routes']);
+    assert.match(secret, /Routing lives in the Secret edge-routes \(key upstreams.yaml\)/);
+    assert.match(secret, /kubectl edit secret --namespace edge edge-routes/);
     const off = await renderNotes(['masterkey.enabled=false']);
     assert.match(off, /token API\s+answers 503/);
     assert.doesNotMatch(off, /POST/);
