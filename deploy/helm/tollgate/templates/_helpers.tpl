@@ -246,6 +246,9 @@ upstreams.yaml is found beside main.yaml by default.
 {{- if and $c.rateLimitRedis (not $c.rateLimitRedisSecret.name) }}
 {{- $_ := set $main "rate_limit_redis" $c.rateLimitRedis }}
 {{- end }}
+{{- if and .Values.kubernetes.enabled .Values.kubernetes.upstreamsFromApi }}
+{{- $_ := set $main "kubernetes" (dict "upstreams_configmap" (include "tollgate.upstreamsConfigMapName" .)) }}
+{{- end }}
 {{- include "tollgate.checkConfigExtra" . }}
 {{- include "tollgate.checkRateLimitRedis" . }}
 {{- toYaml (mergeOverwrite $main (deepCopy $c.extra)) }}
