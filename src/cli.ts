@@ -1,11 +1,11 @@
 import cluster from 'node:cluster';
-import { constants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { createTollgate, prepareConfig, StartError, type Tollgate, type TollgateConfig } from './app.ts';
 import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig } from './config/load.ts';
+import { captureSignals, type ProcessSignals } from './signals.ts';
 import { describeKubernetesUse, usesKubernetes } from './sources/kubernetes/provider.ts';
 import { resolveWorkerCount } from './workers/count.ts';
 import { serveWorkers } from './workers/serve.ts';
@@ -21,13 +21,6 @@ const USAGE = `usage: tollgate [start|validate] [--config main.yaml]
   token          print a token signed with the configured masterkey (docs/tokens.md)
 
 --config falls back to $TOLLGATE_CONFIG, then ./main.yaml`;
-
-/** Exit code of a second signal during a drain: the shell convention 128 + signal number. */
-export function signalExitCode(signal: NodeJS.Signals): number {
-  return 128 + (constants.signals[signal] ?? 15);
-}
-
-const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
 
 /**
  * Runs one command line and resolves with the process exit code: 0 done, 1 failed (config, listen),
@@ -109,57 +102,6 @@ async function validate(path: string): Promise<number> {
  * The one place that turns a config into a running proxy for this process.
  */
 export type Serve = (config: TollgateConfig, signals: ProcessSignals) => Promise<number>;
-
-/** The process signals, as `start` sees them: stop (SIGTERM, SIGINT) and reload (SIGHUP). */
-export interface ProcessSignals {
-  /** The stop signal received so far, or null. */
-  readonly stopping: NodeJS.Signals | null;
-  /** Called on the first stop signal (at once if one already arrived). */
-  onStop(listener: (signal: NodeJS.Signals) => void): void;
-  onReload(listener: () => void): void;
-  /** Resolves with 128 + signal number when a second stop signal arrives: exit now, drain or not. */
-  readonly forcedExit: Promise<number>;
-}
-
-/**
- * Installs the signal handlers before any start-up work, so a SIGTERM while the config loads stops
- * the start cleanly instead of killing the process mid-way, and an early SIGHUP is not fatal.
- */
-function captureSignals(): ProcessSignals {
-  let stopping: NodeJS.Signals | null = null;
-  const stopListeners: Array<(signal: NodeJS.Signals) => void> = [];
-  const reloadListeners: Array<() => void> = [];
-  let force: (code: number) => void = () => {};
-  const forcedExit = new Promise<number>((resolve) => {
-    force = resolve;
-  });
-  for (const signal of STOP_SIGNALS) {
-    process.on(signal, () => {
-      if (stopping !== null) {
-        force(signalExitCode(signal));
-        return;
-      }
-      stopping = signal;
-      for (const listener of stopListeners) listener(signal);
-    });
-  }
-  process.on('SIGHUP', () => {
-    for (const listener of reloadListeners) listener();
-  });
-  return {
-    get stopping() {
-      return stopping;
-    },
-    onStop(listener) {
-      stopListeners.push(listener);
-      if (stopping !== null) listener(stopping);
-    },
-    onReload(listener) {
-      reloadListeners.push(listener);
-    },
-    forcedExit,
-  };
-}
 
 /** `workers: 1` is the single process; more make this process their primary (docs/workers.md). */
 const serveByWorkers: Serve = (config, signals) => {

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../log.ts';
-import type { RequestRecorder } from '../observe.ts';
+import type { RequestRecorder } from '../observe/requests.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import { refuse as refusal, respond, type Verdict } from '../pipeline/verdict.ts';

@@ -3,7 +3,7 @@ import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { sendError } from '../errors.ts';
-import type { RequestRecorder } from '../observe.ts';
+import type { RequestRecorder } from '../observe/requests.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
 import { refuse, respond } from '../pipeline/verdict.ts';
 import type { Runtime } from '../runtime.ts';

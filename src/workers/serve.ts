@@ -1,6 +1,6 @@
 import type { TollgateConfig } from '../app.ts';
 import { StartError } from '../app.ts';
-import type { ProcessSignals } from '../cli.ts';
+import type { ProcessSignals } from '../signals.ts';
 import { createPrimary } from './primary.ts';
 
 /**

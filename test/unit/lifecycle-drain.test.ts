@@ -3,12 +3,12 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
-import { signalExitCode } from '../../src/cli.ts';
 import { parseMainConfig, parseUpstreamsConfig } from '../../src/config/load.ts';
 import { createLifecycle } from '../../src/lifecycle.ts';
 import { createLogger } from '../../src/log.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
 import { createRuntime } from '../../src/runtime.ts';
+import { signalExitCode } from '../../src/signals.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const logger = createLogger('silent');

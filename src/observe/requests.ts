@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { requestDuration, requestsTotal } from './admin/metrics.ts';
-import { takeQueryParam } from './auth/query.ts';
-import { localResponseBytes } from './local-response.ts';
-import type { Logger } from './log.ts';
-import type { ProxyRequest } from './pipeline/request.ts';
+import { requestDuration, requestsTotal } from '../admin/metrics.ts';
+import { localResponseBytes } from '../local-response.ts';
+import type { Logger } from '../log.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
 export const NO_ROUTE = '(none)';
@@ -15,17 +14,20 @@ export interface RequestRecorder {
   unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, clientIp: string): void;
 }
 
+/** Returns a raw query (without `?`) with every credential taken out, ready to be logged. */
+export type QueryRedactor = (query: string) => string;
+
 /**
  * The one place a finished proxied request is recorded: metrics and the access log line
- * (docs/observability.md). The logged path is the normalised path plus the query that was forwarded, minus
- * the token parameter (`tokenParam`) in every case: the jwt stage removes it only when it runs, so a
- * request answered before authentication (429, to_https) or sent to a route without jwt would
- * otherwise log a token. Headers are never logged.
+ * (docs/observability.md). The logged path is the normalised path plus the query that was
+ * forwarded, passed through `redactQuery` in every case: the auth stage removes the token parameter
+ * only when it runs, so a request answered before authentication (429, to_https) would otherwise
+ * log a token. Headers are never logged.
  */
 export function createRequestRecorder(
   logger: Logger,
   accessLog: boolean,
-  tokenParam: string,
+  redactQuery: QueryRedactor,
 ): RequestRecorder {
   return {
     routed(request) {
@@ -38,7 +40,7 @@ export function createRequestRecorder(
         msg: 'access',
         method: request.req.method,
         host: request.host,
-        path: loggedPath(request.path, request.forwardQuery, tokenParam),
+        path: loggedPath(request.path, request.forwardQuery, redactQuery),
         status: res.statusCode,
         duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: request.responseBytes || localResponseBytes(res),
@@ -70,7 +72,7 @@ export function createRequestRecorder(
   };
 }
 
-function loggedPath(path: string, query: string, tokenParam: string): string {
-  const rest = takeQueryParam(query, tokenParam).rest;
+function loggedPath(path: string, query: string, redactQuery: QueryRedactor): string {
+  const rest = query === '' ? '' : redactQuery(query);
   return rest ? `${path}?${rest}` : path;
 }
