@@ -88,4 +88,34 @@ describe('workers: 2 behave as one Tollgate (the real process)', () => {
       1,
     );
   });
+
+  it('a sticky cookie set by one worker pins the client whichever worker reads it', async () => {
+    const servers = [await scope.upstream({ name: 's0' }), await scope.upstream({ name: 's1' })];
+    const tollgate = await scope.tollgate({
+      upstreams: {
+        sticky_sessions: 3600,
+        upstreams: { 'app.test': { paths: { '/': { servers: servers.map((s) => s.address) } } } },
+      },
+      main: { workers: 2 },
+      readyTimeoutMs: PROCESS_START_MS,
+    });
+    const first = await get(`${tollgate.proxyUrl}/`);
+    const setCookie = [first.headers['set-cookie'] ?? []]
+      .flat()
+      .find((c) => c.startsWith('tollgate_sticky='));
+    assert.ok(setCookie, 'the first answer sets the cookie');
+    const cookie = setCookie.split(';')[0] as string;
+    const pinned = first.json<{ server: string }>().server;
+
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, () =>
+        request(`${tollgate.proxyUrl}/`, { headers: { host: 'app.test', connection: 'close', cookie } }),
+      ),
+    );
+    assert.deepEqual(
+      new Set(answers.map((answer) => answer.json<{ server: string }>().server)),
+      new Set([pinned]),
+    );
+    await waitFor(() => accessLinesByWorker(tollgate).size === 2, PROCESS_START_MS);
+  });
 });
