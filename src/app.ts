@@ -13,6 +13,7 @@ import {
   safeConnectionCap,
   TOKEN_API_CONNECTIONS,
 } from './client-limits.ts';
+import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
@@ -39,6 +40,7 @@ import { createForwarder } from './upstream/forward.ts';
 import { createServerHealth } from './upstream/health.ts';
 import { UpstreamPools } from './upstream/pools.ts';
 import { createWebSocketHandler, isWebSocketUpgrade } from './upstream/websocket.ts';
+import type { ConfigSnapshot } from './workers/messages.ts';
 
 /** A loaded and validated configuration: what config/load returns for main.yaml + upstreams.yaml. */
 export interface TollgateConfig {
@@ -84,7 +86,7 @@ export interface Tollgate {
    * primary resolved, then the upstreams config, compiled and swapped in. Returns the new table's hash.
    * Throws, keeping the live table, when the masterkey and upstreams.yaml disagree.
    */
-  applyConfig(upstreams: UpstreamsConfig, masterkey: string | null): string;
+  applyConfig(snapshot: WorkerConfig): string;
   /**
    * The graceful shutdown (docs/reload.md): readiness off, `shutdown_delay_seconds` of serving,
    * stop accepting, drain in-flight requests for up to `shutdown_grace_seconds`, release everything.
@@ -92,6 +94,9 @@ export interface Tollgate {
    */
   close(reason?: string): Promise<void>;
 }
+
+/** What a worker is sent with each config (docs/workers.md); see workers/messages. */
+export type WorkerConfig = Omit<ConfigSnapshot, 'seq'>;
 
 /** A start-up problem, already worded as the one line to print (the CLI adds nothing to it). */
 export class StartError extends Error {}
@@ -367,8 +372,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       hotReload.trigger(reason);
       await hotReload.settled();
     },
-    applyConfig(upstreams, masterkey) {
-      const next = compileRoutingTable(upstreams);
+    applyConfig({ upstreams, masterkey, endpoints }) {
+      const servers = new Map(endpoints);
+      const next = compileRoutingTable(upstreams, (ref) => servers.get(serviceRefText(ref)) ?? []);
       // The worker's main.yaml names no masterkey source (the primary resolved it), so the key
       // given here is the only one, as a masterkey_file's would be.
       if (masterkey !== null) masterkeys.replaceFileKey(masterkey);

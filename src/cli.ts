@@ -6,7 +6,7 @@ import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig } from './config/load.ts';
 import { captureSignals, type ProcessSignals } from './signals.ts';
-import { describeKubernetesUse, usesKubernetes } from './sources/kubernetes/provider.ts';
+import { describeKubernetesUse } from './sources/kubernetes/provider.ts';
 import { resolveWorkerCount } from './workers/count.ts';
 import { serveWorkers } from './workers/serve.ts';
 import { runWorker } from './workers/worker.ts';
@@ -106,13 +106,6 @@ export type Serve = (config: TollgateConfig, signals: ProcessSignals) => Promise
 /** `workers: 1` is the single process; more make this process their primary (docs/workers.md). */
 const serveByWorkers: Serve = (config, signals) => {
   const workers = resolveWorkerCount(config.main.workers);
-  if (workers > 1 && usesKubernetes(config.main, config.upstreams)) {
-    // The API watches live in the serving process; workers would each need their own (docs/kubernetes.md).
-    process.stderr.write(
-      `tollgate: warning: workers ${workers} ignored: the Kubernetes provider runs in a single process\n`,
-    );
-    return serveOneProcess(config, signals);
-  }
   return workers > 1 ? serveWorkers(config, signals, workers) : serveOneProcess(config, signals);
 };
 

@@ -1,5 +1,5 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
+import type { MainConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
 
 /**
  * What the primary and its workers say to each other over the cluster IPC channel
@@ -20,6 +20,11 @@ export interface ConfigSnapshot {
    * primary alone watches masterkey_file, and a rotated key reaches the workers as a new snapshot.
    */
   masterkey: string | null;
+  /**
+   * With `provider: kubernetes`, the ready servers of every `service:` reference of `upstreams`, by
+   * the reference as written: the primary alone watches the API.
+   */
+  endpoints: Array<[reference: string, servers: ServerAddress[]]>;
 }
 
 /** The proxy ports a worker is bound to (port 0 in main.yaml: the first worker's choice, see primary). */

@@ -5,11 +5,18 @@ import { rateLimitBackendUp, registerWorkerMetrics, registry } from '../admin/me
 import { createAdminServer, type Readiness } from '../admin/server.ts';
 import { createTokenApiServer } from '../api/server.ts';
 import { applyListenerLimits, prepareConfig, StartError, type TollgateConfig } from '../app.ts';
+import { serviceRefText } from '../config/service-ref.ts';
 import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { formatAddress, listen } from '../listen.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createRuntime } from '../runtime.ts';
+import {
+  type KubernetesProvider,
+  serviceRefs,
+  startKubernetesProvider,
+  usesKubernetes,
+} from '../sources/kubernetes/provider.ts';
 import type { MasterkeySource } from '../sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from '../sources/runtime-files.ts';
 import {
@@ -87,6 +94,14 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     seq: 1,
     upstreams: config.upstreams,
     masterkey: prepared.masterkeys.current(),
+    endpoints: [],
+  };
+  // With provider: kubernetes the primary alone watches the API and sends the endpoints on.
+  let kubernetes: KubernetesProvider | null = null;
+  const endpointsOf = (upstreams: UpstreamsConfig): ConfigSnapshot['endpoints'] => {
+    const provider = kubernetes;
+    if (provider === null) return [];
+    return serviceRefs(upstreams).map((ref) => [serviceRefText(ref), [...provider.endpointsOf(ref)]]);
   };
   let hash = table.hash;
   // What workers are started with: main.yaml, with a port 0 replaced by the port the first worker got,
@@ -297,19 +312,40 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
   };
 
   const broadcast = (next: UpstreamsConfig, nextHash: string) => {
-    live = { seq: live.seq + 1, upstreams: next, masterkey: masterkeys.current() };
+    live = {
+      seq: live.seq + 1,
+      upstreams: next,
+      masterkey: masterkeys.current(),
+      endpoints: endpointsOf(next),
+    };
     hash = nextHash;
     for (const slot of slots) {
       if (slot.state === 'serving') sendTo(slot.worker, { tollgate: 'config', config: live });
     }
   };
 
+  // Every swap of the primary's table (a reload, a ConfigMap, an endpoint change) is sent on. A
+  // reload's new config is handed over (onUpstreamsReloaded) just after its swap, so the sending
+  // waits for the end of the current task.
+  let reloadedConfig: UpstreamsConfig | null = null;
+  let swapQueued = false;
+  runtime.onTableSwap(() => {
+    if (swapQueued) return;
+    swapQueued = true;
+    queueMicrotask(() => {
+      swapQueued = false;
+      const next = reloadedConfig ?? live.upstreams;
+      reloadedConfig = null;
+      broadcast(next, runtime.table().hash);
+    });
+  });
+
   const lifecycle = createLifecycle({
     runtime,
     main,
     logger,
     servers: [tokenApiServer],
-    cleanup: [() => hotReload?.close(), () => clearInterval(metricsPoll)],
+    cleanup: [() => hotReload?.close(), () => kubernetes?.close(), () => clearInterval(metricsPoll)],
   });
 
   const stopWorkers = () =>
@@ -355,6 +391,14 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       try {
         const admin = await listenOn(adminServer, main.adminAddress, 'admin_address');
         const api = await listenOn(tokenApiServer, main.configAddress, 'config_address');
+        if (usesKubernetes(main, config.upstreams)) {
+          // Before the workers, so the first of them can start with endpoints already listed.
+          try {
+            kubernetes = startKubernetesProvider({ main, initial: config.upstreams, runtime, logger });
+          } catch (error) {
+            throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
+          }
+        }
         await new Promise<void>((resolve, reject) => {
           startup = { resolve, reject };
           // With a port 0 to resolve, the others start once the first is serving (see 'serving').
@@ -365,28 +409,49 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         });
         startup = null;
         started = true;
-        hotReload = await watchRuntimeFiles({
+        const provider = kubernetes;
+        const runtimeFiles = await watchRuntimeFiles({
           runtime,
           logger,
           masterkeys,
-          onUpstreamsReloaded: (next, nextConfig) => broadcast(nextConfig, next.hash),
+          compileUpstreams: provider?.compile,
+          onUpstreamsReloaded: (_table, nextConfig) => {
+            reloadedConfig = nextConfig;
+            provider?.configApplied(nextConfig);
+          },
+          // A ConfigMap read through the API replaces the file, which then only served the start.
+          watchUpstreamsFile: !main.kubernetes?.upstreamsConfigMap,
         }).catch((error: Error) => {
           throw new StartError(`tollgate: ${error.message}`);
         });
-        runtime.phase = 'ready';
-        logger.info(
-          {
-            hash,
-            workers: slots.length,
-            addresses: {
-              proxy: formatAddress(workerMain.proxyAddressHttp),
-              ...(workerMain.proxyAddressTls ? { proxy_tls: formatAddress(workerMain.proxyAddressTls) } : {}),
-              api: formatAddress(api),
-              admin: formatAddress(admin),
+        hotReload = runtimeFiles;
+        provider?.attach(runtimeFiles.upstreams);
+        const announceReady = () => {
+          runtime.phase = 'ready';
+          logger.info(
+            {
+              hash,
+              workers: slots.length,
+              addresses: {
+                proxy: formatAddress(workerMain.proxyAddressHttp),
+                ...(workerMain.proxyAddressTls
+                  ? { proxy_tls: formatAddress(workerMain.proxyAddressTls) }
+                  : {}),
+                api: formatAddress(api),
+                admin: formatAddress(admin),
+              },
             },
-          },
-          'tollgate ready',
-        );
+            'tollgate ready',
+          );
+        };
+        if (provider === null || provider.synced()) announceReady();
+        else {
+          // Readiness waits for the first list of every watch (docs/kubernetes.md); serving does not.
+          logger.info('waiting for the first Kubernetes sync before reporting ready');
+          void provider.whenSynced().then(() => {
+            if (runtime.phase === 'starting') announceReady();
+          });
+        }
       } catch (error) {
         startup = null;
         for (const slot of slots) slot.worker?.process.kill('SIGKILL');

@@ -60,7 +60,7 @@ export async function runWorker(): Promise<number> {
       { main: start.main, upstreams: start.config.upstreams },
       { logger, watch: false, worker: { reusePort: connectionSpreading() === 'reuseport' } },
     );
-    tollgate.applyConfig(start.config.upstreams, start.config.masterkey);
+    tollgate.applyConfig(start.config);
     const bound = await tollgate.listen();
     ports = { proxy: bound.proxy.port, proxyTls: bound.proxyTls?.port ?? null };
   } catch (error) {
@@ -75,9 +75,9 @@ export async function runWorker(): Promise<number> {
 
   process.on('message', (message: unknown) => {
     if (!isPrimaryMessage(message) || message.tollgate !== 'config') return;
-    const { seq, upstreams, masterkey } = message.config;
+    const { seq, upstreams } = message.config;
     try {
-      const hash = tollgate.applyConfig(upstreams, masterkey);
+      const hash = tollgate.applyConfig(message.config);
       void send({ tollgate: 'serving', seq, hash, ports });
     } catch (error) {
       logger.error({ err: (error as Error).message, hash: upstreams.hash }, 'cannot apply the new config');

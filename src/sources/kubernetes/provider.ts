@@ -7,7 +7,7 @@ import {
 } from '../../config/service-ref.ts';
 import type { MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
-import { compileRoutingTable } from '../../routing/compile.ts';
+import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
@@ -68,6 +68,8 @@ export interface KubernetesProviderOptions {
 export interface KubernetesProvider {
   /** compile for every apply: the config with the Services' current ready endpoints. */
   compile(config: UpstreamsConfig): RoutingTable;
+  /** The ready servers of a `service:` reference now (what compile uses; a primary sends them on). */
+  endpointsOf: EndpointLookup;
   /** Tells the provider a config went live (start, file reload, ConfigMap): watches follow it. */
   configApplied(config: UpstreamsConfig): void;
   /** Hands ConfigMap contents to the shared apply path (parse → validate → compile → swap). */
@@ -95,11 +97,9 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   // ConfigMap content that arrived before the apply path existed (listen() attaches it).
   const pendingConfigMap: ConfigMapContent[] = [];
 
-  const compile = (config: UpstreamsConfig) =>
-    compileRoutingTable(
-      config,
-      (ref) => endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [],
-    );
+  const endpointsOf: EndpointLookup = (ref) =>
+    endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
+  const compile = (config: UpstreamsConfig) => compileRoutingTable(config, endpointsOf);
 
   const applyConfigMap = (content: ConfigMapContent) => {
     if (applier === null) {
@@ -151,6 +151,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
 
   return {
     compile,
+    endpointsOf,
     configApplied(config) {
       live = config;
       watchServicesOf(config);
