@@ -79,8 +79,12 @@ const REDIS_PREFIX = 'tollgate:rl';
 /** A Redis that takes longer than this per command is treated as down for that request. */
 const REDIS_COMMAND_TIMEOUT_MS = 250;
 
-/** A worker whose primary does not answer within this gives up on the limit for that request. */
-const CLUSTER_TIMEOUT_MS = 1000;
+/**
+ * A worker whose primary does not answer within this lets the request through (logged): the
+ * library's default. The primary only counts, so a slower answer means it is starved of CPU, and a
+ * shorter wait would turn a busy moment into requests that escape their limit.
+ */
+const CLUSTER_TIMEOUT_MS = 5000;
 
 export function createRateLimitStage({
   main,

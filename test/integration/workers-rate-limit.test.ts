@@ -33,7 +33,13 @@ describe('workers: a rate limit is one budget for the whole set', () => {
 
     // The window opens at the first request; the client saw at least the whole span the proxy saw.
     const windows = Math.floor(elapsedMs / 1000) + 1;
-    assert.ok(admitted <= 5 * windows, `${admitted} admitted in ${windows} windows of 5`);
+    const unanswered = tollgate
+      .logs()
+      .filter((line) => line.msg === 'rate limiter failed; request let through');
+    assert.ok(
+      admitted <= 5 * windows,
+      `${admitted} admitted in ${windows} windows of 5 (${unanswered.length} let through unanswered)`,
+    );
     assert.ok(admitted >= 5, `a full budget was used at least once (${admitted})`);
     const byWorker = accessLinesByWorker(tollgate);
     assert.equal(byWorker.size, 2, 'both workers took requests, so a per-worker budget would have shown');
