@@ -1,12 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { type InProcessTollgate, request, startInProcess } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const LIMIT = 20; // requests per second per client IP
-const SEND_EVERY_MS = 20; // each client offers 50 requests per second, 2.5× the limit
-const DURATION_MS = 2_900; // three one-second windows (a fourth would open at ~3.0 s)
 
 interface Tally {
   ok: number;
@@ -15,16 +12,13 @@ interface Tally {
   retryAfter: Set<string>;
 }
 
-/** Sends paced requests from one source address for DURATION_MS and counts the answers. */
-async function hammer(url: string, headers: Record<string, string>, localAddress?: string): Promise<Tally> {
+/** Sends `count` requests at once from one source address and counts the answers. */
+async function burst(url: string, headers: Record<string, string>, count: number, localAddress: string) {
   const tally: Tally = { ok: 0, limited: 0, other: 0, retryAfter: new Set() };
-  const start = performance.now();
-  for (let i = 0; ; i++) {
-    const due = start + i * SEND_EVERY_MS;
-    if (due - start > DURATION_MS) break;
-    const wait = due - performance.now();
-    if (wait > 0) await sleep(wait);
-    const res = await request(url, { headers, localAddress });
+  const answers = await Promise.all(
+    Array.from({ length: count }, () => request(url, { headers, localAddress })),
+  );
+  for (const res of answers) {
     if (res.status === 200) tally.ok++;
     else if (res.status === 429) {
       tally.limited++;
@@ -34,20 +28,17 @@ async function hammer(url: string, headers: Record<string, string>, localAddress
   return tally;
 }
 
-function assertWithinTenPercent(actual: number, expected: number, who: string): void {
-  assert.ok(
-    Math.abs(actual - expected) <= expected * 0.1,
-    `${who}: ${actual} requests allowed, expected ${expected} ±10%`,
-  );
-}
-
+/**
+ * The fixed one-second windows themselves are tested with a fake clock in
+ * test/unit/rate-limit-stage.test.ts; here the real proxy shows the budgets, answers and metric.
+ */
 describe('rate limit in memory, through the proxy', () => {
   let upstream: Upstream;
-  let tollgate: Tollgate;
+  let tollgate: InProcessTollgate;
 
   before(async () => {
     upstream = await startUpstream();
-    tollgate = await startTollgate({
+    tollgate = await startInProcess({
       main: { trusted_proxies: ['127.0.0.9/32'], access_log: false },
       upstreams: {
         rate_limit: LIMIT,
@@ -68,19 +59,25 @@ describe('rate limit in memory, through the proxy', () => {
     await upstream.close();
   });
 
-  it('holds two clients to the limit at the same time, each on its own budget (±10%)', async (t) => {
+  it('holds two clients to the limit at the same time, each on its own budget', async (t) => {
     const url = `${tollgate.proxyUrl}/items`;
     const headers = { host: 'api.test' };
+    const offered = LIMIT * 2;
     // Loopback is 127/8 on Linux: two source addresses are two clients.
-    const [a, b] = await Promise.all([hammer(url, headers, '127.0.0.2'), hammer(url, headers, '127.0.0.3')]);
-    const expected = LIMIT * Math.ceil(DURATION_MS / 1000);
-    t.diagnostic(
-      `allowed ${a.ok} and ${b.ok} of ${a.ok + a.limited} and ${b.ok + b.limited}; expected ${expected}`,
-    );
-    assertWithinTenPercent(a.ok, expected, 'client 127.0.0.2');
-    assertWithinTenPercent(b.ok, expected, 'client 127.0.0.3');
+    const started = performance.now();
+    const [a, b] = await Promise.all([
+      burst(url, headers, offered, '127.0.0.2'),
+      burst(url, headers, offered, '127.0.0.3'),
+    ]);
+    // One window when the bursts take under a second (the usual case): exactly LIMIT each. A slow
+    // machine may spread them over more windows; each then adds at most LIMIT, never less.
+    const windows = Math.floor((performance.now() - started) / 1000) + 1;
+    t.diagnostic(`allowed ${a.ok} and ${b.ok} of ${offered} each, over at most ${windows} window(s)`);
     for (const tally of [a, b]) {
+      assert.ok(tally.ok >= LIMIT && tally.ok <= LIMIT * windows, `allowed ${tally.ok}`);
+      if (windows === 1) assert.equal(tally.ok, LIMIT);
       assert.equal(tally.other, 0);
+      assert.equal(tally.ok + tally.limited, offered);
       assert.ok(tally.limited > 0);
       assert.deepEqual([...tally.retryAfter], ['1']);
     }
@@ -124,14 +121,10 @@ describe('rate limit in memory, through the proxy', () => {
   });
 
   it('applies the global rate_limit to hosts without one of their own', async () => {
-    let ok = 0;
-    for (let i = 0; i < LIMIT + 5; i++) {
-      const res = await request(`${tollgate.proxyUrl}/`, {
-        headers: { host: 'open.test' },
-        localAddress: '127.0.0.5',
-      });
-      if (res.status === 200) ok++;
-    }
-    assert.ok(ok >= LIMIT && ok < LIMIT + 5, `allowed ${ok}`);
+    const started = performance.now();
+    const tally = await burst(`${tollgate.proxyUrl}/`, { host: 'open.test' }, LIMIT + 5, '127.0.0.5');
+    const windows = Math.floor((performance.now() - started) / 1000) + 1;
+    assert.ok(tally.ok >= LIMIT && tally.ok <= LIMIT * windows, `allowed ${tally.ok}`);
+    if (windows === 1) assert.equal(tally.limited, 5);
   });
 });

@@ -49,43 +49,42 @@ describe('rate limit shared through Redis by two proxy processes', {
   });
 
   it('gives one client one budget across both replicas', async (t) => {
-    // Alternate replicas at 40 requests/s for ~1.9 s: two one-second windows of LIMIT each in total,
+    // 3 × LIMIT requests at once, alternating replicas: one shared budget allows LIMIT per window,
     // where independent replicas would allow twice as many.
-    let ok = 0;
-    let limited = 0;
-    const start = performance.now();
-    for (let i = 0; performance.now() - start < 1_900; i++) {
-      const tollgate = i % 2 === 0 ? first : second;
-      const res = await request(`${tollgate.proxyUrl}/`, {
-        headers: { host: 'api.test' },
-        localAddress: '127.0.0.6',
-      });
-      if (res.status === 200) ok++;
-      else if (res.status === 429) limited++;
-      else assert.fail(`unexpected status ${res.status}`);
-      await sleep(25);
-    }
-    t.diagnostic(`allowed ${ok} of ${ok + limited} across two replicas; expected ${2 * LIMIT}`);
-    assert.ok(Math.abs(ok - 2 * LIMIT) <= 2 * LIMIT * 0.1, `allowed ${ok}, expected ${2 * LIMIT} ±10%`);
-    assert.ok(limited > 0);
+    const offered = 3 * LIMIT;
+    const started = performance.now();
+    const answers = await Promise.all(
+      Array.from({ length: offered }, (_, i) =>
+        request(`${(i % 2 === 0 ? first : second).proxyUrl}/`, {
+          headers: { host: 'api.test' },
+          localAddress: '127.0.0.6',
+        }),
+      ),
+    );
+    const windows = Math.floor((performance.now() - started) / 1000) + 1;
+    const ok = answers.filter((res) => res.status === 200).length;
+    const limited = answers.filter((res) => res.status === 429).length;
+    t.diagnostic(`allowed ${ok} of ${offered} across two replicas over at most ${windows} window(s)`);
+    assert.equal(ok + limited, offered, 'only 200 or 429');
+    assert.ok(ok >= LIMIT && ok <= LIMIT * windows, `allowed ${ok}`);
+    if (windows === 1) assert.equal(ok, LIMIT);
   });
 
   it('falls back to local limits when Redis goes away, says so once, and never fails a request', async () => {
     await redis.stop();
     await waitFor(async () => (await backendUp(first)) === 0, 10_000);
-    const statuses: number[] = [];
-    for (let i = 0; i < LIMIT + 5; i++) {
-      const res = await request(`${first.proxyUrl}/`, {
-        headers: { host: 'api.test' },
-        localAddress: '127.0.0.7',
-      });
-      statuses.push(res.status);
-    }
-    assert.equal(
-      statuses.filter((s) => s === 200).length,
-      LIMIT,
-      `local limit applies: ${statuses.join(',')}`,
-    );
+    const started = performance.now();
+    const statuses = (
+      await Promise.all(
+        Array.from({ length: LIMIT + 5 }, () =>
+          request(`${first.proxyUrl}/`, { headers: { host: 'api.test' }, localAddress: '127.0.0.7' }),
+        ),
+      )
+    ).map((res) => res.status);
+    const windows = Math.floor((performance.now() - started) / 1000) + 1;
+    const ok = statuses.filter((s) => s === 200).length;
+    assert.ok(ok >= LIMIT && ok <= LIMIT * windows, `local limit applies: ${statuses.join(',')}`);
+    if (windows === 1) assert.equal(ok, LIMIT);
     assert.equal(statuses.filter((s) => s !== 200 && s !== 429).length, 0);
     await sleep(600); // reconnect attempts continue meanwhile
     const outageLines = first

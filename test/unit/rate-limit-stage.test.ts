@@ -83,11 +83,26 @@ describe('rate limit stage (memory)', () => {
     assert.equal(await passCount(limiter.stage, overridden, '10.0.0.4', 6), 4);
   });
 
-  it('opens a new window after a second', async () => {
+  it('counts in one-second windows that open at the first request (fake clock)', async (t) => {
+    t.mock.timers.enable({ apis: ['Date', 'setTimeout'] });
+    const windowed = createRateLimitStage({
+      main: { rateLimitRedis: null },
+      logger: capturingLogger().logger,
+    });
     const route = { id: 'w.test/', hostKey: 'w.test', rateLimit: 2 };
-    assert.equal(await passCount(limiter.stage, route, '10.0.0.5', 3), 2);
-    await sleep(1050);
-    assert.equal(await passCount(limiter.stage, route, '10.0.0.5', 3), 2);
+    assert.equal(await passCount(windowed.stage, route, '10.0.0.5', 3), 2);
+    t.mock.timers.tick(999);
+    assert.equal(await passCount(windowed.stage, route, '10.0.0.5', 1), 0, 'still the same window');
+    t.mock.timers.tick(2);
+    assert.equal(await passCount(windowed.stage, route, '10.0.0.5', 3), 2, 'a fresh budget');
+    // Over three windows, a client offering more than the limit gets exactly the limit in each.
+    let allowed = 0;
+    for (let window = 0; window < 3; window++) {
+      t.mock.timers.tick(1_001);
+      allowed += await passCount(windowed.stage, route, '10.0.0.6', 5);
+    }
+    assert.equal(allowed, 6);
+    await windowed.close();
   });
 });
 
