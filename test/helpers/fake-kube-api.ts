@@ -98,6 +98,7 @@ export class FakeKubeApi {
   #sockets = new Set<net.Socket>();
   #failures = new Map<ResourceKind | '*', number>();
   #silent = false;
+  #hung: http.ServerResponse[] | null = null;
   #acceptedTokens: Set<string>;
 
   constructor(options: FakeKubeApiOptions = {}) {
@@ -240,6 +241,19 @@ export class FakeKubeApi {
     else this.#failures.set(resource, status);
   }
 
+  /**
+   * While true, every new request is accepted and never answered (an overloaded API server); when
+   * set back to false the held requests are cut, as a server restart would.
+   */
+  hangRequests(hang: boolean): void {
+    if (hang) {
+      this.#hung ??= [];
+      return;
+    }
+    for (const res of this.#hung ?? []) res.socket?.destroy();
+    this.#hung = null;
+  }
+
   /** While true, watches opened or already open receive nothing: the stream stays up but is silent. */
   silenceWatches(silent: boolean): void {
     this.#silent = silent;
@@ -278,6 +292,10 @@ export class FakeKubeApi {
       query,
       authorization: req.headers.authorization,
     });
+    if (this.#hung) {
+      this.#hung.push(res);
+      return;
+    }
     const route = this.#route(req, url, query);
     if ('refusal' in route) {
       sendStatus(res, ...route.refusal);

@@ -362,3 +362,22 @@ test('RBAC missing at start: not synced (not ready), the API message logged, syn
   await h.source.whenSynced();
   assert.deepEqual(h.servers('web.apps:http'), ['10.0.0.1:8080']);
 });
+
+test('a slow API server: a list that does not answer is abandoned and retried', async (t) => {
+  const api = await startFakeKubeApi();
+  t.after(() => api.stop());
+  api.apply(webSlice([{ ip: '10.0.0.1' }]));
+  api.hangRequests(true);
+  const h = await harness(api, { tuning: { ...TUNING, listTimeoutMs: 200 } });
+  t.after(() => h.source.close());
+  h.source.watchServices([resolveServiceRef({ name: 'web', namespace: null, port: 'http' }, 'apps')]);
+  await api.waitFor(
+    () => h.metrics.restarts.filter((r) => r.reason === 'timeout').length >= 2,
+    'list timeouts',
+  );
+  assert.equal(h.source.synced(), false);
+  assert.equal(h.metrics.up.get('endpointslices'), false, 'a list that times out is an outage');
+  api.hangRequests(false);
+  await h.source.whenSynced();
+  assert.deepEqual(h.servers('web.apps:http'), ['10.0.0.1:8080']);
+});
