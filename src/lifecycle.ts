@@ -46,7 +46,6 @@ export interface Lifecycle {
 
 /** How long a cleanup step may take before the exit goes ahead anyway. */
 const CLEANUP_TIMEOUT_MS = 2_000;
-/** Keep-alive connections can go idle any time during the drain; they are closed as soon as they do. */
 const IDLE_SWEEP_MS = 100;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -73,6 +72,9 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   const openResponses = new Set<ServerResponse>();
   const sockets = new Set<Socket>();
   let draining = false;
+  /** Listeners closed: from now on a connection is closed as soon as it has nothing in flight. */
+  let stoppedAccepting = false;
+  let onAllClosed: (() => void) | null = null;
 
   const closeAfterResponse = (res: ServerResponse) => {
     // Headers already sent (a streaming response): its connection is closed once idle instead.
@@ -84,12 +86,20 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     // leave the HTTP server's bookkeeping but must still be waited for and, at the end, cut.
     server.on('connection', (socket) => {
       sockets.add(socket);
-      socket.once('close', () => sockets.delete(socket));
+      socket.once('close', () => {
+        sockets.delete(socket);
+        if (sockets.size === 0) onAllClosed?.();
+      });
     });
     const track = (_req: IncomingMessage, res: ServerResponse) => {
       if (draining) closeAfterResponse(res);
       openResponses.add(res);
-      res.once('close', () => openResponses.delete(res));
+      res.once('close', () => {
+        openResponses.delete(res);
+        // A keep-alive connection whose response went out before the drain goes idle now: close it
+        // (once Node has marked it idle, hence the next turn of the loop).
+        if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
+      });
     };
     server.prependListener('request', track);
     // Where the app answers `Expect: 100-continue` itself, those requests arrive as 'checkContinue'
@@ -124,6 +134,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     for (const res of openResponses) closeAfterResponse(res);
     await sleep(delayMs);
 
+    stoppedAccepting = true;
     for (const server of servers) {
       if (server.listening) server.close(() => {});
       server.closeIdleConnections();
@@ -132,11 +143,17 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       { in_flight: openResponses.size, connections: sockets.size },
       'stopped accepting connections; draining',
     );
-    const deadline = Date.now() + graceMs;
-    while (sockets.size > 0 && Date.now() < deadline) {
-      await sleep(Math.min(IDLE_SWEEP_MS, Math.max(1, deadline - Date.now())));
-      for (const server of servers) server.closeIdleConnections();
-    }
+    // Every connection closed (each goes as soon as its last response is out), or the grace is over.
+    const allClosed = new Promise<void>((resolve) => {
+      onAllClosed = resolve;
+      if (sockets.size === 0) resolve();
+    });
+    let graceTimer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      graceTimer = setTimeout(resolve, graceMs);
+    });
+    await Promise.race([allClosed, graceOver]);
+    clearTimeout(graceTimer);
     const cut = sockets.size;
     if (cut > 0) {
       logger.warn(

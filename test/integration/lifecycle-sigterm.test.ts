@@ -5,17 +5,22 @@ import { after, describe, it } from 'node:test';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-/** An upstream answering `/slow` after `ms` milliseconds, so requests are in flight on demand. */
-function slowUpstream(ms: number): Promise<Upstream> {
-  return startUpstream({
+/** An upstream holding `/slow` requests until the test releases them, so requests are in flight on demand. */
+async function holdingUpstream(): Promise<{ upstream: Upstream; release(): void }> {
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const upstream = await startUpstream({
     name: 'slow',
     handler: async (req, res) => {
-      if (req.url?.startsWith('/slow')) await new Promise((r) => setTimeout(r, ms).unref());
+      if (req.url?.startsWith('/slow')) await released;
       const body = JSON.stringify({ server: 'slow', url: req.url });
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
       res.end(body);
     },
   });
+  return { upstream, release };
 }
 
 const upstreamsFor = (upstream: Upstream) =>
@@ -61,18 +66,18 @@ describe('graceful shutdown of the real process', () => {
   });
 
   it('SIGTERM: readiness 503 first, keeps serving for the delay, refuses new connections, finishes in-flight, exits 0', async () => {
-    const upstream = await slowUpstream(2_500);
+    const { upstream, release } = await holdingUpstream();
     started.push(upstream);
     const tollgate = await startTollgate({
       upstreams: upstreamsFor(upstream),
-      main: { shutdown_delay_seconds: 1, shutdown_grace_seconds: 10 },
+      main: { shutdown_delay_seconds: 3, shutdown_grace_seconds: 30 },
     });
     started.push(tollgate);
 
     // Keep-alive clients, as an ingress controller would be.
     const agent = new http.Agent({ keepAlive: true });
     const inFlight = [1, 2, 3].map((i) => timedGet(tollgate.proxyUrl, `/slow/${i}`, agent));
-    await waitFor(() => upstream.requests.length === 3, 3_000);
+    await waitFor(() => upstream.requests.length === 3, 10_000);
 
     const signalledAt = Date.now();
     tollgate.child.kill('SIGTERM');
@@ -85,7 +90,7 @@ describe('graceful shutdown of the real process', () => {
       readyOffAt = Date.now();
       assert.equal(res.json().status, 'draining');
       return true;
-    }, 500);
+    }, 5_000);
 
     // During shutdown_delay_seconds new connections are still served (endpoints are being removed).
     const duringDelay = await timedGet(tollgate.proxyUrl, '/quick', new http.Agent({ keepAlive: true }));
@@ -100,8 +105,8 @@ describe('graceful shutdown of the real process', () => {
       assert.equal(attempt.error, 'ECONNREFUSED');
       refusedAt = attempt.at;
       return true;
-    }, 3_000);
-    assert.ok(refusedAt - signalledAt >= 900, 'not refused before shutdown_delay_seconds ended');
+    }, 15_000);
+    assert.ok(refusedAt - signalledAt >= 2_900, 'not refused before shutdown_delay_seconds ended');
     assert.ok(readyOffAt <= refusedAt, 'readiness went 503 before connections were refused');
     assert.equal(
       (await request(`${tollgate.adminUrl}/readyz`)).status,
@@ -109,6 +114,8 @@ describe('graceful shutdown of the real process', () => {
       'admin still up during the drain',
     );
 
+    // Only now do the in-flight requests get their answers: they were in flight when accepting stopped.
+    release();
     const answers = await Promise.all(inFlight);
     for (const [i, answer] of answers.entries()) {
       assert.ok('status' in answer, `in-flight request ${i + 1} failed: ${JSON.stringify(answer)}`);
@@ -126,21 +133,23 @@ describe('graceful shutdown of the real process', () => {
   });
 
   it('a second signal during the drain exits at once with 128 + signal number', async () => {
-    const upstream = await slowUpstream(10_000);
+    const { upstream, release } = await holdingUpstream();
     started.push(upstream);
     const tollgate = await startTollgate({
       upstreams: upstreamsFor(upstream),
-      main: { shutdown_delay_seconds: 5, shutdown_grace_seconds: 20 },
+      main: { shutdown_delay_seconds: 30, shutdown_grace_seconds: 30 },
     });
     started.push(tollgate);
     const pending = timedGet(tollgate.proxyUrl, '/slow');
-    await waitFor(() => upstream.requests.length === 1, 3_000);
+    await waitFor(() => upstream.requests.length === 1, 10_000);
     tollgate.child.kill('SIGTERM');
-    await waitFor(async () => (await request(`${tollgate.adminUrl}/readyz`)).status === 503, 1_000);
+    await waitFor(async () => (await request(`${tollgate.adminUrl}/readyz`)).status === 503, 10_000);
     const secondAt = Date.now();
     tollgate.child.kill('SIGTERM');
     assert.equal(await tollgate.exited, 143);
-    assert.ok(Date.now() - secondAt < 2_000, 'exited at once, without waiting for the drain');
+    // The drain would take at least the 30 s delay; the second signal ends it at once.
+    assert.ok(Date.now() - secondAt < 15_000, 'exited at once, without waiting for the drain');
+    release();
     assert.ok('error' in (await pending), 'the in-flight request was cut');
   });
 });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { describe, it } from 'node:test';
+import { describe, it, type TestContext } from 'node:test';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { parseMainConfig, parseUpstreamsConfig } from '../../src/config/load.ts';
 import { createLifecycle } from '../../src/lifecycle.ts';
 import { createLogger } from '../../src/log.ts';
@@ -10,7 +11,6 @@ import { compileRoutingTable } from '../../src/routing/compile.ts';
 import { createRuntime } from '../../src/runtime.ts';
 import { signalExitCode } from '../../src/signals.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const logger = createLogger('silent');
 
 function runtime() {
@@ -25,18 +25,39 @@ function runtime() {
   return rt;
 }
 
-/** A server whose `/slow?ms=N` answers after N ms, everything else at once. */
-async function startServer(): Promise<{ server: http.Server; url: string; port: number }> {
+/**
+ * A server whose `/hold` requests wait until the test releases them ('held' is emitted with the
+ * release function once such a request arrived), everything else answered at once. No request
+ * depends on how long anything takes.
+ */
+async function startServer() {
+  const holds = new EventEmitter<{ held: [() => void] }>();
   const server = http.createServer(async (req, res) => {
-    const ms = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('ms') ?? 0);
-    // unref: a request the test abandons must not keep the test process alive.
-    if (ms > 0) await new Promise((r) => setTimeout(r, ms).unref());
+    if (req.url === '/hold') await new Promise<void>((release) => holds.emit('held', release));
     res.end('done');
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  return { server, url: `http://127.0.0.1:${port}`, port };
+  /** Sends a /hold request and resolves once the server holds it, with its release and its answer. */
+  const hold = async (agent: http.Agent | false = false) => {
+    const held = once(holds, 'held') as Promise<[() => void]>;
+    const answer = get(`http://127.0.0.1:${port}/hold`, agent);
+    const [release] = await held;
+    return { release, answer };
+  };
+  return { server, url: `http://127.0.0.1:${port}`, hold };
+}
+
+/** Turns the event loop until `condition` holds (the drain runs on after a timer fired). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await nextTurn();
+}
+
+/** Real sockets, fake timers: the shutdown delay and grace end when the test says so. */
+function fakeTimers(t: TestContext) {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  return t.mock.timers;
 }
 
 function get(url: string, agent: http.Agent | false = false) {
@@ -55,24 +76,24 @@ function get(url: string, agent: http.Agent | false = false) {
   });
 }
 
-describe('createLifecycle', () => {
-  it('drains: readiness off at once, serves through the delay, then refuses, finishes in-flight, exits 0', async () => {
+describe('createLifecycle', { timeout: 30_000 }, () => {
+  it('drains: readiness off at once, serves through the delay, then refuses, finishes in-flight', async (t) => {
+    const timers = fakeTimers(t);
     const rt = runtime();
-    const { server, url } = await startServer();
+    const { server, url, hold } = await startServer();
     let cleanedUp = false;
     const lifecycle = createLifecycle({
       runtime: rt,
       servers: [server],
-      main: { shutdownDelaySeconds: 0.3, shutdownGraceSeconds: 5 },
+      main: { shutdownDelaySeconds: 5, shutdownGraceSeconds: 25 },
       logger,
       cleanup: [() => (cleanedUp = true)],
     });
     const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
     assert.equal((await get(`${url}/`, keepAlive)).connection, 'keep-alive');
     // Keep-alive agents: a client without one asks for `Connection: close` itself.
-    const slow = get(`${url}/slow?ms=700`, new http.Agent({ keepAlive: true }));
-    const endsWithinDelay = get(`${url}/slow?ms=200`, new http.Agent({ keepAlive: true }));
-    await sleep(50);
+    const slow = await hold(new http.Agent({ keepAlive: true }));
+    const endsWithinDelay = await hold(new http.Agent({ keepAlive: true }));
 
     const finished = lifecycle.shutdown('SIGTERM');
     let done = false;
@@ -84,16 +105,18 @@ describe('createLifecycle', () => {
     const during = await get(`${url}/`, new http.Agent({ keepAlive: true }));
     assert.equal(during.status, 200);
     assert.equal(during.connection, 'close');
-
-    const early = await endsWithinDelay;
+    endsWithinDelay.release();
+    const early = await endsWithinDelay.answer;
     assert.equal(early.status, 200);
     assert.equal(early.connection, 'close', 'a response started before the drain closes its connection too');
 
-    await sleep(400);
+    timers.tick(5_000);
+    await until(() => !server.listening);
     await assert.rejects(get(`${url}/`), { code: 'ECONNREFUSED' });
-    assert.equal(done, false, 'still draining the slow request');
+    assert.equal(done, false, 'still draining the held request');
 
-    const last = await slow;
+    slow.release();
+    const last = await slow.answer;
     assert.equal(last.status, 200);
     assert.equal(last.body, 'done');
     assert.equal(last.connection, 'close');
@@ -102,28 +125,32 @@ describe('createLifecycle', () => {
     keepAlive.destroy();
   });
 
-  it('cuts connections still open when shutdown_grace_seconds runs out, then exits 0', async () => {
+  it('cuts connections still open when shutdown_grace_seconds runs out', async (t) => {
+    const timers = fakeTimers(t);
     const rt = runtime();
-    const { server, url } = await startServer();
+    const { server, hold } = await startServer();
     const lifecycle = createLifecycle({
       runtime: rt,
       servers: [server],
-      main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 0.3 },
+      main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 25 },
       logger,
     });
-    const stuck = get(`${url}/slow?ms=5000`).then(
+    const stuck = await hold();
+    const outcome = stuck.answer.then(
       () => 'answered',
       () => 'cut',
     );
-    await sleep(50);
-    const started = Date.now();
     const finished = lifecycle.shutdown('SIGTERM');
-    assert.equal(await stuck, 'cut');
+    timers.tick(0);
+    await until(() => !server.listening);
+    timers.tick(25_000);
+    assert.equal(await outcome, 'cut');
     await finished;
-    assert.ok(Date.now() - started < 3_000);
+    stuck.release();
   });
 
-  it('keeps the admin listener up until the end', async () => {
+  it('keeps the admin listener up until the end', async (t) => {
+    fakeTimers(t);
     const rt = runtime();
     const proxy = await startServer();
     const admin = await startServer();
@@ -131,16 +158,17 @@ describe('createLifecycle', () => {
       runtime: rt,
       servers: [proxy.server],
       keepUntilExit: [admin.server],
-      main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 5 },
+      main: { shutdownDelaySeconds: 0, shutdownGraceSeconds: 25 },
       logger,
     });
-    const slow = get(`${proxy.url}/slow?ms=400`);
-    await sleep(50);
+    const inFlight = await proxy.hold();
     const finished = lifecycle.shutdown('SIGTERM');
-    await sleep(100);
+    t.mock.timers.tick(0);
+    await until(() => !proxy.server.listening);
     await assert.rejects(get(`${proxy.url}/`), { code: 'ECONNREFUSED' });
     assert.equal((await get(`${admin.url}/`)).status, 200, 'admin still answers during the drain');
-    await slow;
+    inFlight.release();
+    await inFlight.answer;
     await finished;
     await assert.rejects(get(`${admin.url}/`), { code: 'ECONNREFUSED' });
   });
