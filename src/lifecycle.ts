@@ -46,7 +46,6 @@ export interface Lifecycle {
 
 /** How long a cleanup step may take before the exit goes ahead anyway. */
 const CLEANUP_TIMEOUT_MS = 2_000;
-const IDLE_SWEEP_MS = 100;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
