@@ -130,6 +130,12 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
       sendError(res, 'bad_request', undefined, 'Sec-WebSocket-Key is missing or malformed');
       return;
     }
+    const length = req.headers['content-length'];
+    if ((length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined) {
+      // A handshake has no body (RFC 6455 §4.1); bytes after it would go into the tunnel unchecked.
+      sendError(res, 'bad_request', undefined, 'a WebSocket upgrade cannot carry a body');
+      return;
+    }
     Promise.resolve(pipeline.run(request))
       .then((verdict) => {
         if (verdict.kind !== 'pass') return respond(res, verdict);

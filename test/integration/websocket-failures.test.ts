@@ -185,19 +185,36 @@ describe('WebSocket upgrades on the shared upstream path', () => {
     socket.terminate();
   });
 
-  it('a malformed Sec-WebSocket-Key is refused before any upstream is asked', async () => {
-    const echo = scope.keep(await startEchoUpstream());
-    const tollgate = await proxyFor({ '/': { servers: [echo.address] } });
-    const client = net.connect({ host: '127.0.0.1', port: tollgate.proxyPort });
+  /** Writes a raw upgrade request and returns everything the proxy answered before closing. */
+  async function rawUpgrade(port: number, extraHeaders: string, body = ''): Promise<string> {
+    const client = net.connect({ host: '127.0.0.1', port });
     await once(client, 'connect');
     const reply: Buffer[] = [];
     client.on('data', (chunk: Buffer) => reply.push(chunk));
+    client.on('error', () => {});
     client.write(
-      'GET / HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
-        'Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n',
+      `GET / HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${extraHeaders}\r\n${body}`,
     );
     await once(client, 'close');
-    assert.match(Buffer.concat(reply).toString('latin1'), /^HTTP\/1\.1 400 /);
+    return Buffer.concat(reply).toString('latin1');
+  }
+
+  it('a malformed Sec-WebSocket-Key, or a handshake with a body, is refused before any upstream is asked', async () => {
+    const echo = scope.keep(await startEchoUpstream());
+    const tollgate = await proxyFor({ '/': { servers: [echo.address] } });
+    const badKey = await rawUpgrade(
+      tollgate.proxyPort,
+      'Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n',
+    );
+    assert.match(badKey, /^HTTP\/1\.1 400 /);
+    const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: ws.test\r\n\r\n';
+    const withBody = await rawUpgrade(
+      tollgate.proxyPort,
+      `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nContent-Length: ${smuggled.length}\r\n`,
+      smuggled,
+    );
+    assert.match(withBody, /^HTTP\/1\.1 400 /);
+    assert.match(withBody, /cannot carry a body/);
     assert.equal(echo.handshakes.length, 0);
   });
 });
