@@ -188,7 +188,10 @@ export interface StickySessions {
 export interface UpstreamsConfig {
   /** Absolute path of upstreams.yaml. */
   file: string;
-  /** sha256 hex of the file's bytes. */
+  /**
+   * sha256 hex of the file's bytes, for change detection only. Never published: a hash of a file
+   * holding passwords lets them be guessed offline. The published identity is RoutingTable.hash.
+   */
   hash: string;
   /** `kubernetes` allows `service:` paths; `file` lists every server by address. */
   provider: 'file' | 'kubernetes';

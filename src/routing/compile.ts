@@ -1,5 +1,6 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { configIdentity } from './identity.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer } from './types.ts';
@@ -78,7 +79,8 @@ export function compileRoutingTable(
   }
 
   return Object.freeze({
-    hash: config.hash,
+    hash: configIdentity(config),
+    sourceHash: config.hash,
     routes: Object.freeze(routes),
     servers: Object.freeze([...servers.values()]),
     match,

@@ -39,8 +39,17 @@ export interface Route {
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */
 export interface RoutingTable {
-  /** sha256 of upstreams.yaml, as exported in tollgate_config_info{hash}. */
+  /**
+   * The config identity published in tollgate_config_info{hash}, /readyz and logs: equal on every
+   * replica serving the same routes with the same masterkey, and revealing nothing about secrets
+   * (routing/identity).
+   */
   readonly hash: string;
+  /**
+   * sha256 of the upstreams.yaml bytes this table was compiled from: for change detection only
+   * (a file rewritten with the same bytes is not reloaded). Never published: it can be guessed at.
+   */
+  readonly sourceHash: string;
   readonly routes: readonly Route[];
   /** Every distinct server of every route. */
   readonly servers: readonly UpstreamServer[];

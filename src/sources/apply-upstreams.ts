@@ -105,7 +105,8 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       const issues = parsed.ok ? checkConsistency(runtime.main, parsed.value) : parsed.issues;
       if (!parsed.ok || issues.length > 0) {
         const messages = logIssues(issues);
-        return reject(file, 'invalid', messages, { trigger, hash: snapshot.hash, problems: issues.length });
+        // No hash of the rejected file: a hash of a file holding passwords can be guessed at.
+        return reject(file, 'invalid', messages, { trigger, problems: issues.length });
       }
       const config = parsed.value;
       config.file = resolve(file);
@@ -115,7 +116,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       } catch (error) {
         const message = `${file}: ${(error as Error).message}`;
         logger.error({ file }, message);
-        return reject(file, 'invalid', [message], { trigger, hash: snapshot.hash, problems: 1 });
+        return reject(file, 'invalid', [message], { trigger, problems: 1 });
       }
 
       const previous = runtime.table();

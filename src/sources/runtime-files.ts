@@ -93,7 +93,7 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
       await files.watch({
         name: UPSTREAMS_METRIC_NAME,
         paths: [runtime.main.upstreamsConf],
-        liveHashes: [runtime.table().hash],
+        liveHashes: [runtime.table().sourceHash],
         onChange: ([snapshot], trigger) => {
           if (snapshot) upstreams.apply(snapshot, trigger);
         },

@@ -72,20 +72,23 @@ describe('createUpstreamsApplier', () => {
     const reloader = createUpstreamsApplier({ runtime, onReloaded: (table) => (reloaded = table) });
 
     const outcome = reloader.apply(content(text), 'test');
-    assert.deepEqual(outcome, { ok: true, hash: sha256Hex(text) });
+    // The published identity is the compiled table's, never the sha256 of the file's bytes.
+    const identity = tableOf(text).hash;
+    assert.notEqual(identity, sha256Hex(text));
+    assert.deepEqual(outcome, { ok: true, hash: identity });
     assert.equal(serverOf(runtime), '10.0.0.2:80');
-    assert.equal(runtime.table().hash, sha256Hex(text));
+    assert.equal(runtime.table().hash, identity);
     assert.equal(reloaded, runtime.table());
-    assert.deepEqual(swaps, [[sha256Hex(text), before.hash]]);
+    assert.deepEqual(swaps, [[identity, before.hash]]);
     // The previous table is untouched: a request holding it keeps its route.
     assert.equal(before.match('app.test', '/')?.servers[0]?.address, '10.0.0.1:80');
 
     assert.deepEqual(await reloads(), { success: 1, failure: 0 });
-    assert.deepEqual(await liveHashes(), [sha256Hex(text)]);
+    assert.deepEqual(await liveHashes(), [identity]);
     const [stamp] = (await configLastReloadSuccess.get()).values;
     assert.ok(stamp && Math.abs(stamp.value - Date.now() / 1000) < 5);
     const line = lines.find((l) => l.msg === 'upstreams.yaml reloaded');
-    assert.equal(line?.hash, sha256Hex(text));
+    assert.equal(line?.hash, identity);
     assert.equal(line?.previous_hash, before.hash);
     assert.equal(line?.trigger, 'test');
   });

@@ -114,7 +114,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       return;
     }
     const hash = sha256Hex(content.text);
-    if (hash === runtime.table().hash) return; // what is live already (e.g. the same ConfigMap mounted)
+    if (hash === runtime.table().sourceHash) return; // what is live already (e.g. the same ConfigMap mounted)
     applier.apply({ kind: 'content', text: content.text, hash }, 'configmap', origin);
   };
 

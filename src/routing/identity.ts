@@ -1,0 +1,48 @@
+import { createHash } from 'node:crypto';
+import type { UpstreamsConfig } from '../config/types.ts';
+
+/**
+ * The config identity published as `tollgate_config_info{hash}`, in `/readyz` and in the ready and
+ * reload log lines (docs/configuration.md, "Config identity"). It tells operators whether replicas
+ * serve the same upstreams.yaml, and reveals nothing about the secrets in it: a plain hash of the
+ * file lets anyone who can scrape the metrics check password and key guesses offline.
+ *
+ * SHA-256 over the validated config in canonical form (normalised hosts and prefixes, sorted object
+ * keys) with every secret value replaced by a marker. Names (users, API key names) count; secret
+ * values do not, so a password rotated alone keeps the identity (the reload still shows in
+ * `tollgate_config_last_reload_success_timestamp_seconds`). Any deterministic function of a secret
+ * would be a guessing oracle unless keyed by another secret, and keying it (say, by the masterkey)
+ * would tie the identity to a key that rotates on its own and that every compile path (file reload,
+ * ConfigMap, endpoint changes, workers) would have to know. This stays a pure function of the config:
+ * every worker and replica computes the same value. Comments, formatting and key order do not
+ * change it; endpoints discovered for `service:` paths do not either (they are not config).
+ */
+export function configIdentity(config: UpstreamsConfig): string {
+  const { file: _file, hash: _sourceHash, ...content } = config;
+  return createHash('sha256').update(`${LABEL}\n`).update(canonicalRedacted(content)).digest('hex');
+}
+
+const LABEL = 'tollgate config identity v1';
+
+/**
+ * Fields holding secret values anywhere in the config: basic passwords and password hashes, API key
+ * values, the masterkey. A new config field holding a secret must be added here (the identity test
+ * checks that changing any of these leaves the identity alone).
+ */
+export const SECRET_FIELDS: ReadonlySet<string> = new Set(['password', 'passwordHash', 'key', 'masterkey']);
+
+/** JSON with object keys sorted and secret values replaced, so equal configs give equal bytes. */
+function canonicalRedacted(value: unknown): string {
+  return JSON.stringify(value, function (this: unknown, name, item) {
+    if (SECRET_FIELDS.has(name) && !Array.isArray(this) && item !== null && item !== undefined) {
+      return '[redacted]';
+    }
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) return item;
+    const record = item as Record<string, unknown>;
+    return Object.fromEntries(
+      Object.keys(record)
+        .toSorted()
+        .map((key) => [key, record[key]]),
+    );
+  });
+}
