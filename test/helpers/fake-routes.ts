@@ -26,5 +26,5 @@ export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>
 
 export function fakeTable(routes: Route[], hash = 'test'): RoutingTable {
   const servers = [...new Set(routes.flatMap((route) => route.servers))];
-  return Object.freeze({ hash, routes, servers, match: () => null });
+  return Object.freeze({ hash, sourceHash: hash, routes, servers, match: () => null });
 }

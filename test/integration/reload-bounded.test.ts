@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { appendFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { configIdentityOf } from '../helpers/config-identity.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
 import { startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
@@ -17,7 +17,6 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
  */
 const LIVE_WITHIN_MS = 1_000;
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Every "upstreams.yaml reloaded" line: when (ms since the epoch) and which hash went live. */
@@ -48,7 +47,7 @@ describe('reloads under a busy config directory and bursts of swaps (real proces
     const text = configOf(++version);
     const startedAt = Date.now();
     await volume.update({ 'upstreams.yaml': text });
-    return { hash: sha256(text), startedAt };
+    return { hash: configIdentityOf(text), startedAt };
   };
 
   before(async () => {

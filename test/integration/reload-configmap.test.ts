@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { lstat, readlink } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
+import { configIdentityOf } from '../helpers/config-identity.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
-
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 function config(routes: Record<string, Upstream>): string {
   const hosts = Object.entries(routes).map(
@@ -72,7 +70,7 @@ describe('hot reload from a ConfigMap volume updated by the kubelet (real proces
       assert.equal(await servedBy('app.test'), server.name);
       assert.equal(await servedBy(`v${version - 1}.test`), 'status 404');
       const state = await reloadState(tollgate);
-      assert.deepEqual(state.hashes, [sha256(text)]);
+      assert.deepEqual(state.hashes, [configIdentityOf(text)]);
       assert.deepEqual([state.success, state.failure], [version - 1, 0]);
     }
   });
@@ -91,6 +89,6 @@ describe('hot reload from a ConfigMap volume updated by the kubelet (real proces
     const fixed = config({ 'app.test': a, 'fixed.test': b });
     await volume.update({ 'upstreams.yaml': fixed });
     await waitFor(async () => (await servedBy('fixed.test')) === 'b', 1_000);
-    assert.deepEqual((await reloadState(tollgate)).hashes, [sha256(fixed)]);
+    assert.deepEqual((await reloadState(tollgate)).hashes, [configIdentityOf(fixed)]);
   });
 });

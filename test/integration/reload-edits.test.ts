@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { appendFile, open, rename, truncate, unlink, writeFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { configIdentityOf } from '../helpers/config-identity.ts';
 import { lastReloadSuccess, reloadCount } from '../helpers/reload-metrics.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** upstreams.yaml routing each host (all paths) to one server. */
 function config(routes: Record<string, Upstream>): string {
@@ -83,7 +82,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
   it('publishes the config loaded at start', async () => {
     assert.equal(await servedBy(), 'a');
     const state = await reloadState(tollgate);
-    assert.deepEqual(state.hashes, [sha256(live)]);
+    assert.deepEqual(state.hashes, [configIdentityOf(live)]);
     assert.deepEqual([state.success, state.failure], [0, 0]);
     assert.ok(Math.abs(state.lastSuccess - Date.now() / 1000) < 60);
   });
@@ -98,7 +97,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     await handle.close();
     await waitFor(async () => (await servedBy()) === 'b', 1_000);
     const after = await expectReloads(before, 1, 0);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
     assert.ok(after.lastSuccess >= before.lastSuccess);
   });
 
@@ -110,7 +109,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     await waitFor(async () => (await servedBy('new.test')) === 'a', 1_000);
     assert.equal(await servedBy(), 'c');
     const after = await expectReloads(before, 1, 0);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
   });
 
   it('ends a rapid burst of writes with the last content live', async () => {
@@ -121,10 +120,10 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     }
     live = config({ 'app.test': b, 'final.test': c });
     await writeFile(file, live);
-    await waitFor(async () => (await reloadState(tollgate)).hashes[0] === sha256(live), 3_000);
+    await waitFor(async () => (await reloadState(tollgate)).hashes[0] === configIdentityOf(live), 3_000);
     await sleep(300);
     const state = await reloadState(tollgate);
-    assert.deepEqual(state.hashes, [sha256(live)], 'the last write stays live');
+    assert.deepEqual(state.hashes, [configIdentityOf(live)], 'the last write stays live');
     assert.equal(await servedBy(), 'b');
     assert.equal(await servedBy('final.test'), 'c');
     assert.equal(await servedBy('burst14.test'), 'status 404');
@@ -134,7 +133,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     const before = await reloadState(tollgate);
     await writeFile(file, `${live}  broken.test: [unclosed\n`);
     const after = await expectReloads(before, 0, 1);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
     assert.equal(await servedBy(), 'b');
     assert.equal(await servedBy('final.test'), 'c');
     const problem = tollgate.logs().find((l) => l.level === 'error' && typeof l.line === 'number');
@@ -146,7 +145,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     const invalid = `${config({ 'app.test': a })}        authorisation: {type: basic, creds: "u:p"}\n`;
     await writeFile(file, invalid);
     const after = await expectReloads(before, 0, 1);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
     assert.equal(await servedBy(), 'b', 'the misspelt authorization did not go live without auth');
     const problem = tollgate.logs().find((l) => l.path === 'upstreams.app.test.paths./.authorisation');
     assert.ok(problem, JSON.stringify(tollgate.logs().filter((l) => l.level === 'error')));
@@ -159,7 +158,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     let before = await reloadState(tollgate);
     await unlink(file);
     let after = await expectReloads(before, 0, 1);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
     assert.equal(await servedBy(), 'b');
     assert.ok(tollgate.logs().some((l) => l.reason === 'the file does not exist'));
 
@@ -168,7 +167,7 @@ describe('hot reload of an edited upstreams.yaml (real process)', () => {
     await writeFile(file, live);
     await waitFor(async () => (await servedBy()) === 'a', 1_000);
     after = await expectReloads(before, 1, 0);
-    assert.deepEqual(after.hashes, [sha256(live)]);
+    assert.deepEqual(after.hashes, [configIdentityOf(live)]);
   });
 
   it('keeps serving through a truncation that is not followed by a write', async () => {

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { configIdentityOf } from '../helpers/config-identity.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
 import { startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Bounded on purpose: loopback only, a few clients, a few seconds (the machine is shared). */
@@ -100,7 +99,7 @@ describe('config swaps under steady load (real process)', () => {
           const ready = (await (await fetch(`${tollgate.adminUrl}/readyz`)).json()) as {
             config_hash?: string;
           };
-          return ready.config_hash === sha256(text);
+          return ready.config_hash === configIdentityOf(text);
         }, 2_000);
         confirmed = version;
       }

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { configIdentityOf } from '../helpers/config-identity.ts';
 import { testScope } from '../helpers/scope.ts';
 import { request, waitFor } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
@@ -61,7 +61,7 @@ describe('workers: 2 behave as one Tollgate (the real process)', () => {
 
     // Replaced the way an editor or the kubelet does: a new file renamed over the old one.
     const text = upstreamsFor(after);
-    const newHash = createHash('sha256').update(text).digest('hex');
+    const newHash = configIdentityOf(text);
     const staging = join(tollgate.dir, 'upstreams.yaml.new');
     await writeFile(staging, text);
     await rename(staging, join(tollgate.dir, 'upstreams.yaml'));

@@ -72,6 +72,7 @@ describe('pinning and rewriting', () => {
   test('known ids are computed once per table', () => {
     const table: RoutingTable = Object.freeze({
       hash: 'x',
+      sourceHash: 'x',
       routes: [ab],
       servers: [a, b, c, d] as UpstreamServer[],
       match: () => null,
