@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { type InProcessTollgate, request, startInProcess } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -42,12 +42,12 @@ describe('a global authorization overrides every per-path one, on every host and
 
   for (const global of GLOBALS) {
     describe(`global ${global.type}`, () => {
-      let tollgate: Tollgate;
+      let tollgate: InProcessTollgate;
       let good: Record<string, string>;
 
       before(async () => {
         const servers = [upstream.address];
-        tollgate = await startTollgate({
+        tollgate = await startInProcess({
           main: { masterkey: MASTERKEY },
           upstreams: {
             authorization: global.policy,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { type InProcessTollgate, request, startInProcess } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -35,12 +35,12 @@ const statusesOf = (answer: string) =>
 
 describe('no unauthenticated request reaches a protected path', () => {
   let app: Upstream;
-  let tollgate: Tollgate;
+  let tollgate: InProcessTollgate;
 
   before(async () => {
     app = await startUpstream({ name: 'app' });
     const basic = { type: 'basic', creds: 'admin:s3cret-pw' };
-    tollgate = await startTollgate({
+    tollgate = await startInProcess({
       upstreams: {
         upstreams: {
           [HOST]: {

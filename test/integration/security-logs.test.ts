@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { type InProcessTollgate, request, startInProcess, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -14,12 +14,12 @@ const MASTERKEY = 'security-logs-masterkey';
 
 describe('tokens in the query never reach the logs', () => {
   let app: Upstream;
-  let tollgate: Tollgate;
+  let tollgate: InProcessTollgate;
   let token = '';
 
   before(async () => {
     app = await startUpstream({ name: 'app' });
-    tollgate = await startTollgate({
+    tollgate = await startInProcess({
       main: { masterkey: MASTERKEY },
       upstreams: {
         upstreams: {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { hasOpenssl, type SelfSigned, selfSigned } from '../helpers/certs.ts';
-import { freePort, request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { freePort, type InProcessTollgate, request, startInProcess } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const METHODS = [
@@ -42,11 +42,11 @@ function httpsRequest(
 
 describe('to_https redirects (per path, https_port 443, trusted proxy)', () => {
   let upstream: Upstream;
-  let tollgate: Tollgate;
+  let tollgate: InProcessTollgate;
 
   before(async () => {
     upstream = await startUpstream();
-    tollgate = await startTollgate({
+    tollgate = await startInProcess({
       main: { trusted_proxies: ['127.0.0.1/32'] },
       upstreams: {
         upstreams: {
@@ -108,7 +108,7 @@ describe('to_https with a TLS listener, https_port and global to_https', {
   skip: hasOpenssl() ? false : 'no openssl',
 }, () => {
   let upstream: Upstream;
-  let tollgate: Tollgate;
+  let tollgate: InProcessTollgate;
   let tlsPort: number;
   let cert: SelfSigned;
   let certDir: string;
@@ -120,7 +120,7 @@ describe('to_https with a TLS listener, https_port and global to_https', {
     await writeFile(join(certDir, 'tls.crt'), cert.cert);
     await writeFile(join(certDir, 'tls.key'), cert.key);
     tlsPort = await freePort();
-    tollgate = await startTollgate({
+    tollgate = await startInProcess({
       main: {
         proxy_address_tls: `127.0.0.1:${tlsPort}`,
         tls_certificate: join(certDir, 'tls.crt'),
