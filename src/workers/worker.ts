@@ -39,10 +39,11 @@ function nextMessage<T extends PrimaryMessage['tollgate']>(
 }
 
 /**
- * One worker process (docs/workers.md): it reads no config file and watches nothing. The primary
- * sends main.yaml's settings and the validated upstreams config; the worker compiles, serves the
- * proxy listener(s), swaps to each config the primary sends and says so, and answers the primary's
- * requests for its metrics. Resolves with the exit code.
+ * One worker process (docs/workers.md): it reads no config file and asks no API. The primary sends
+ * main.yaml's settings, then each validated config (upstreams, masterkey, Service endpoints); the
+ * worker compiles it, swaps and says so, serves the proxy listener(s), and answers the primary's
+ * requests for its metrics. It watches only what its own requests read (TLS certificate, revoked
+ * tokens). Resolves with the exit code.
  */
 export async function runWorker(): Promise<number> {
   // Metrics requests can come before the start message is handled; answer them from the first moment.
