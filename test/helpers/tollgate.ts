@@ -75,7 +75,10 @@ export interface TollgateOptions {
   upstreamsPath?: string;
   /** Wait for /readyz 200 (default true). */
   waitReady?: boolean;
-  /** How long to wait for readiness (default 10 s; several processes start slower on a busy machine). */
+  /**
+   * Upper bound on the wait for readiness (default 30 s): starting Node takes seconds when the test
+   * machine is busy, and the wait ends as soon as the process is ready or has exited.
+   */
   readyTimeoutMs?: number;
   args?: string[];
 }
@@ -259,7 +262,7 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     try {
       await waitFor(
         async () => saidReady() && (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
-        options.readyTimeoutMs ?? 10_000,
+        options.readyTimeoutMs ?? 30_000,
         () => (child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null),
       );
     } catch (error) {
