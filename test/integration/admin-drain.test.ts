@@ -10,6 +10,8 @@ describe('admin /drain', () => {
   let tollgate: Tollgate;
   before(async () => {
     tollgate = await startTollgate({
+      // Start-up is sub-second; the margin is for a machine under heavy parallel load.
+      readyTimeoutMs: 30_000,
       upstreams: { upstreams: { DEFAULT: { paths: { '/': { servers: ['127.0.0.1:9'] } } } } },
     });
   });

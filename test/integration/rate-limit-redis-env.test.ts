@@ -55,6 +55,8 @@ describe('TOLLGATE_RATE_LIMIT_REDIS in a running proxy', {
     redis = await startRedis();
     upstream = await startUpstream();
     tollgate = await startTollgate({
+      // Start-up is sub-second; the margin is for a machine under heavy parallel load.
+      readyTimeoutMs: 30_000,
       // main.yaml names no Redis at all: the env variable alone turns shared counters on.
       main: { access_log: false },
       env: { [RATE_LIMIT_REDIS_ENV]: redis.url },
