@@ -227,3 +227,44 @@ describe('kustomize overlay: sidecar (the sidecar component)', () => {
     }
   });
 });
+
+describe('kustomize: no credential in a ConfigMap', () => {
+  /** Keys of upstreams.yaml / main.yaml that carry a secret value (not a file path). */
+  const SECRET_KEYS = new Set([
+    'creds',
+    'data',
+    'password',
+    'password_hash',
+    'keys',
+    'key',
+    'masterkey',
+    'master_key',
+  ]);
+  const secretKeysIn = (value: unknown, path: string, found: string[]) => {
+    if (Array.isArray(value)) value.forEach((item, i) => secretKeysIn(item, `${path}[${i}]`, found));
+    else if (value && typeof value === 'object') {
+      for (const [key, child] of Object.entries(value)) {
+        if (SECRET_KEYS.has(key)) found.push(`${path}.${key}`);
+        secretKeysIn(child, `${path}.${key}`, found);
+      }
+    }
+    return found;
+  };
+
+  test('the check finds a planted credential', () => {
+    assert.deepEqual(secretKeysIn(parseYaml('a:\n  authorization: {type: basic, creds: "u:p"}\n'), '', []), [
+      '.a.authorization.creds',
+    ]);
+  });
+
+  for (const overlay of ['ingress', 'sidecar']) {
+    test(`${overlay}: every ConfigMap file is free of credentials (the masterkey comes from a Secret)`, async () => {
+      const manifests = await kustomize(join(KUSTOMIZE, 'overlays', overlay));
+      for (const configMap of findAll(manifests, 'ConfigMap')) {
+        for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) {
+          assert.deepEqual(secretKeysIn(parseYaml(text), '', []), [], `${configMap.metadata.name} ${file}`);
+        }
+      }
+    });
+  }
+});
