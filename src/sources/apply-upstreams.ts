@@ -30,6 +30,8 @@ export interface UpstreamsApplierOptions {
    * the current endpoints (docs/kubernetes.md). Defaults to compileRoutingTable alone.
    */
   compile?: (config: UpstreamsConfig) => RoutingTable;
+  /** The content loaded at start, when known: what reapply() applies until a reload replaces it. */
+  live?: FileSnapshot;
   /** Called after a new table went live (the runtime's own onTableSwap listeners have run). */
   onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
 }
@@ -43,7 +45,13 @@ export interface UpstreamsApplier {
    * `origin` names where the text came from in every message (default: the upstreams_conf path;
    * a ConfigMap read through the API names itself, docs/kubernetes.md).
    */
-  apply(snapshot: FileSnapshot, trigger?: string, origin?: string): ReloadOutcome;
+  apply(snapshot: FileSnapshot, trigger?: string, origin?: string, metricName?: string): ReloadOutcome;
+  /**
+   * Applies the live content again (same origin), so what it names and is read while validating and
+   * compiling (a `jwks_file`) is read anew; counted under `metricName`, the file that changed. Null
+   * when the live content is unknown (nothing applied since a start that did not say what it loaded).
+   */
+  reapply(trigger: string, metricName: string): ReloadOutcome | null;
 }
 
 /** Exposes which upstreams.yaml is live: tollgate_config_info{hash} (and the success timestamp). */
@@ -70,14 +78,17 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
   const compile = options.compile ?? compileRoutingTable;
   const logger = options.logger ?? runtime.logger;
   const upstreamsFile = runtime.main.upstreamsConf;
+  let live: { snapshot: FileSnapshot; origin: string } | null =
+    options.live?.kind === 'content' ? { snapshot: options.live, origin: upstreamsFile } : null;
 
   const reject = (
+    metric: string,
     file: string,
     reason: 'unavailable' | 'invalid',
     messages: string[],
     details: Record<string, unknown>,
   ): ReloadOutcome => {
-    recordReload(UPSTREAMS_METRIC_NAME, 'failure');
+    recordReload(metric, 'failure');
     logger.error(
       { file, live_hash: runtime.table().hash, ...details },
       `upstreams.yaml not reloaded; the previous config keeps serving`,
@@ -93,49 +104,55 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
     return issues.map(formatIssue);
   };
 
-  return {
-    apply(snapshot, trigger = 'manual', file = upstreamsFile) {
-      if (snapshot.kind === 'unavailable') {
-        return reject(file, 'unavailable', [`${file}: ${snapshot.reason}`], {
-          trigger,
-          reason: snapshot.reason,
-        });
-      }
-      const parsed = parseUpstreamsConfig(snapshot.text, file);
-      const issues = parsed.ok ? checkConsistency(runtime.main, parsed.value) : parsed.issues;
-      if (!parsed.ok || issues.length > 0) {
-        const messages = logIssues(issues);
-        // No hash of the rejected file: a hash of a file holding passwords can be guessed at.
-        return reject(file, 'invalid', messages, { trigger, problems: issues.length });
-      }
-      const config = parsed.value;
-      config.file = resolve(file);
-      const table = compile(config);
-      try {
-        beforeSwap?.(config);
-      } catch (error) {
-        const message = `${file}: ${(error as Error).message}`;
-        logger.error({ file }, message);
-        return reject(file, 'invalid', [message], { trigger, problems: 1 });
-      }
+  const apply = (snapshot: FileSnapshot, trigger: string, file: string, metric: string): ReloadOutcome => {
+    if (snapshot.kind === 'unavailable') {
+      return reject(metric, file, 'unavailable', [`${file}: ${snapshot.reason}`], {
+        trigger,
+        reason: snapshot.reason,
+      });
+    }
+    const parsed = parseUpstreamsConfig(snapshot.text, file);
+    const issues = parsed.ok ? checkConsistency(runtime.main, parsed.value) : parsed.issues;
+    if (!parsed.ok || issues.length > 0) {
+      const messages = logIssues(issues);
+      // No hash of the rejected file: a hash of a file holding passwords can be guessed at.
+      return reject(metric, file, 'invalid', messages, { trigger, problems: issues.length });
+    }
+    const config = parsed.value;
+    config.file = resolve(file);
+    const table = compile(config);
+    try {
+      beforeSwap?.(config);
+    } catch (error) {
+      const message = `${file}: ${(error as Error).message}`;
+      logger.error({ file }, message);
+      return reject(metric, file, 'invalid', [message], { trigger, problems: 1 });
+    }
 
-      const previous = runtime.table();
-      runtime.swapTable(table);
-      recordReload(UPSTREAMS_METRIC_NAME, 'success');
-      recordLiveConfig(table.hash);
-      logger.info(
-        {
-          file,
-          trigger,
-          hash: table.hash,
-          previous_hash: previous.hash,
-          routes: table.routes.length,
-          servers: table.servers.length,
-        },
-        'upstreams.yaml reloaded',
-      );
-      onReloaded?.(table, config);
-      return { ok: true, hash: table.hash };
-    },
+    const previous = runtime.table();
+    runtime.swapTable(table);
+    live = { snapshot, origin: file };
+    recordReload(metric, 'success');
+    recordLiveConfig(table.hash);
+    logger.info(
+      {
+        file,
+        trigger,
+        hash: table.hash,
+        previous_hash: previous.hash,
+        routes: table.routes.length,
+        servers: table.servers.length,
+      },
+      'upstreams.yaml reloaded',
+    );
+    onReloaded?.(table, config);
+    return { ok: true, hash: table.hash };
+  };
+
+  return {
+    apply: (snapshot, trigger = 'manual', origin = upstreamsFile, metricName = UPSTREAMS_METRIC_NAME) =>
+      apply(snapshot, trigger, origin, metricName),
+    reapply: (trigger, metricName) =>
+      live === null ? null : apply(live.snapshot, trigger, live.origin, metricName),
   };
 }

@@ -64,6 +64,8 @@ export interface FileWatcher {
    */
   watchFile<T>(path: string, options: WatchFileOptions<T>): Promise<void>;
   watchFiles<T>(options: WatchFilesOptions<T>): Promise<void>;
+  /** Stops reporting changes for the entry of that name (the files a config names can change). */
+  unwatch(name: string): void;
   /** Checks every file now, e.g. on SIGHUP. */
   trigger(reason: string): void;
   /** Resolves once no check is pending or running. */
@@ -160,8 +162,9 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
   let closed = false;
 
   const checkAll = async (why: string) => {
-    for (const watched of entries) {
+    for (const watched of [...entries]) {
       if (closed) return;
+      if (!entries.includes(watched)) continue; // unwatched during this check
       const snapshots = await Promise.all(watched.entry.paths.map(readSnapshot));
       const key = stateKey(snapshots);
       if (key === watched.lastState) {
@@ -345,6 +348,10 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
   return {
     watch: watchEntry,
     watchFiles,
+    unwatch(name) {
+      // The directories stay watched: an event naming a file no longer watched costs one check.
+      for (let i = entries.length - 1; i >= 0; i--) if (entries[i]?.entry.name === name) entries.splice(i, 1);
+    },
     watchFile: (path, { name, parse, apply }) =>
       watchFiles({ name, paths: [path], parse: ([text]) => parse(text as string), apply }),
     trigger: (reason) => scheduler.checkNow(reason),

@@ -1,5 +1,6 @@
 import { configReloadsTotal } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
+import type { RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';
 import {
   createUpstreamsApplier,
@@ -14,11 +15,23 @@ import {
   type FileWatcher,
   type FileWatcherOptions,
   readSnapshot,
+  recordLoadedAtStart,
 } from './files.ts';
 import { type MasterkeySource, watchMasterkeyFile } from './masterkey.ts';
 import type { TlsContextProvider } from './tls-certificate.ts';
 
 export const MAIN_METRIC_NAME = 'main.yaml';
+/** The `file` label for the key set files external issuers name (`jwks_file`). */
+export const JWKS_METRIC_NAME = 'jwks_file';
+
+/** Every `jwks_file` the live routes' policies name, each once. */
+export function jwksFilesOf(table: RoutingTable): string[] {
+  const files = new Set<string>();
+  for (const route of table.routes) {
+    for (const issuer of route.auth?.jwt?.external ?? []) if (issuer.jwksFile) files.add(issuer.jwksFile);
+  }
+  return [...files].sort();
+}
 
 /**
  * main.yaml holds listeners, timeouts and secrets that are bound at start; applying part of it live
@@ -80,9 +93,16 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
   const { runtime, masterkeys, tls } = options;
   const logger = options.logger ?? runtime.logger;
   const files = await createFileWatcher({ ...options, logger });
+  // The file's content stands for what was loaded at start when it hashes the same.
+  const upstreamsAtStart =
+    options.watchUpstreamsFile === false ? null : await readSnapshot(runtime.main.upstreamsConf);
   const upstreams = createUpstreamsApplier({
     runtime,
     logger,
+    live:
+      upstreamsAtStart?.kind === 'content' && upstreamsAtStart.hash === runtime.table().sourceHash
+        ? upstreamsAtStart
+        : undefined,
     beforeSwap: (next) => masterkeys.reload(next),
     onReloaded: options.onUpstreamsReloaded,
     compile: options.compileUpstreams,
@@ -113,6 +133,7 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
     });
     await watchMasterkeyFile(files, masterkeys);
     await tls?.watch(files);
+    await watchJwksFiles(files, runtime, upstreams, logger);
   } catch (error) {
     await files.close();
     throw error;
@@ -124,4 +145,44 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
     settled: () => files.settled(),
     close: () => files.close(),
   };
+}
+
+/**
+ * The key set files external issuers name are read when upstreams.yaml is validated and compiled, so
+ * a change to one alone applies the live upstreams.yaml again: the new keys are checked (a broken
+ * set is refused, the old keys keep verifying) and the policies rebuilt with them. Which files are
+ * watched follows the live routes.
+ */
+async function watchJwksFiles(
+  files: FileWatcher,
+  runtime: Runtime,
+  upstreams: UpstreamsApplier,
+  logger: Logger,
+): Promise<void> {
+  let watched = '';
+  let updating: Promise<void> = Promise.resolve();
+  const follow = async () => {
+    const paths = jwksFilesOf(runtime.table());
+    if (paths.join('\n') === watched) return;
+    watched = paths.join('\n');
+    files.unwatch(JWKS_METRIC_NAME);
+    if (paths.length === 0) return;
+    recordLoadedAtStart(JWKS_METRIC_NAME);
+    await files.watch({
+      name: JWKS_METRIC_NAME,
+      paths,
+      onChange: (_snapshots, trigger) => {
+        const outcome = upstreams.reapply(`jwks_file changed (${trigger})`, JWKS_METRIC_NAME);
+        if (outcome === null) {
+          logger.warn({ paths }, 'a jwks_file changed; it applies with the next upstreams.yaml change');
+        }
+      },
+    });
+  };
+  await follow();
+  runtime.onTableSwap(() => {
+    updating = updating.then(follow).catch((error: unknown) => {
+      logger.error({ err: error }, 'following the jwks_file list failed');
+    });
+  });
 }
