@@ -10,7 +10,10 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 /** A keep-alive TLS connection to the proxy that can send several requests in turn. */
 async function connect(port: number): Promise<tls.TLSSocket> {
   const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, servername: 'app.test' });
+  // A handshake that never completes fails the test instead of hanging it (once() rejects on 'error').
+  socket.setTimeout(10_000, () => socket.destroy(new Error('TLS handshake timed out')));
   await once(socket, 'secureConnect');
+  socket.setTimeout(0);
   return socket;
 }
 
@@ -53,15 +56,16 @@ describe('TLS listener: certificate replaced on disk', { skip: hasOpenssl() ? fa
     second = selfSigned('app.test');
     volume = new SecretVolume({ 'tls.crt': first.cert, 'tls.key': first.key });
     upstream = await startUpstream();
-    tlsPort = await freePort();
+    // Port 0: the process binds a free port and reports it (a port chosen here could be taken).
     tollgate = await startTollgate({
       main: {
-        proxy_address_tls: `127.0.0.1:${tlsPort}`,
+        proxy_address_tls: '127.0.0.1:0',
         tls_certificate: volume.path('tls.crt'),
         tls_key_file: volume.path('tls.key'),
       },
       upstreams: { upstreams: { 'app.test': { paths: { '/': { servers: [upstream.address] } } } } },
     });
+    tlsPort = tollgate.tlsPort as number;
   });
   after(async () => {
     await tollgate.stop();
