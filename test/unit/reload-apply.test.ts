@@ -211,8 +211,9 @@ describe('createUpstreamsApplier: reapply', () => {
     const text = routesTo('10.0.0.1:80');
     const before = runtime.table();
     const applier = createUpstreamsApplier({ runtime, live: content(text) });
-    assert.deepEqual(applier.reapply('jwks_file changed', 'jwks_file'), { ok: true, hash: sha256Hex(text) });
+    assert.deepEqual(applier.reapply('jwks_file changed', 'jwks_file'), { ok: true, hash: before.hash });
     assert.notEqual(runtime.table(), before, 'a fresh table, so policies are rebuilt');
+    assert.equal(runtime.table().sourceHash, sha256Hex(text));
     assert.deepEqual(await reloads('jwks_file'), { success: 1, failure: 0 });
     assert.deepEqual(await reloads(), { success: 0, failure: 0 });
     assert.equal(lines.find((l) => l.msg === 'upstreams.yaml reloaded')?.trigger, 'jwks_file changed');
@@ -220,7 +221,10 @@ describe('createUpstreamsApplier: reapply', () => {
     // After a reload, the reloaded content is what reapply applies.
     const next = routesTo('10.0.0.7:80');
     assert.equal(applier.apply(content(next), 'fs.watch').ok, true);
-    assert.deepEqual(applier.reapply('again', 'jwks_file'), { ok: true, hash: sha256Hex(next) });
+    const reloaded = runtime.table();
+    assert.deepEqual(applier.reapply('again', 'jwks_file'), { ok: true, hash: reloaded.hash });
+    assert.notEqual(runtime.table(), reloaded);
+    assert.equal(runtime.table().sourceHash, sha256Hex(next));
     assert.equal(serverOf(runtime), '10.0.0.7:80');
   });
 });
