@@ -241,8 +241,9 @@ describe('kustomize: no credential in a ConfigMap', () => {
     'master_key',
   ]);
   const secretKeysIn = (value: unknown, path: string, found: string[]) => {
-    if (Array.isArray(value)) value.forEach((item, i) => secretKeysIn(item, `${path}[${i}]`, found));
-    else if (value && typeof value === 'object') {
+    if (Array.isArray(value)) {
+      for (const [i, item] of value.entries()) secretKeysIn(item, `${path}[${i}]`, found);
+    } else if (value && typeof value === 'object') {
       for (const [key, child] of Object.entries(value)) {
         if (SECRET_KEYS.has(key)) found.push(`${path}.${key}`);
         secretKeysIn(child, `${path}.${key}`, found);
