@@ -32,6 +32,7 @@ describe('canonical hosts: the real process routes every spelling of a host to i
           DEFAULT: { paths: { '/': { servers: [open.address] } } },
         },
       },
+      readyTimeoutMs: 30_000,
     });
   });
 
