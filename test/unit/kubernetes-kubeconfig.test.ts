@@ -76,6 +76,15 @@ test('in-cluster: service-account CA, token and namespace; a rotated token is re
   const connection = connectKube({ env: process.env, inClusterRoot: root });
   assert.equal(connection.origin, 'in-cluster service account');
   assert.equal(connection.namespace, 'tenant-a');
+  // In a pod the service account wins over $KUBECONFIG; only main.yaml's kubeconfig overrides it.
+  const stray = api.writeKubeconfig(mkdtempSync(join(dir, 'stray-')), 'from-env');
+  const withEnv = connectKube({ env: { ...process.env, KUBECONFIG: stray }, inClusterRoot: root });
+  assert.equal(withEnv.origin, 'in-cluster service account');
+  assert.equal(withEnv.namespace, 'tenant-a');
+  assert.equal(
+    connectKube({ kubeconfig: stray, env: process.env, inClusterRoot: root }).namespace,
+    'from-env',
+  );
 
   api.apply(
     endpointSlice({

@@ -28,8 +28,10 @@ export interface KubeConnectionOptions {
 }
 
 /**
- * Finds credentials the way kubectl and client-go do: an explicit kubeconfig wins, then
- * `$KUBECONFIG`, then the pod's service account, then `~/.kube/config`.
+ * Finds credentials: an explicit kubeconfig (main.yaml) wins, then the pod's own service account,
+ * then `$KUBECONFIG`, then `~/.kube/config`. In a pod the service account comes before `$KUBECONFIG`
+ * so that an image or a shell profile that happens to set it cannot point a deployed proxy at
+ * another cluster; the explicit key is the way to do that on purpose (docs/kubernetes.md).
  *
  * In-cluster, the client library's token-file authenticator re-reads the projected token at most a
  * minute after the kubelet rotates it (the kubelet rotates at 80% of the token's life, and the old
@@ -44,7 +46,12 @@ export function connectKube(options: KubeConnectionOptions = {}): KubeConnection
   const kubeconfigFiles = options.kubeconfig
     ? [options.kubeconfig]
     : (env.KUBECONFIG ?? '').split(':').filter((file) => file !== '');
-  if (kubeconfigFiles.length > 0) {
+  const podAccount = env.KUBERNETES_SERVICE_HOST && existsSync(`${root}${SERVICE_ACCOUNT_DIR}/token`);
+  if (!options.kubeconfig && podAccount) {
+    kubeConfig.loadFromCluster(root);
+    origin = 'in-cluster service account';
+    inCluster = true;
+  } else if (kubeconfigFiles.length > 0) {
     for (const file of kubeconfigFiles) {
       if (!existsSync(file)) throw new Error(`kubeconfig ${file} does not exist`);
     }
@@ -57,10 +64,6 @@ export function connectKube(options: KubeConnectionOptions = {}): KubeConnection
     origin = options.kubeconfig
       ? `kubeconfig ${options.kubeconfig}`
       : `$KUBECONFIG (${kubeconfigFiles.join(':')})`;
-  } else if (env.KUBERNETES_SERVICE_HOST && existsSync(`${root}${SERVICE_ACCOUNT_DIR}/token`)) {
-    kubeConfig.loadFromCluster(root);
-    origin = 'in-cluster service account';
-    inCluster = true;
   } else if (existsSync(join(homedir(), '.kube', 'config'))) {
     kubeConfig.loadFromFile(join(homedir(), '.kube', 'config'));
     origin = 'kubeconfig ~/.kube/config';
