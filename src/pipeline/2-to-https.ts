@@ -25,10 +25,7 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
  * IPv6 literal gets its brackets back. The path is the normalised path, so the redirect never
  * points at something the proxy would refuse; the query is kept byte for byte.
  */
-function httpsLocation(
-  request: Pick<ProxyRequest, 'host' | 'path' | 'query'>,
-  portSuffix: string,
-): string {
+function httpsLocation(request: Pick<ProxyRequest, 'host' | 'path' | 'query'>, portSuffix: string): string {
   const host = request.host.includes(':') ? `[${request.host}]` : request.host;
   const query = request.query === '' ? '' : `?${request.query}`;
   return `https://${host}${portSuffix}${request.path}${query}`;
