@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { type InProcessTollgate, request, startInProcess } from '../helpers/tollgate.ts';
+import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -35,12 +35,12 @@ const statusesOf = (answer: string) =>
 
 describe('no unauthenticated request reaches a protected path', () => {
   let app: Upstream;
-  let tollgate: InProcessTollgate;
+  let tollgate: Tollgate;
 
   before(async () => {
     app = await startUpstream({ name: 'app' });
     const basic = { type: 'basic', creds: 'admin:s3cret-pw' };
-    tollgate = await startInProcess({
+    tollgate = await startTollgate({
       upstreams: {
         upstreams: {
           [HOST]: {
