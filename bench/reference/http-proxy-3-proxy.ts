@@ -1,6 +1,6 @@
 /**
- * Reference target `http-proxy-3`: the smallest proxy built with http-proxy-3 (issue 2: "an
- * http-proxy-3 proxy reaches about 0.29 × nginx"), with a keep-alive agent to the upstream (its
+ * Reference target `http-proxy-3`: the smallest proxy built with http-proxy-3 (the other Node
+ * calibration point in docs/benchmark.md), with a keep-alive agent to the upstream (its
  * default would open a connection per request) and `xfwd` on so that it sets X-Forwarded-* like the
  * other targets.
  *

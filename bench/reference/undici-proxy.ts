@@ -1,6 +1,6 @@
 /**
- * Reference target `undici-minimal`: the kind of hand-written ~20-line undici reverse proxy issue 2
- * calibrates against ("a hand-written undici one reaches about 0.5 × nginx"). It does the same job per
+ * Reference target `undici-minimal`: the kind of hand-written ~20-line undici reverse proxy that a
+ * Node proxy's throughput is judged against (docs/benchmark.md). It does the same job per
  * request as nginx and Tollgate in the bench — forwards method, path and headers, adds X-Forwarded-*,
  * drops hop-by-hop headers both ways, streams both bodies — and nothing more: no routing table, no
  * stages, no metrics, no logging. Measured in the same run, it shows what a Node proxy can reach

@@ -2,7 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 
 /**
  * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
- * together (BEHAVIOUR.md §8). Labels come from config keys (route = host key + path key), never from
+ * together (docs/observability.md). Labels come from config keys (route = host key + path key), never from
  * raw request values, so cardinality is bounded by the config.
  */
 export const registry = new Registry();

@@ -10,7 +10,7 @@ import { type ErrorCode, sendError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { parseTokenRequest } from './token-request.ts';
 
-/** BEHAVIOUR.md §6: bodies over this are answered 413. */
+/** Bodies over this are answered 413 (docs/tokens.md). */
 export const MAX_BODY_BYTES = 16 * 1024;
 
 export interface TokenApiDeps {
@@ -80,7 +80,7 @@ export function createTokenApiServer(deps: TokenApiDeps): http.Server {
         { 'retry-after': Math.max(1, Math.ceil(msBeforeNext / 1000)) },
         'too many wrong master keys',
       );
-    // Early check, so a blocked client is told 429 before it sends a body (the BEHAVIOUR order).
+    // Early check, so a blocked client is told 429 before it sends a body (the order in docs/tokens.md).
     const blocked = await wrongKeys.get(client);
     if (blocked !== null && blocked.remainingPoints <= 0) return tooManyGuesses(blocked.msBeforeNext);
     const allBlocked = await allWrongKeys.get(EVERYONE);

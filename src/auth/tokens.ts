@@ -4,7 +4,7 @@ import { type Clock, systemClock } from './clock.ts';
 import { formatScopeEntry, isWellFormedUnicode, parseScope, type ScopeEntry } from './scope.ts';
 
 /**
- * Issuing and verifying Tollgate JWTs (BEHAVIOUR.md §6): JWS compact, HS256 only, signed with a key
+ * Issuing and verifying Tollgate JWTs (docs/tokens.md): JWS compact, HS256 only, signed with a key
  * derived from the masterkey, so every replica holding the same masterkey accepts every other's tokens
  * and a leaked token never exposes the masterkey itself.
  */

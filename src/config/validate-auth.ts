@@ -10,7 +10,7 @@ const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys', ...JWT_ONLY_KEYS] a
 const USER_KEYS = ['username', 'password', 'password_hash'] as const;
 const API_KEY_KEYS = ['name', 'key'] as const;
 
-/** `api` is the seed spec's other spelling of `apikey`. */
+/** `api` is another spelling of `apikey`, as configs written for Aralez use it (docs/configuration.md). */
 const METHODS: Readonly<Record<string, AuthMethod>> = {
   basic: 'basic',
   apikey: 'apikey',

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-/** Every status of BEHAVIOUR.md §6, from the real process's config_address listener. */
+/** Every status of the token API (docs/tokens.md), from the real process's config_address listener. */
 const MASTERKEY = 'token-api-masterkey-2c';
 const JSON_TYPE = { 'content-type': 'application/json' };
 

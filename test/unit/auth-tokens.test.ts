@@ -50,7 +50,7 @@ const claims = (overrides: Record<string, unknown> = {}) => ({
   ...overrides,
 });
 
-test('an issued token carries the claims of BEHAVIOUR §6 and is HS256 with typ JWT', async () => {
+test('an issued token carries the documented claims and is HS256 with typ JWT', async () => {
   const issued = await goodToken({ owner: 'alice', validMinutes: 5 });
   assert.deepEqual(decodeProtectedHeader(issued.token), { alg: 'HS256', typ: 'JWT' });
   const payload = decodeJwt(issued.token);

@@ -82,6 +82,25 @@ describe('docs agree with the code', () => {
     assert.deepEqual(broken, []);
   });
 
+  it('code and docs cite docs/ pages, never issue numbers or files outside the repository', () => {
+    // Built from parts so that this file does not match itself.
+    const citation = new RegExp(
+      ['BEHAV' + 'IOUR', '[Ii]ss' + 'ue [0-9]', 'se' + 'ed (§|spec)', '\\.\\./sha' + 'red/'].join('|'),
+    );
+    const offenders: string[] = [];
+    const scan = (dir: string) => {
+      for (const file of readdirSync(join(ROOT, dir), { recursive: true }) as string[]) {
+        if (!/\.(ts|md|ya?ml|sh|tpl|json)$/.test(file) || file.includes('node_modules')) continue;
+        const lines = read(join(dir, file)).split('\n');
+        for (const [i, line] of lines.entries()) {
+          if (citation.test(line)) offenders.push(`${dir}/${file}:${i + 1}: ${line.trim()}`);
+        }
+      }
+    };
+    for (const dir of ['src', 'test', 'bench', 'scripts', 'deploy', 'docs', 'examples']) scan(dir);
+    assert.deepEqual(offenders, []);
+  });
+
   it('the README stays short: what Tollgate is, the two commands, a minimal config and links', () => {
     const lines = read('README.md').split('\n').length;
     assert.ok(lines < 200, `README.md has ${lines} lines; move detail into docs/`);
