@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { rememberMasterkeyPosition, resolveMasterkey } from './masterkey.ts';
+import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 import { validateMain } from './validate-main.ts';
 import { validateUpstreams } from './validate-upstreams.ts';
@@ -142,15 +143,6 @@ async function readAndParseUpstreams(file: string, shown = file): Promise<Loaded
   return parseUpstreamsConfig(text.value, shown);
 }
 
-const READ_ERRORS: Readonly<Record<string, string>> = {
-  ENOENT: 'no such file',
-  EACCES: 'permission denied',
-  EPERM: 'permission denied',
-  EISDIR: 'it is a directory',
-  ENOTDIR: 'a parent is not a directory',
-  ELOOP: 'too many symbolic links',
-};
-
 type FileText = { ok: true; value: string } | { ok: false; issues: ConfigIssue[]; unreadable?: string };
 
 /**
@@ -162,8 +154,7 @@ async function readConfigFile(file: string, shown: string): Promise<FileText> {
   try {
     bytes = await readFile(file);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? '';
-    const reason = READ_ERRORS[code] ?? (error as Error).message;
+    const reason = readErrorReason(error);
     return {
       ok: false,
       issues: [{ file: shown, line: 0, column: 0, path: '', message: `cannot read ${shown}: ${reason}` }],

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 
 /**
@@ -39,15 +40,6 @@ export function rememberMasterkeyPosition(config: object, key: MasterkeyKey, at:
 /** An empty value is treated as unset: an empty masterkey would let anyone mint tokens. */
 const present = (value: string | null | undefined): value is string =>
   typeof value === 'string' && value !== '';
-
-const READ_ERRORS: Readonly<Record<string, string>> = {
-  ENOENT: 'no such file',
-  EACCES: 'permission denied',
-  EPERM: 'permission denied',
-  EISDIR: 'it is a directory',
-  ENOTDIR: 'a parent is not a directory',
-  ELOOP: 'too many symbolic links',
-};
 
 /**
  * The key a masterkey_file holds, or null when it holds none: one trailing newline (as `echo` and
@@ -109,8 +101,7 @@ export function resolveMasterkey(
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? '';
-    const reason = READ_ERRORS[code] ?? (error as Error).message;
+    const reason = readErrorReason(error);
     return issueAt(main, 'masterkey_file', 'main.yaml', `cannot read ${path}: ${reason}`);
   }
   const fileKey = keyFromMasterkeyFileText(text);

@@ -10,7 +10,8 @@ function tollgate(...args: string[]) {
   const result = spawnSync(process.execPath, [MAIN_JS, ...args], {
     encoding: 'utf8',
     env: { ...process.env, TOLLGATE_CONFIG: '' },
-    timeout: 15_000,
+    // Generous: a loaded machine starts node slowly, and a kill here would read as a wrong answer.
+    timeout: 60_000,
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
