@@ -46,13 +46,15 @@ export function createMainChangeNotice(
   configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' }, 0);
   return (snapshot) => {
     if (snapshot.kind === 'content' && snapshot.hash === runningHash) {
-      logger.info({ file, hash: snapshot.hash }, 'main.yaml is back to the content tollgate is running with');
+      // No hash of main.yaml in logs: it may hold the masterkey or a Redis password, and a hash of
+      // the file lets them be guessed offline (docs/configuration.md, "Config identity").
+      logger.info({ file }, 'main.yaml is back to the content tollgate is running with');
       return;
     }
     if (snapshot.kind === 'content')
       configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' });
     logger.warn(
-      { file, hash: snapshot.kind === 'content' ? snapshot.hash : null },
+      { file },
       snapshot.kind === 'content'
         ? 'main.yaml changed on disk; it is not reloaded live: restart tollgate to apply it'
         : `main.yaml is no longer readable (${snapshot.reason}); the running process is unaffected`,
