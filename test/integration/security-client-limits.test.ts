@@ -1,44 +1,11 @@
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
-import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { connectRaw, type RawConnection } from '../helpers/raw-connection.ts';
 import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const HOST = 'app.example.com';
 const KEY = 'client-limits-key-5d1';
-
-interface RawConnection {
-  socket: net.Socket;
-  closed: Promise<unknown>;
-  received(): string;
-  /** Resolves once `count` complete responses ending in `marker` have arrived. */
-  responses(marker: string, count?: number): Promise<string>;
-}
-
-async function connect(port: number): Promise<RawConnection> {
-  const socket = net.connect(port, '127.0.0.1');
-  await once(socket, 'connect');
-  let received = '';
-  socket.setEncoding('utf8').on('data', (d: string) => {
-    received += d;
-  });
-  const closed = once(socket, 'close');
-  return {
-    socket,
-    closed,
-    received: () => received,
-    responses: (marker, count = 1) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          if (received.split(marker).length - 1 >= count) resolve(received);
-        };
-        socket.on('data', check);
-        socket.once('close', () => reject(new Error(`closed after: ${received}`)));
-        check();
-      }),
-  };
-}
 
 /**
  * Slow and silent clients against the real process: each used to hold a connection (and with it
@@ -77,7 +44,7 @@ describe('client limits through the proxy process', () => {
   });
 
   it('closes a connection that never sends a byte', { timeout: 30_000 }, async () => {
-    const conn = await connect(tollgate.proxyPort);
+    const conn = await connectRaw(tollgate.proxyPort);
     await conn.closed;
     assert.equal(conn.received(), '');
   });
@@ -85,7 +52,7 @@ describe('client limits through the proxy process', () => {
   it('closes a connection whose upload stalls, and the upstream request is abandoned', {
     timeout: 30_000,
   }, async () => {
-    const conn = await connect(tollgate.proxyPort);
+    const conn = await connectRaw(tollgate.proxyPort);
     conn.socket.write(
       `POST /upload HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 1000\r\n\r\n${'x'.repeat(10)}`,
     );
@@ -96,7 +63,7 @@ describe('client limits through the proxy process', () => {
   it('answers 401 to an unauthenticated upload with Connection: close and does not wait for its body', {
     timeout: 30_000,
   }, async () => {
-    const conn = await connect(tollgate.proxyPort);
+    const conn = await connectRaw(tollgate.proxyPort);
     conn.socket.write(
       `POST /secure HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 100000\r\n\r\n${'x'.repeat(10)}`,
     );
@@ -108,7 +75,7 @@ describe('client limits through the proxy process', () => {
   it('answers 408 to headers that trickle in, soon after client_header_timeout_seconds', {
     timeout: 30_000,
   }, async () => {
-    const conn = await connect(tollgate.proxyPort);
+    const conn = await connectRaw(tollgate.proxyPort);
     conn.socket.write(`GET / HTTP/1.1\r\nHost: ${HOST}\r\n`);
     const started = performance.now();
     // One byte every 300 ms keeps the connection from being silent; bounded to 60 bytes.
@@ -146,14 +113,14 @@ describe('client limits through the proxy process', () => {
       main: { client_first_byte_timeout_seconds: 60, max_client_connections: 40, access_log: false },
       upstreams: routes(),
     });
-    const held = await connect(flooded.proxyPort);
+    const held = await connectRaw(flooded.proxyPort);
     const ask = (path: string) => `GET ${path} HTTP/1.1\r\nHost: ${HOST}\r\nx-api-key: ${KEY}\r\n\r\n`;
     const flood: RawConnection[] = [];
     try {
       held.socket.write(ask('/secure'));
       await held.responses('"server":"app"', 1);
       // Twice the cap, held silent by the test.
-      for (let i = 0; i < 80; i++) flood.push(await connect(flooded.proxyPort));
+      for (let i = 0; i < 80; i++) flood.push(await connectRaw(flooded.proxyPort));
       // Over the cap, connections are closed as soon as they are accepted.
       await waitFor(() => flood.filter((c) => c.socket.destroyed).length >= 30, 10_000);
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -13,6 +13,7 @@ import {
   RESERVED_DESCRIPTORS,
   safeConnectionCap,
 } from '../../src/client-limits.ts';
+import { connectRaw } from '../helpers/raw-connection.ts';
 
 const servers: http.Server[] = [];
 after(() => Promise.all(servers.map((s) => new Promise((r) => s.close(r)))));
@@ -30,79 +31,52 @@ async function serve(limits: ClientLimits, delayMs = 0) {
   return (server.address() as net.AddressInfo).port;
 }
 
-async function connect(port: number) {
-  const socket = net.connect(port, '127.0.0.1');
-  await once(socket, 'connect');
-  let received = '';
-  socket.setEncoding('utf8').on('data', (d: string) => {
-    received += d;
-  });
-  const closed = once(socket, 'close');
-  return { socket, closed, received: () => received };
-}
-
-/** Resolves with what arrived once `text` has arrived, or rejects when the socket closes first. */
-function waitForText(conn: Awaited<ReturnType<typeof connect>>, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      if (conn.received().includes(text)) resolve(conn.received());
-    };
-    conn.socket.on('data', check);
-    conn.socket.once('close', () => reject(new Error(`closed before '${text}': ${conn.received()}`)));
-    check();
-  });
-}
-
 const LIMITS: ClientLimits = { firstByteMs: 150, bodyIdleMs: 150, maxConnections: 100 };
 
 describe('client limits on a real server', () => {
   it('closes a connection that never sends a byte', async () => {
-    const conn = await connect(await serve(LIMITS));
+    const conn = await connectRaw(await serve(LIMITS));
     await conn.closed;
     assert.equal(conn.received(), '');
   });
 
   it('a request in time is answered even when the answer takes longer than the first-byte limit', async () => {
-    const conn = await connect(await serve(LIMITS, LIMITS.firstByteMs * 3));
+    const conn = await connectRaw(await serve(LIMITS, LIMITS.firstByteMs * 3));
     conn.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
-    assert.match(await waitForText(conn, '\r\n\r\nok'), /^HTTP\/1\.1 200/);
+    assert.match(await conn.responses('\r\n\r\nok'), /^HTTP\/1\.1 200/);
     conn.socket.destroy();
   });
 
   it('closes a connection whose request body stops arriving', async () => {
-    const conn = await connect(await serve(LIMITS));
+    const conn = await connectRaw(await serve(LIMITS));
     conn.socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab');
     await conn.closed;
     assert.equal(conn.received(), '');
   });
 
   it('a complete body is answered however long the answer takes', async () => {
-    const conn = await connect(await serve(LIMITS, LIMITS.bodyIdleMs * 3));
+    const conn = await connectRaw(await serve(LIMITS, LIMITS.bodyIdleMs * 3));
     conn.socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nab');
     conn.socket.write('cd');
-    assert.match(await waitForText(conn, '\r\n\r\nok'), /^HTTP\/1\.1 200/);
+    assert.match(await conn.responses('\r\n\r\nok'), /^HTTP\/1\.1 200/);
     conn.socket.destroy();
   });
 
   it('closes connections over the cap at once and keeps serving the ones it holds', async () => {
     const port = await serve({ firstByteMs: 60_000, bodyIdleMs: 60_000, maxConnections: 2 });
-    const held = [await connect(port), await connect(port)];
+    const held = [await connectRaw(port), await connectRaw(port)];
     // The server counts a connection once it has accepted it: make sure both are in before the third.
     for (const conn of held) {
       conn.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
-      await waitForText(conn, '\r\n\r\nok');
+      await conn.responses('\r\n\r\nok');
     }
-    const refused = await connect(port);
+    const refused = await connectRaw(port);
     await refused.closed;
     assert.equal(refused.received(), '');
     const first = held[0];
     assert.ok(first);
     first.socket.write('GET /again HTTP/1.1\r\nHost: x\r\n\r\n');
-    await new Promise<void>((resolve, reject) => {
-      const answers = () => first.received().split('\r\n\r\nok').length - 1;
-      first.socket.on('data', () => answers() === 2 && resolve());
-      first.socket.once('close', () => reject(new Error('a held connection was closed')));
-    });
+    await first.responses('\r\n\r\nok', 2);
     for (const conn of held) conn.socket.destroy();
   });
 });
