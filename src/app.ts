@@ -22,6 +22,7 @@ import { createRequestRecorder } from './observe/requests.ts';
 import { createPipeline } from './pipeline/pipeline.ts';
 import { answerClientError } from './proxy/client-error.ts';
 import { createProxyHandler } from './proxy/server.ts';
+import { createWebSocketHandler, isWebSocketUpgrade } from './proxy/websocket.ts';
 import { compileRoutingTable } from './routing/compile.ts';
 import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
@@ -39,7 +40,6 @@ import { createUpstreamObserver } from './upstream/failure.ts';
 import { createForwarder } from './upstream/forward.ts';
 import { createServerHealth } from './upstream/health.ts';
 import { UpstreamPools } from './upstream/pools.ts';
-import { createWebSocketHandler, isWebSocketUpgrade } from './upstream/websocket.ts';
 import type { ConfigSnapshot } from './workers/messages.ts';
 
 /** A loaded and validated configuration: what config/load returns for main.yaml + upstreams.yaml. */

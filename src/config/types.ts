@@ -6,6 +6,12 @@
 
 import type { ServiceRef } from './service-ref.ts';
 
+/** main.yaml `workers`: a count, or `auto` for the CPUs this container may use (docs/workers.md). */
+export type WorkersSetting = number | 'auto';
+
+/** More workers than this is a typo, not a machine: each one is a whole Node process. */
+export const MAX_WORKERS = 256;
+
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
 /** A listen address from main.yaml, e.g. `0.0.0.0:8080` or `[::1]:9090`. */
@@ -87,7 +93,7 @@ export interface MainConfig {
   /** `redis://…` for shared rate-limit counters, or null for in-memory. */
   rateLimitRedis: string | null;
   /** Proxy processes: 1 (one process, no primary) or more, or `auto` (see workers/count). */
-  workers: number | 'auto';
+  workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
 }

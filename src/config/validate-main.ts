@@ -1,8 +1,15 @@
 import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
-import { MAX_WORKERS, type WorkersSetting } from '../workers/count.ts';
 import { parseCidr, parseListenAddress } from './addresses.ts';
-import type { KubernetesSettings, ListenAddress, LogLevel, MainConfig, UpstreamLimits } from './types.ts';
+import {
+  type KubernetesSettings,
+  type ListenAddress,
+  type LogLevel,
+  MAX_WORKERS,
+  type MainConfig,
+  type UpstreamLimits,
+  type WorkersSetting,
+} from './types.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
 export const MAIN_KEYS = [

@@ -2,11 +2,9 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 
-/** main.yaml `workers`: a count, or `auto` for the CPUs this container may use (docs/workers.md). */
-export type WorkersSetting = number | 'auto';
+import { MAX_WORKERS, type WorkersSetting } from '../config/types.ts';
 
-/** More workers than this is a typo, not a machine: each one is a whole Node process. */
-export const MAX_WORKERS = 256;
+export { MAX_WORKERS, type WorkersSetting };
 
 /**
  * CPUs allowed by a cgroup v2 `cpu.max` ("<quota> <period>" in µs, quota `max` = unlimited), rounded

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { expectedAccept, handshakeProblem } from '../../src/proxy/websocket.ts';
 import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { CloseFrameWatcher } from '../../src/upstream/tunnel.ts';
-import { expectedAccept, handshakeProblem } from '../../src/upstream/websocket.ts';
 
 const error = (code?: string) => Object.assign(new Error('x'), code === undefined ? {} : { code });
 

@@ -7,11 +7,11 @@ import type { RequestRecorder } from '../observe/requests.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
 import { refuse, respond } from '../pipeline/verdict.ts';
 import type { Runtime } from '../runtime.ts';
-import type { ForwardObserver } from './failure.ts';
-import { forwardUpgrade } from './forward.ts';
-import { clientResponseHeaders } from './headers.ts';
-import type { UpstreamPools } from './pools.ts';
-import { relay } from './tunnel.ts';
+import type { ForwardObserver } from '../upstream/failure.ts';
+import { forwardUpgrade } from '../upstream/forward.ts';
+import { clientResponseHeaders } from '../upstream/headers.ts';
+import type { UpstreamPools } from '../upstream/pools.ts';
+import { relay } from '../upstream/tunnel.ts';
 
 /**
  * WebSocket upgrades (docs/architecture.md "Upstream layer"). An upgrade is an ordinary request until

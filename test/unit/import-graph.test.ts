@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const SRC = resolve(fileURLToPath(new URL('../../src', import.meta.url)));
+
+/** The folder (or top-level file) a module lives in: `config`, `upstream`, `app.ts`… */
+const area = (file: string) => relative(SRC, file).split('/')[0] as string;
+
+/** Every runtime (non-`import type`) import between modules of src/, as [from, to] paths. */
+function runtimeImports(): Array<[string, string]> {
+  const edges: Array<[string, string]> = [];
+  for (const name of readdirSync(SRC, { recursive: true }) as string[]) {
+    if (!name.endsWith('.ts')) continue;
+    const file = join(SRC, name);
+    const source = readFileSync(file, 'utf8');
+    for (const match of source.matchAll(/^import\s+(?!type\s)[^;]*?from\s+'(\.[^']+)'/gms)) {
+      edges.push([file, resolve(dirname(file), String(match[1]))]);
+    }
+  }
+  return edges;
+}
+
+/**
+ * The request path reads top to bottom (docs/architecture.md): cli → app → sources → config →
+ * routing, and proxy → pipeline → auth/upstream. A lower layer reaching back up at run time is what
+ * made features touch seven files; types may be shared freely.
+ */
+const FORBIDDEN: Record<string, { never: string[]; except?: string[] }> = {
+  config: {
+    never: [
+      'app.ts',
+      'cli.ts',
+      'sources',
+      'pipeline',
+      'upstream',
+      'proxy',
+      'workers',
+      'api',
+      'admin',
+      'observe',
+      'routing',
+    ],
+    // Pure normalisers shared so that validation and routing can never disagree.
+    except: ['routing/normalise.ts'],
+  },
+  routing: {
+    never: [
+      'app.ts',
+      'cli.ts',
+      'sources',
+      'pipeline',
+      'upstream',
+      'proxy',
+      'workers',
+      'api',
+      'admin',
+      'auth',
+    ],
+  },
+  upstream: { never: ['app.ts', 'cli.ts', 'sources', 'pipeline', 'proxy', 'workers', 'api', 'auth'] },
+  pipeline: { never: ['app.ts', 'cli.ts', 'proxy', 'workers', 'api'] },
+  auth: { never: ['app.ts', 'cli.ts', 'pipeline', 'upstream', 'proxy', 'workers', 'api'] },
+  observe: { never: ['app.ts', 'cli.ts', 'auth', 'pipeline', 'upstream', 'proxy', 'workers'] },
+  'log.ts': { never: ['auth', 'pipeline', 'upstream', 'proxy'] },
+};
+
+test('no module reaches back up the request path at run time', () => {
+  const violations: string[] = [];
+  for (const [from, to] of runtimeImports()) {
+    const rule = FORBIDDEN[area(from)];
+    if (!rule || !rule.never.includes(area(to))) continue;
+    if (rule.except?.includes(relative(SRC, to))) continue;
+    violations.push(`${relative(SRC, from)} → ${relative(SRC, to)}`);
+  }
+  assert.deepEqual(violations, []);
+});
