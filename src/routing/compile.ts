@@ -1,5 +1,6 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor } from './servers.ts';
@@ -48,6 +49,10 @@ export function compileRoutingTable(
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
         sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
+        redirectTo: path.redirectTo,
+        authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
+        requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+        responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
       });
       hostRoutes.push(route);
       routes.push(route);
