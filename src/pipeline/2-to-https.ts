@@ -16,7 +16,7 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
   return function toHttps(request: ProxyRequest): Verdict {
     const { route } = request;
     if (route.toHttps && !request.secure) return permanent(request, httpsLocation(request, portSuffix));
-    if (route.redirectTo !== null) return permanent(request, movedLocation(request, route.redirectTo));
+    if (route.redirectTo) return permanent(request, movedLocation(request, route.redirectTo));
     return PASS;
   };
 }
