@@ -285,7 +285,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         // Workers take their servers from the primary; a single process asks the API itself.
         if (!worker && usesKubernetes(main, config.upstreams)) {
           try {
-            kubernetes = startKubernetesProvider({ main, initial: config.upstreams, runtime, logger });
+            const own = bound;
+            kubernetes = startKubernetesProvider({
+              main,
+              initial: config.upstreams,
+              runtime,
+              logger,
+              ownListeners: () => [own.proxy, own.api, own.admin, ...(own.proxyTls ? [own.proxyTls] : [])],
+            });
           } catch (error) {
             throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
           }
