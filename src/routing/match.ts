@@ -96,7 +96,10 @@ export function scanMatcher(routes: readonly Route[]): RouteMatcher {
     for (const route of candidates) {
       const prefix = route.prefix;
       if (prefix.length === 1) return route;
-      if (path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === SLASH)) {
+      if (
+        path.startsWith(prefix) &&
+        (path.length === prefix.length || path.charCodeAt(prefix.length) === SLASH)
+      ) {
         return route;
       }
     }
