@@ -32,12 +32,7 @@ export type RouteMatcher = (host: string, path: string) => Route | null;
 
 /** Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). */
 export function buildMatcher(routes: readonly Route[]): RouteMatcher {
-  const grouped = new Map<string, Route[]>();
-  for (const route of routes) {
-    const list = grouped.get(route.hostKey);
-    if (list === undefined) grouped.set(route.hostKey, [route]);
-    else list.push(route);
-  }
+  const grouped = groupByHost(routes);
   const hosts = new Map<string, HostRoutes>();
   for (const [hostKey, hostRoutes] of grouped) {
     const byPrefix = new Map<string, Route>();
@@ -82,12 +77,7 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
  * on the request path; the unit tests compare the two on random tables.
  */
 export function scanMatcher(routes: readonly Route[]): RouteMatcher {
-  const byHost = new Map<string, Route[]>();
-  for (const route of routes) {
-    const list = byHost.get(route.hostKey);
-    if (list === undefined) byHost.set(route.hostKey, [route]);
-    else list.push(route);
-  }
+  const byHost = groupByHost(routes);
   for (const list of byHost.values()) list.sort((a, b) => b.prefix.length - a.prefix.length);
   const defaultRoutes = byHost.get(DEFAULT_HOST);
   return (host, path) => {
@@ -105,4 +95,15 @@ export function scanMatcher(routes: readonly Route[]): RouteMatcher {
     }
     return null;
   };
+}
+
+/** The routes of each host key, in config order. */
+function groupByHost(routes: readonly Route[]): Map<string, Route[]> {
+  const byHost = new Map<string, Route[]>();
+  for (const route of routes) {
+    const list = byHost.get(route.hostKey);
+    if (list === undefined) byHost.set(route.hostKey, [route]);
+    else list.push(route);
+  }
+  return byHost;
 }
