@@ -69,8 +69,8 @@ describe('header rules', () => {
         "upstreams.yaml:2:63: request_headers.set.Host: 'Host' describes the request itself and cannot be configured",
         "upstreams.yaml:4:12: request_headers.remove[0]: 'x-env' already has a rule here ('add'); one rule per name",
         "upstreams.yaml:4:19: request_headers.remove[1]: 'Transfer-Encoding' is a hop-by-hop header: it never crosses the proxy",
-        "upstreams.yaml:5:29: server_headers[1]: must be 'Name:Value'",
         "upstreams.yaml:5:1: server_headers: 'x-env' also has a rule in 'request_headers'; keep one",
+        "upstreams.yaml:5:29: server_headers[1]: must be 'Name:Value'",
       ],
     );
   });
