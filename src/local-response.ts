@@ -75,8 +75,8 @@ const written = new WeakMap<ServerResponse, { bytes: number; status: number; grp
 export function writeLocalResponse(
   res: ServerResponse,
   status: number,
-  headers: Record<string, string | number>,
-  body: string,
+  headers: Readonly<Record<string, string | number | readonly string[]>>,
+  body: string | Buffer,
 ): void {
   const req = res.req as IncomingMessage | undefined;
   // An answer given before the request body arrived (401, 429, 404…): stop the client sending it
@@ -84,12 +84,12 @@ export function writeLocalResponse(
   const unreadBody = req !== undefined && hasBody(req) && !req.complete;
   const stream = http2StreamOf(res);
   if (isGrpcRequest(req)) {
-    writeGrpcAnswer(res, status, messageOf(body));
+    writeGrpcAnswer(res, status, messageOf(typeof body === 'string' ? body : body.toString('utf8')));
   } else {
-    const length = Buffer.byteLength(body);
+    const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     written.set(res, { bytes: length, status, grpcStatus: null });
     res.writeHead(status, {
-      ...headers,
+      ...(headers as Record<string, string | number | string[]>),
       'content-length': length,
       // HTTP/2 has no Connection header (RFC 9113 §8.2.2): the stream is reset below instead.
       ...(unreadBody && stream === null ? { connection: 'close' } : {}),
@@ -124,7 +124,7 @@ function writeGrpcAnswer(res: ServerResponse, status: number, message: string): 
   stream.respond({ ':status': 200, ...headers }, { endStream: true });
 }
 
-/** The message of one of our JSON error bodies, else the text itself (a redirect's). */
+/** The message of one of our JSON error bodies, else the text itself (a redirect's), shortened. */
 function messageOf(body: string): string {
   if (body.startsWith('{')) {
     try {
@@ -134,7 +134,7 @@ function messageOf(body: string): string {
       // not one of ours: use the text
     }
   }
-  return body.trim();
+  return body.trim().slice(0, 200);
 }
 
 /** gRPC's percent-encoding of grpc-message: every byte outside printable ASCII, and `%` itself. */

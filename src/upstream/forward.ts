@@ -147,7 +147,12 @@ function dispatch(
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(headers, request.responseCookies, request.responseHeaders);
+      const outgoing = clientResponseHeaders(
+        headers,
+        request.responseCookies,
+        request.responseHeaders,
+        request.route.responseHeaders,
+      );
       // HTTP/2 has no reason phrase (node:http2 warns when given one).
       if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);

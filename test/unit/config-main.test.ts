@@ -163,9 +163,7 @@ describe('main.yaml: valid files', () => {
 describe('main.yaml: each kind of error names file:line:column and path', () => {
   it('http2: known keys, integers in range; http2_cleartext a boolean', () => {
     assert.deepEqual(
-      problems(
-        parse('http2_cleartext: yes please\nhttp2:\n  max_concurrent_streams: 0\n  max_resets: 5\n'),
-      ),
+      problems(parse('http2_cleartext: yes please\nhttp2:\n  max_concurrent_streams: 0\n  max_resets: 5\n')),
       [
         `${FILE}:1:18: http2_cleartext: expected true or false, got a string`,
         `${FILE}:3:27: http2.max_concurrent_streams: 0 is out of range (must be >= 1 and <= 2147483647)`,
