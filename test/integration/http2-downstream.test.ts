@@ -49,6 +49,16 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
     sessions.push(s);
     return s;
   };
+  /** curl's `<http version> <status>` for one GET of app.test `path`. */
+  const curl = async (args: string[], url: string) =>
+    (await run('curl', ['-s', ...args, '-o', '/dev/null', '-w', '%{http_version} %{http_code}', url])).stdout;
+  const curlTls = (version: string, path: string) =>
+    curl(
+      ['-k', version, '--resolve', `app.test:${tollgate.tlsPort}:127.0.0.1`],
+      `https://app.test:${tollgate.tlsPort}${path}`,
+    );
+  const curlPlain = (version: string, path: string) =>
+    curl([version, '-H', 'Host: app.test'], `${plainOrigin}${path}`);
   const requestsTo = (path: string) => upstream.requests.filter((r) => r.url.startsWith(path)).length;
 
   before(async () => {
@@ -105,18 +115,7 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
   });
 
   it('the same TLS port still serves HTTP/1.1 to clients that offer only http/1.1', async () => {
-    const { stdout } = await run('curl', [
-      '-sk',
-      '--http1.1',
-      '--resolve',
-      `app.test:${tollgate.tlsPort}:127.0.0.1`,
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      `https://app.test:${tollgate.tlsPort}/tls-h1`,
-    ]);
-    assert.equal(stdout, '1.1 200');
+    assert.equal(await curlTls('--http1.1', '/tls-h1'), '1.1 200');
   });
 
   it('h2c with prior knowledge and HTTP/1.1 share the plain port; the client address is the TCP peer', async () => {
@@ -127,17 +126,7 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
     assert.equal(seen.headers.host, 'app.test');
     assert.equal(seen.headers['x-forwarded-for'], '127.0.0.1');
     assert.equal(seen.headers['x-forwarded-proto'], 'http');
-    const { stdout } = await run('curl', [
-      '-s',
-      '-H',
-      'Host: app.test',
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      `${plainOrigin}/h1-echo`,
-    ]);
-    assert.equal(stdout, '1.1 200');
+    assert.equal(await curlPlain('--http1.1', '/h1-echo'), '1.1 200');
     await waitFor(() => tollgate.logs().some((l) => l.msg === 'access' && l.path === '/h2c-echo'));
     const line = tollgate.logs().find((l) => l.msg === 'access' && l.path === '/h2c-echo');
     assert.equal(line?.client_ip, '127.0.0.1');
@@ -145,30 +134,8 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
   });
 
   it('curl --http2 (TLS) and --http2-prior-knowledge (h2c) speak HTTP/2 through the proxy', async () => {
-    const tls = await run('curl', [
-      '-sk',
-      '--http2',
-      '--resolve',
-      `app.test:${tollgate.tlsPort}:127.0.0.1`,
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      `https://app.test:${tollgate.tlsPort}/curl-tls`,
-    ]);
-    assert.equal(tls.stdout, '2 200');
-    const h2c = await run('curl', [
-      '-s',
-      '--http2-prior-knowledge',
-      '-H',
-      'Host: app.test',
-      '-o',
-      '/dev/null',
-      '-w',
-      '%{http_version} %{http_code}',
-      `${plainOrigin}/curl-h2c`,
-    ]);
-    assert.equal(h2c.stdout, '2 200');
+    assert.equal(await curlTls('--http2', '/curl-tls'), '2 200');
+    assert.equal(await curlPlain('--http2-prior-knowledge', '/curl-h2c'), '2 200');
   });
 
   it('nghttp and h2load (several streams per connection) get their answers over h2c', async () => {
