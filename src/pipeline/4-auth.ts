@@ -46,7 +46,7 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       reason,
       reason === 'auth_overloaded'
         ? { 'retry-after': '1' }
-        : { 'www-authenticate': methods[method].challenge(reason) },
+        : { 'www-authenticate': withRealm(methods[method].challenge(reason), request.route.auth?.realm) },
     );
   };
 
@@ -80,6 +80,8 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
   return (request) => {
     // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
     const carriers = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
+    // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
+    if (request.route.unavailable !== null) return refuse('auth_misconfigured');
     const policy = request.route.auth;
     if (policy === null) return PASS;
     let outcome: ReturnType<Authenticator>;
@@ -94,4 +96,9 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       (error: unknown) => failed(request, error),
     );
   };
+}
+
+/** The challenge with a policy's own realm (validated to be a plain quoted-string body). */
+function withRealm(challenge: string, realm: string | undefined): string {
+  return realm === undefined ? challenge : challenge.replace('realm="tollgate"', `realm="${realm}"`);
 }

@@ -21,6 +21,7 @@ export function compileRoutingTable(
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
   const routesByHost = new Map<string, readonly Route[]>();
+  const exactByHost = new Map<string, Map<string, Route>>();
 
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -32,10 +33,14 @@ export function compileRoutingTable(
     const hostRoutes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
+      const exact = path.exact === true;
       const route: Route = Object.freeze({
-        id: hostKey + prefix,
+        // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
+        id: hostKey + prefix + (exact ? '$' : ''),
         hostKey,
         prefix,
+        exact,
+        unavailable: path.unavailable ?? null,
         servers: Object.freeze(
           (path.service ? endpoints(path.service) : path.servers).map((address) =>
             sharedServer(address, servers),
@@ -46,25 +51,37 @@ export function compileRoutingTable(
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky,
+        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
       });
-      hostRoutes.push(route);
       routes.push(route);
+      if (exact) {
+        const exactRoutes = exactByHost.get(hostKey) ?? new Map<string, Route>();
+        exactByHost.set(hostKey, exactRoutes);
+        exactRoutes.set(prefix, route);
+      } else hostRoutes.push(route);
     }
     // Longest first, so the first prefix that matches during the scan is the longest match.
     hostRoutes.sort((a, b) => b.prefix.length - a.prefix.length);
     routesByHost.set(hostKey, Object.freeze(hostRoutes));
   }
 
+  // A host with only exact paths still owns its namespace.
+  for (const hostKey of exactByHost.keys()) if (!routesByHost.has(hostKey)) routesByHost.set(hostKey, []);
   const defaultRoutes = routesByHost.get(DEFAULT_HOST);
 
   function match(host: string, path: string): Route | null {
     // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
     // like an nginx server block, a host key owns its whole namespace, so adding `DEFAULT` to a
     // config never changes what an existing host serves.
-    const candidates = routesByHost.get(host) ?? defaultRoutes;
+    const owned = routesByHost.get(host);
+    const candidates = owned ?? defaultRoutes;
     if (candidates === undefined) return null;
+    // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
+    if (exactByHost.size > 0) {
+      const exactRoute = exactByHost.get(owned ? host : DEFAULT_HOST)?.get(path);
+      if (exactRoute !== undefined) return exactRoute;
+    }
     for (const route of candidates) {
       const prefix = route.prefix;
       if (prefix.length === 1) return route; // '/', the shortest, matches everything

@@ -34,7 +34,8 @@ export function readyServers(slices: readonly V1EndpointSlice[], port: number | 
 function slicePort(slice: V1EndpointSlice, port: number | string): number | null {
   for (const candidate of slice.ports ?? []) {
     if (candidate.protocol !== undefined && candidate.protocol !== 'TCP') continue;
-    if (typeof port === 'string' ? candidate.name === port : candidate.port === port) {
+    // A Service's only port may be unnamed: its slice port then has the name '' (or none at all).
+    if (typeof port === 'string' ? (candidate.name ?? '') === port : candidate.port === port) {
       return typeof candidate.port === 'number' ? candidate.port : null;
     }
   }

@@ -23,3 +23,10 @@ export const lastSyncTimestamp = new Gauge({
   labelNames: ['resource'] as const,
   registers: [registry],
 });
+
+export const ingressRejected = new Gauge({
+  name: 'tollgate_ingress_rejected',
+  help: '1 while this Ingress (or part of it) is not served as written: left out, closed, or losing a conflict (docs/ingress.md).',
+  labelNames: ['namespace', 'name'] as const,
+  registers: [registry],
+});
