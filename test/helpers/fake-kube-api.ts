@@ -42,7 +42,7 @@ export type ResourceKind =
 /** The objects the fake stores, as kubernetes-models builds them. */
 export type KubeModel = EndpointSlice | ConfigMap | Service | Secret | Ingress | IngressClass;
 
-interface StoredObject {
+export interface StoredObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace: string; resourceVersion?: string; [key: string]: unknown };
@@ -215,7 +215,15 @@ export class FakeKubeApi {
   /** Creates or replaces an object; open watches get ADDED or MODIFIED. */
   apply(model: KubeModel): StoredObject {
     model.validate();
-    const object = structuredClone(model.toJSON()) as unknown as StoredObject;
+    return this.applyRaw(model.toJSON() as unknown as StoredObject);
+  }
+
+  /**
+   * Creates or replaces an object exactly as given, without the schema check: what a buggy or
+   * hostile controller, or an older API server, may store (`endpoints: [null]`, port 70000, ...).
+   */
+  applyRaw(raw: StoredObject): StoredObject {
+    const object = structuredClone(raw);
     const resource = KIND_RESOURCE.get(object.kind) as ResourceKind;
     if (RESOURCES[resource].clusterScoped) object.metadata.namespace = '';
     const key = objectKey(resource, object.metadata.namespace, object.metadata.name);

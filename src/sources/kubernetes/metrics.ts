@@ -24,6 +24,13 @@ export const lastSyncTimestamp = new Gauge({
   registers: [registry],
 });
 
+export const endpointsDropped = new Gauge({
+  name: 'tollgate_kubernetes_endpoints_dropped',
+  help: 'Endpoints (or whole EndpointSlices) of watched Services left out of the routing table, by reason (address_type, not_ip, unspecified, link_local, multicast, broadcast, own_listener, port, malformed).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
 export const ingressRejected = new Gauge({
   name: 'tollgate_ingress_rejected',
   help: '1 while this Ingress (or part of it) is not served as written: left out, closed, or losing a conflict (docs/ingress.md).',
