@@ -1,6 +1,7 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { configIdentity } from './identity.ts';
+import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer } from './types.ts';
@@ -20,8 +21,6 @@ export function compileRoutingTable(
   const servers = new Map<string, UpstreamServer>();
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
-  const routesByHost = new Map<string, readonly Route[]>();
-  const exactByHost = new Map<string, Map<string, Route>>();
 
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -30,7 +29,6 @@ export function compileRoutingTable(
   // duplicates with their line numbers, so compiling is assembly only and cannot fail.
   for (const host of config.hosts) {
     const hostKey = host.name;
-    const hostRoutes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
@@ -55,45 +53,11 @@ export function compileRoutingTable(
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
       });
       routes.push(route);
-      if (exact) {
-        const exactRoutes = exactByHost.get(hostKey) ?? new Map<string, Route>();
-        exactByHost.set(hostKey, exactRoutes);
-        exactRoutes.set(prefix, route);
-      } else hostRoutes.push(route);
     }
-    // Longest first, so the first prefix that matches during the scan is the longest match.
-    hostRoutes.sort((a, b) => b.prefix.length - a.prefix.length);
-    routesByHost.set(hostKey, Object.freeze(hostRoutes));
   }
 
-  // A host with only exact paths still owns its namespace.
-  for (const hostKey of exactByHost.keys()) if (!routesByHost.has(hostKey)) routesByHost.set(hostKey, []);
-  const defaultRoutes = routesByHost.get(DEFAULT_HOST);
-
-  function match(host: string, path: string): Route | null {
-    // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
-    // like an nginx server block, a host key owns its whole namespace, so adding `DEFAULT` to a
-    // config never changes what an existing host serves.
-    const owned = routesByHost.get(host);
-    const candidates = owned ?? defaultRoutes;
-    if (candidates === undefined) return null;
-    // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
-    if (exactByHost.size > 0) {
-      const exactRoute = exactByHost.get(owned ? host : DEFAULT_HOST)?.get(path);
-      if (exactRoute !== undefined) return exactRoute;
-    }
-    for (const route of candidates) {
-      const prefix = route.prefix;
-      if (prefix.length === 1) return route; // '/', the shortest, matches everything
-      if (
-        path.startsWith(prefix) &&
-        (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f) // segment boundary
-      ) {
-        return route;
-      }
-    }
-    return null;
-  }
+  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
+  const match = buildMatcher(routes);
 
   return Object.freeze({
     hash: configIdentity(config),
