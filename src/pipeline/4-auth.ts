@@ -81,7 +81,7 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
     // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
     const carriers = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
     // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
-    if (request.route.unavailable !== null) return refuse('auth_misconfigured');
+    if (request.route.unavailable) return refuse('auth_misconfigured');
     const policy = request.route.auth;
     if (policy === null) return PASS;
     let outcome: ReturnType<Authenticator>;
