@@ -1,3 +1,6 @@
+import type { HeaderOps } from '../../../config/types.ts';
+import { unconfigurableHeaderReason } from '../../../header-names.ts';
+
 /**
  * The Ingress annotations Tollgate understands, as one table (docs/ingress.md#annotations): each
  * name, its validator and the setting it fills. `tollgate.io/…` and the ingress-nginx spellings of
@@ -27,15 +30,8 @@ export interface IngressSettings {
   forceToHttps?: boolean;
   /** Cookie Max-Age in seconds, null for a session cookie, false for off. */
   sticky?: number | null | false;
-  requestHeaders?: HeaderRuleText;
-  responseHeaders?: HeaderRuleText;
-}
-
-/** `{set, add, remove}` as written in the JSON of request-headers / response-headers. */
-export interface HeaderRuleText {
-  set: Record<string, string>;
-  add: Record<string, string>;
-  remove: string[];
+  requestHeaders?: HeaderOps;
+  responseHeaders?: HeaderOps;
 }
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };
@@ -52,7 +48,6 @@ interface AnnotationSpec<K extends keyof IngressSettings> {
 const ok = <T>(value: T): Parsed<T> => ({ ok: true, value });
 const bad = (message: string): Parsed<never> => ({ ok: false, message });
 
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // A realm goes into a quoted-string: printable ASCII without quote or backslash.
 const REALM = /^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 const SECRET_NAME = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
@@ -79,12 +74,16 @@ const headerNames = (value: string): Parsed<string[]> => {
     .split(',')
     .map((name) => name.trim())
     .filter((name) => name !== '');
-  const wrong = names.find((name) => !HEADER_NAME.test(name));
   if (names.length === 0) return bad('lists no header');
-  return wrong === undefined ? ok(names) : bad(`'${wrong}' is not a header name`);
+  for (const name of names) {
+    const problem = unconfigurableHeaderReason(name);
+    if (problem !== null) return bad(problem);
+  }
+  return ok([...new Set(names.map((name) => name.toLowerCase()))]);
 };
 
-const headerRule = (value: string): Parsed<HeaderRuleText> => {
+/** The same rules as upstreams.yaml's `request_headers` (docs/configuration.md#header-rules). */
+const headerRule = (value: string): Parsed<HeaderOps> => {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
@@ -93,20 +92,26 @@ const headerRule = (value: string): Parsed<HeaderRuleText> => {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     return bad('must be a JSON object {"set": {…}, "add": {…}, "remove": […]}');
-  const rule: HeaderRuleText = { set: {}, add: {}, remove: [] };
+  const rule: HeaderOps = { set: [], add: [], remove: [] };
   for (const [key, item] of Object.entries(parsed)) {
     if (key === 'remove') {
-      if (!Array.isArray(item) || item.some((name) => typeof name !== 'string' || !HEADER_NAME.test(name)))
+      if (!Array.isArray(item) || item.some((name) => typeof name !== 'string'))
         return bad('"remove" must be a list of header names');
-      rule.remove = item as string[];
+      for (const name of item as string[]) {
+        const problem = unconfigurableHeaderReason(name);
+        if (problem !== null) return bad(problem);
+        rule.remove.push(name.toLowerCase());
+      }
     } else if (key === 'set' || key === 'add') {
       if (typeof item !== 'object' || item === null || Array.isArray(item))
         return bad(`"${key}" must be an object of header names to values`);
       for (const [name, text] of Object.entries(item)) {
-        if (!HEADER_NAME.test(name)) return bad(`'${name}' is not a header name`);
-        if (typeof text !== 'string' || /[\r\n\0]/.test(text))
-          return bad(`the value of '${name}' must be a one-line string`);
-        rule[key][name] = text;
+        const problem = unconfigurableHeaderReason(name);
+        if (problem !== null) return bad(problem);
+        // Visible ASCII and spaces only: what a header value may carry without surprises.
+        if (typeof text !== 'string' || !/^[\x20-\x7e\t]*$/.test(text))
+          return bad(`the value of '${name}' must be a one-line string of printable characters`);
+        rule[key].push({ name: name.toLowerCase(), value: text });
       }
     } else return bad(`unknown member "${key}" (set, add, remove)`);
   }

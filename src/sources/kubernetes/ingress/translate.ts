@@ -13,9 +13,13 @@ import type {
   StickySessions,
   UpstreamsConfig,
 } from '../../../config/types.ts';
+import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+
+/** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
+const FORWARD_TIMEOUT_MS = 5_000;
 
 /** `spec.controller` of the IngressClasses Tollgate serves (docs/ingress.md). */
 export const INGRESS_CONTROLLER = 'tollgate.io/ingress-controller';
@@ -231,6 +235,10 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         unavailable: closed.length > 0 ? closed.join('; ') : null,
         stickySessions: stickyOf(settings.sticky),
         origin,
+        requestHeaders: settings.requestHeaders ?? null,
+        responseHeaders: settings.responseHeaders ?? null,
+        redirectTo: null,
+        authFailureLimit: null,
       },
     ]);
   };
@@ -356,7 +364,24 @@ function authorizationOf(
     return outcome;
   }
   if (type === 'forward') {
-    outcome.problems.push('auth-type forward is not available in this build');
+    if (settings.authUrl === undefined) {
+      outcome.problems.push('auth-type forward needs an auth-url');
+      return outcome;
+    }
+    outcome.policy = {
+      type: 'forward',
+      users: [],
+      keys: [],
+      ...realm,
+      forward: {
+        url: settings.authUrl,
+        authRequestHeaders: [...DEFAULT_AUTH_REQUEST_HEADERS],
+        authResponseHeaders: settings.authResponseHeaders ?? [],
+        subjectHeader: null,
+        timeoutMs: FORWARD_TIMEOUT_MS,
+        signinUrl: settings.authSignin ?? null,
+      },
+    };
     return outcome;
   }
   if (settings.authSecret === undefined) {
