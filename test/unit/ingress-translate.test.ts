@@ -345,7 +345,17 @@ describe('annotations', () => {
     assert.deepEqual(
       readAnnotations({ 'tollgate.io/request-headers': '{"set":{"X-A":"1"},"remove":["X-B"]}' }).settings
         .requestHeaders,
-      { set: { 'X-A': '1' }, add: {}, remove: ['X-B'] },
+      { set: [{ name: 'x-a', value: '1' }], add: [], remove: ['x-b'] },
+    );
+    assert.match(
+      readAnnotations({ 'tollgate.io/request-headers': '{"set":{"X-Tollgate-Subject":"admin"}}' })
+        .problems[0] ?? '',
+      /written or guarded by Tollgate/,
+    );
+    assert.match(
+      readAnnotations({ 'tollgate.io/auth-response-headers': 'X-User, X-Forwarded-For' }).authProblems[0] ??
+        '',
+      /written or guarded by Tollgate/,
     );
   });
 });
