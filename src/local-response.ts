@@ -16,16 +16,16 @@ const bodyBytes = new WeakMap<ServerResponse, number>();
 export function writeLocalResponse(
   res: ServerResponse,
   status: number,
-  headers: Record<string, string | number>,
-  body: string,
+  headers: Readonly<Record<string, string | number | readonly string[]>>,
+  body: string | Buffer,
 ): void {
-  const length = Buffer.byteLength(body);
+  const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
   bodyBytes.set(res, length);
   // An answer given before the request body arrived (401, 429, 404…): close rather than let Node read
   // and discard a body that a hostile client can trickle in forever to keep the connection.
   const unreadBody = res.req !== undefined && hasBody(res.req.headers) && !res.req.complete;
   res.writeHead(status, {
-    ...headers,
+    ...(headers as Record<string, string | number | string[]>),
     'content-length': length,
     ...(unreadBody ? { connection: 'close' } : {}),
   });

@@ -44,6 +44,14 @@ export const authFailuresTotal = new Counter({
   registers: [registry],
 });
 
+export const forwardAuthDuration = new Histogram({
+  name: 'tollgate_forward_auth_duration_seconds',
+  help: 'Time a forward-auth check took, by route and result (allowed, denied, error).',
+  labelNames: ['route', 'result'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+
 export const rateLimitedTotal = new Counter({
   name: 'tollgate_rate_limited_total',
   help: 'Requests answered 429 by the rate limiter, by route.',

@@ -67,6 +67,7 @@ export function routeRequest(
       subject: null,
       forwardQuery: target.query,
       consumedHeaders: [],
+      upstreamHeaders: null,
       responseCookies: [],
       responseHeaders: null,
       candidates: route.servers,

@@ -38,8 +38,13 @@ export interface ProxyRequest {
   subject: string | null;
   /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */
   forwardQuery: string;
-  /** Lower-case request header names the forwarder must not send (credentials the proxy consumed). */
+  /**
+   * Normalised request header names the forwarder must not send: credentials the proxy consumed, and
+   * the names a forward-auth service answers for (so a client can never supply them itself).
+   */
   consumedHeaders: string[];
+  /** Set by forward auth on 2xx: `[name, value, …]` copied from the auth service's answer, sent upstream. */
+  upstreamHeaders: string[] | null;
   /** Set-Cookie values to add to the response (sticky sessions). */
   responseCookies: string[];
   /** Response headers the proxy sets, replacing the upstream's (lower-case names). */

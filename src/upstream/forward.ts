@@ -153,7 +153,12 @@ function dispatch(
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(headers, request.responseCookies, request.responseHeaders);
+      const outgoing = clientResponseHeaders(
+        headers,
+        request.responseCookies,
+        request.responseHeaders,
+        request.route.responseHeaders,
+      );
       if (statusMessage) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
       if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
