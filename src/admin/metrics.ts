@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { registerEventLoopDelay } from './event-loop.ts';
 
 /**
  * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
@@ -7,6 +8,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+/** tollgate_event_loop_delay_seconds: stalls of this process's event loop (admin/event-loop). */
+export const eventLoopDelay = registerEventLoopDelay(registry);
 
 export const requestsTotal = new Counter({
   name: 'tollgate_requests_total',

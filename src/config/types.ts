@@ -47,6 +47,16 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
+export interface Http2Limits {
+  /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
+  maxConcurrentStreams: number;
+  /** Bytes of one request's header list, names and values (`max_header_list_bytes`, default 16384). */
+  maxHeaderListBytes: number;
+  /** Streams a client may reset per second before its connection is closed (`max_resets_per_second`, default 100). */
+  maxResetsPerSecond: number;
+}
+
 /** main.yaml `kubernetes:` (docs/kubernetes.md). Each null means "the default". */
 export interface KubernetesSettings {
   /** Absolute path of a kubeconfig; null = $KUBECONFIG, then the pod's service account, then ~/.kube/config. */
@@ -73,6 +83,9 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
+  http2Cleartext: boolean;
+  http2: Http2Limits;
   configAddress: ListenAddress;
   adminAddress: ListenAddress;
   /** Absolute path of upstreams.yaml. */
