@@ -33,8 +33,8 @@ export function createRequestRecorder(
     routed(request) {
       const { res, route } = request;
       const seconds = (performance.now() - request.startedAt) / 1000;
-      requestsTotal.inc({ route: route.id, method: request.req.method ?? '', status: res.statusCode });
-      requestDuration.observe({ route: route.id }, seconds);
+      requestsTotal.count(route.id, request.req.method ?? '', res.statusCode);
+      requestDuration.record(route.id, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',
@@ -53,8 +53,8 @@ export function createRequestRecorder(
     },
     unrouted(req, res, startedAt, clientIp) {
       const seconds = (performance.now() - startedAt) / 1000;
-      requestsTotal.inc({ route: NO_ROUTE, method: req.method ?? '', status: res.statusCode });
-      requestDuration.observe({ route: NO_ROUTE }, seconds);
+      requestsTotal.count(NO_ROUTE, req.method ?? '', res.statusCode);
+      requestDuration.record(NO_ROUTE, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',
