@@ -1,7 +1,9 @@
+import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
 import {
+  type Http2Limits,
   type KubernetesSettings,
   type ListenAddress,
   type LogLevel,
@@ -17,6 +19,8 @@ export const MAIN_KEYS = [
   'proxy_address_tls',
   'tls_certificate',
   'tls_key_file',
+  'http2_cleartext',
+  'http2',
   'config_address',
   'admin_address',
   'upstreams_conf',
@@ -48,7 +52,21 @@ export const MAIN_KEYS = [
   'kubernetes',
 ] as const;
 
-const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
+const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
+export const HTTP2_DEFAULTS: Http2Limits = Object.freeze({
+  maxConcurrentStreams: 128,
+  maxHeaderListBytes: 16_384,
+  maxResetsPerSecond: 100,
+});
+const KUBERNETES_KEYS = [
+  'kubeconfig',
+  'namespace',
+  'upstreams_configmap',
+  'ingress_class',
+  'watch_namespaces',
+  'publish_service',
+  'publish_address',
+];
 // A namespace is a DNS-1123 label; a ConfigMap name a DNS-1123 subdomain.
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -124,6 +142,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     proxyAddressTls: read('proxy_address_tls', listenAddress, null),
     tlsCertificate: read('tls_certificate', filePath, null),
     tlsKeyFile: read('tls_key_file', filePath, null),
+    http2Cleartext: read('http2_cleartext', (f) => r.boolean(f), false),
+    http2: read('http2', (f) => readHttp2Limits(r, f), HTTP2_DEFAULTS),
     configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
     adminAddress: read('admin_address', listenAddress, { host: '0.0.0.0', port: 9090 }),
     upstreamsConf: upstreamsConf ?? resolve(dir, 'upstreams.yaml'),
@@ -301,6 +321,35 @@ function readWorkers(r: YamlReader, field: Field): WorkersSetting | undefined {
   return r.number(field, { integer: true, min: 1, max: MAX_WORKERS });
 }
 
+/** The `http2:` block: each key optional, the rest keep their defaults. */
+function readHttp2Limits(r: YamlReader, field: Field): Http2Limits | undefined {
+  const fields = r.fields(field.node, field.path, HTTP2_KEYS);
+  if (fields === null) return undefined;
+  const value = (key: string, fallback: number, rule: NumberRule): number => {
+    const entry = fields.get(key);
+    if (entry === undefined || r.isNull(entry.node)) return fallback;
+    return r.number(entry, rule) ?? fallback;
+  };
+  return {
+    // RFC 9113 §6.5.2: a 31-bit value; below 1 no request could ever be made.
+    maxConcurrentStreams: value('max_concurrent_streams', HTTP2_DEFAULTS.maxConcurrentStreams, {
+      integer: true,
+      min: 1,
+      max: 2 ** 31 - 1,
+    }),
+    maxHeaderListBytes: value('max_header_list_bytes', HTTP2_DEFAULTS.maxHeaderListBytes, {
+      integer: true,
+      min: 1024,
+      max: 1_048_576,
+    }),
+    maxResetsPerSecond: value('max_resets_per_second', HTTP2_DEFAULTS.maxResetsPerSecond, {
+      integer: true,
+      min: 1,
+      max: 100_000,
+    }),
+  };
+}
+
 /** The `kubernetes:` block (docs/kubernetes.md): where the API credentials and the config come from. */
 function readKubernetes(
   r: YamlReader,
@@ -318,6 +367,14 @@ function readKubernetes(
     return value;
   };
   const kubeconfig = fields.get('kubeconfig');
+  const publishAddressField = fields.get('publish_address');
+  if (fields.has('publish_service') && publishAddressField !== undefined) {
+    r.report(
+      publishAddressField.keyNode,
+      publishAddressField.path,
+      'set publish_service or publish_address, not both',
+    );
+  }
   return {
     kubeconfig: kubeconfig && !r.isNull(kubeconfig.node) ? (filePath(kubeconfig) ?? null) : null,
     namespace: name(
@@ -330,5 +387,59 @@ function readKubernetes(
       DNS_SUBDOMAIN,
       'a ConfigMap name (lower-case letters, digits, - and ., at most 253)',
     ),
+    ingressClass: name(
+      'ingress_class',
+      DNS_SUBDOMAIN,
+      'an IngressClass name (lower-case letters, digits, - and ., at most 253)',
+    ),
+    watchNamespaces: stringList(r, fields.get('watch_namespaces'), (value) =>
+      DNS_LABEL.test(value) ? null : `'${value}' is not a namespace name`,
+    ),
+    publishService: readPublishService(r, fields.get('publish_service')),
+    publishAddress: stringList(r, fields.get('publish_address'), (value) =>
+      isIP(value) !== 0 || DNS_SUBDOMAIN.test(value)
+        ? null
+        : `'${value}' is neither an IP address nor a host name`,
+    ),
   };
+}
+
+/** A non-empty list of distinct strings, each checked by `problem`; null when absent. */
+function stringList(
+  r: YamlReader,
+  field: Field | undefined,
+  problem: (value: string) => string | null,
+): string[] | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const items = r.items(field);
+  if (items === null) return null;
+  if (items.length === 0) {
+    r.report(r.at(field), field.path, 'must list at least one entry (leave the key out for the default)');
+    return null;
+  }
+  const values: string[] = [];
+  for (const item of items) {
+    const value = r.string(item);
+    if (value === undefined) continue;
+    const message = problem(value) ?? (values.includes(value) ? `'${value}' is listed twice` : null);
+    if (message) r.report(item.node, item.path, message);
+    else values.push(value);
+  }
+  return values;
+}
+
+/** `publish_service: namespace/name`. */
+function readPublishService(
+  r: YamlReader,
+  field: Field | undefined,
+): { namespace: string; name: string } | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const value = r.string(field);
+  if (value === undefined) return null;
+  const [namespace, name, extra] = value.split('/');
+  if (extra !== undefined || !namespace || !name || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name)) {
+    r.report(r.at(field), field.path, `'${value}' is not a Service written 'namespace/name'`);
+    return null;
+  }
+  return { namespace, name };
 }

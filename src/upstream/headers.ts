@@ -76,9 +76,14 @@ export function upstreamRequestHeaders(
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;
+  let host = false;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
+    // HTTP/2 pseudo-headers (`:authority`, `:path`…) describe this hop's request line: the method,
+    // path and Host sent upstream are written from what was routed and authorised.
+    if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
+    if (normalised === 'host') host = true;
     if (!forwardable(name, normalised, peerTrusted)) continue;
     if (named?.has(normalised)) continue;
     if (consumed.length > 0 && consumed.includes(normalised)) continue;
@@ -94,6 +99,8 @@ export function upstreamRequestHeaders(
   if (forwarded !== null) {
     out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
+  // An HTTP/2 request names its host in `:authority` (the route stage checked any Host agrees).
+  if (!host && request.rawHost !== '') out.push('host', request.rawHost);
   if (rules !== null) out.push(...rules.append);
   // After the rules: what the auth service vouched for is not something a rule can override.
   if (request.upstreamHeaders !== null) out.push(...request.upstreamHeaders);
