@@ -1,6 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
+import { parseCaBundle, readTextFile } from './tls-files.ts';
 import {
   type KubernetesSettings,
   type ListenAddress,
@@ -46,6 +47,7 @@ export const MAIN_KEYS = [
   'rate_limit_redis',
   'workers',
   'kubernetes',
+  'upstream_ca_file',
 ] as const;
 
 const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
@@ -155,6 +157,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    ...optional(
+      'upstreamCaFile',
+      read('upstream_ca_file', (f) => readCaFile(r, f, filePath), null),
+    ),
   };
   return {
     config,
@@ -204,6 +210,31 @@ function readListenAddress(r: YamlReader, field: Field): ListenAddress | undefin
   if (parsed.ok) return parsed.value;
   r.report(r.at(field), field.path, parsed.reason);
   return undefined;
+}
+
+/**
+ * `upstream_ca_file`: read and checked now, so `validate` and the start refuse a missing or broken
+ * bundle with its line (docs/traffic.md#tls-to-upstreams); the running process re-reads it on change.
+ */
+function readCaFile(
+  r: YamlReader,
+  field: Field,
+  filePath: (field: Field) => string | undefined,
+): string | undefined {
+  const path = filePath(field);
+  if (path === undefined) return undefined;
+  const read = readTextFile(path);
+  if (!read.ok) {
+    r.report(r.at(field), field.path, `cannot read ${path}: ${read.reason}`);
+    return undefined;
+  }
+  try {
+    parseCaBundle(read.text);
+  } catch (error) {
+    r.report(r.at(field), field.path, `${path} ${(error as Error).message}`);
+    return undefined;
+  }
+  return path;
 }
 
 /** TLS is on exactly when proxy_address_tls is set, and then needs both files. */
