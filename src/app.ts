@@ -302,7 +302,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         // Workers take their servers from the primary; a single process asks the API itself.
         if (!worker && usesKubernetes(main, config.upstreams)) {
           try {
-            kubernetes = startKubernetesProvider({ main, initial: config.upstreams, runtime, logger });
+            const own = bound;
+            kubernetes = startKubernetesProvider({
+              main,
+              initial: config.upstreams,
+              runtime,
+              logger,
+              ownListeners: () => [own.proxy, own.api, own.admin, ...(own.proxyTls ? [own.proxyTls] : [])],
+            });
           } catch (error) {
             throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
           }
@@ -434,8 +441,10 @@ export function applyListenerLimits(
   // A worker of a primary has neither, and the primary no proxy listener (docs/workers.md).
   if (servers.tokenApiServer)
     applyClientLimits(servers.tokenApiServer, { ...timeouts, maxConnections: TOKEN_API_CONNECTIONS });
+  // The admin listener evicts held connections at ADMIN_CONNECTIONS itself (admin/server.ts); this
+  // is the hard ceiling behind it.
   if (servers.adminServer)
-    applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS });
+    applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS * 2 });
 }
 
 /**

@@ -1,12 +1,6 @@
-import { readFileSync } from 'node:fs';
-import {
-  createLocalJWKSet,
-  createRemoteJWKSet,
-  errors,
-  type JSONWebKeySet,
-  type JWTVerifyGetKey,
-} from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors, type JWTVerifyGetKey } from 'jose';
 import { jwksRefreshesTotal } from '../admin/metrics.ts';
+import { readJwksFile } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
 
 /**
@@ -88,6 +82,6 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
 
 /** A key set read from a file (a mounted ConfigMap): re-read when the configuration is reloaded. */
 export function createFileKeySet(path: string): JWTVerifyGetKey {
-  const jwks = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
-  return createLocalJWKSet(jwks);
+  // The reader validation uses (config/file-checks), so a key set that validated loads here.
+  return createLocalJWKSet(readJwksFile(path));
 }

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { revokedTokens } from '../admin/metrics.ts';
+import { readRevokedTokensFile } from '../config/file-checks.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import type { FileWatcher } from '../sources/files.ts';
@@ -55,24 +55,6 @@ export function createRevocationList(initial: ReadonlySet<string> = new Set()): 
   };
 }
 
-/** Thrown at start when the configured file cannot be read: refusing to start fails closed. */
-export class RevocationFileError extends Error {
-  override name = 'RevocationFileError';
-}
-
-/** Reads the file once (at start); later changes arrive through the file watcher. */
-function readRevokedTokensFile(path: string): { text: string; hash: string } {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(path);
-  } catch (error) {
-    throw new RevocationFileError(
-      `revoked_tokens_file ${path}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`,
-    );
-  }
-  return { text: bytes.toString('utf8'), hash: sha256Hex(bytes) };
-}
-
 /** Puts a parsed file in force and says so (gauge; a warning for lines that were skipped). */
 function applyRevocations(
   list: RevocationList,
@@ -92,15 +74,16 @@ function applyRevocations(
 
 /**
  * The revocation list of `revoked_tokens_file` (path null: none configured, an empty list), read
- * now: throws RevocationFileError when the file cannot be read, so a start fails closed instead of
+ * now: throws FileCheckError when the file cannot be read, so a start fails closed instead of
  * serving tokens someone meant to revoke.
  */
 export function loadRevocationList(path: string | null, logger: Logger): LoadedRevocations {
   const list = createRevocationList();
   if (path === null) return { list, hash: null };
-  const { text, hash } = readRevokedTokensFile(path);
-  applyRevocations(list, parseRevokedTokens(text), path, logger);
-  return { list, hash };
+  // The reader validation uses (config/file-checks): a file that validated loads here.
+  const bytes = readRevokedTokensFile(path);
+  applyRevocations(list, parseRevokedTokens(bytes.toString('utf8')), path, logger);
+  return { list, hash: sha256Hex(bytes) };
 }
 
 export interface LoadedRevocations {

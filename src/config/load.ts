@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
-import { rememberMasterkeyPosition, resolveMasterkey } from './masterkey.ts';
+import { checkRuntimeFiles } from './file-checks.ts';
+import { resolveMasterkey } from './masterkey.ts';
+import { rememberPosition } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 import { validateMain } from './validate-main.ts';
@@ -27,21 +29,27 @@ export function parseUpstreamsConfig(text: string, file: string): Loaded<Upstrea
   const config = validateUpstreams(reader, resolve(file), sha256Hex(text));
   if (reader.issues.length > 0) return { ok: false, issues: inFileOrder(reader.issues) };
   const masterkeyAt = reader.locateTopLevelValue('masterkey');
-  if (masterkeyAt) rememberMasterkeyPosition(config, 'masterkey', { file, ...masterkeyAt });
+  if (masterkeyAt) rememberPosition(config, 'masterkey', { file, ...masterkeyAt });
   return { ok: true, value: config };
 }
 
+/** Keys naming something checked after validation (config/masterkey, config/file-checks). */
+const KEYS_WITH_POSITIONS = ['masterkey_file', 'revoked_tokens_file', 'tls_certificate', 'tls_key_file'];
+
 function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
   const masterkeyAt = reader.locateTopLevelValue('masterkey') ?? reader.locateTopLevelValue('master_key');
-  if (masterkeyAt) rememberMasterkeyPosition(config, 'masterkey', { file: reader.file, ...masterkeyAt });
-  const fileAt = reader.locateTopLevelValue('masterkey_file');
-  if (fileAt) rememberMasterkeyPosition(config, 'masterkey_file', { file: reader.file, ...fileAt });
+  if (masterkeyAt) rememberPosition(config, 'masterkey', { file: reader.file, ...masterkeyAt });
+  for (const key of KEYS_WITH_POSITIONS) {
+    const at = reader.locateTopLevelValue(key);
+    if (at) rememberPosition(config, key, { file: reader.file, ...at });
+  }
 }
 
 /**
- * Rules spanning both files: today the masterkey agreement, decided by the same resolver the running
- * process uses (config/masterkey), so validation and start cannot disagree. Messages never contain
- * secret values.
+ * Rules spanning both files, run at load and on every upstreams.yaml change: the masterkey agreement,
+ * decided by the same resolver the running process uses (config/masterkey), and the files
+ * upstreams.yaml names (config/file-checks), so validation and start cannot disagree. Messages never
+ * contain secret values.
  */
 export function checkConsistency(
   main: MainConfig,
@@ -49,7 +57,7 @@ export function checkConsistency(
   env: NodeJS.ProcessEnv = process.env,
 ): ConfigIssue[] {
   const resolved = resolveMasterkey(main, upstreams, env);
-  return resolved.ok ? [] : resolved.issues;
+  return [...(resolved.ok ? [] : resolved.issues), ...checkRuntimeFiles(main, upstreams, 'upstreams')];
 }
 
 /**
@@ -93,6 +101,10 @@ export async function loadConfig(
   if (main === null) return { ok: false, issues };
   const mismatches = checkConsistency(main, upstreams.value);
   if (mismatches.length > 0) return { ok: false, issues: mismatches };
+  // Every file main.yaml names and the process reads, with the readers the process uses (validate
+  // and start both load through here, docs/configuration.md).
+  const unusable = checkRuntimeFiles(main, upstreams.value, 'main');
+  if (unusable.length > 0) return { ok: false, issues: unusable };
   return { ok: true, value: { main, upstreams: upstreams.value } };
 }
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { issueAt } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 
@@ -19,23 +20,7 @@ export type MasterkeyResolution =
 export type MainMasterkeySources = Pick<MainConfig, 'masterkey' | 'masterkeyFile'>;
 export type UpstreamsMasterkeySource = Pick<UpstreamsConfig, 'masterkey'>;
 
-interface Position {
-  file: string;
-  line: number;
-  column: number;
-}
-
 type MasterkeyKey = 'masterkey' | 'masterkey_file';
-
-/**
- * Where each parsed config wrote its masterkey settings, recorded by the loader, so issues can point
- * at the line without the domain types carrying YAML positions. Configs built in code have none.
- */
-const positions = new WeakMap<object, Partial<Record<MasterkeyKey, Position>>>();
-
-export function rememberMasterkeyPosition(config: object, key: MasterkeyKey, at: Position): void {
-  positions.set(config, { ...positions.get(config), [key]: at });
-}
 
 /** An empty value is treated as unset: an empty masterkey would let anyone mint tokens. */
 const present = (value: string | null | undefined): value is string =>
@@ -50,10 +35,10 @@ export function keyFromMasterkeyFileText(text: string): string | null {
   return key === '' ? null : key;
 }
 
-const issueAt = (config: object | null, key: MasterkeyKey, fallbackFile: string, message: string) => {
-  const at = (config && positions.get(config)?.[key]) ?? { file: fallbackFile, line: 0, column: 0 };
-  return { ok: false as const, issues: [{ ...at, path: key, message }] };
-};
+const refuse = (config: object | null, key: MasterkeyKey, fallbackFile: string, message: string) => ({
+  ok: false as const,
+  issues: [issueAt(config, key, fallbackFile, message)],
+});
 
 /**
  * The precedence itself, given what masterkey_file holds (already read, null when main.yaml does not
@@ -74,7 +59,7 @@ export function agreeOnMasterkey(
   if (fromMain !== null && fromUpstreams !== null && fromMain !== fromUpstreams) {
     // Never print either value: say only which sources disagree.
     const mainSource = inline ? 'main.yaml' : `masterkey_file (${main.masterkeyFile})`;
-    return issueAt(
+    return refuse(
       upstreams,
       'masterkey',
       'upstreams.yaml',
@@ -102,11 +87,11 @@ export function resolveMasterkey(
     text = readFileSync(path, 'utf8');
   } catch (error) {
     const reason = readErrorReason(error);
-    return issueAt(main, 'masterkey_file', 'main.yaml', `cannot read ${path}: ${reason}`);
+    return refuse(main, 'masterkey_file', 'main.yaml', `cannot read ${path}: ${reason}`);
   }
   const fileKey = keyFromMasterkeyFileText(text);
   if (fileKey === null) {
-    return issueAt(
+    return refuse(
       main,
       'masterkey_file',
       'main.yaml',

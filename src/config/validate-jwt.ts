@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
+import { FileCheckError, readJwksFile } from './file-checks.ts';
 import type { ExternalIssuer, JwtSettings } from './types.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
 
@@ -118,7 +117,7 @@ function readIssuer(r: YamlReader, fields: Map<string, Field>, parent: Field | I
   } else if (uriField) {
     jwksUri = readJwksUri(r, uriField);
   } else if (fileField) {
-    jwksFile = readJwksFile(r, fileField);
+    jwksFile = readJwksFileAt(r, fileField);
   }
   const claimField = fields.get('subject_claim');
   const subjectClaim = claimField ? r.string(claimField) : 'sub';
@@ -161,23 +160,16 @@ function readJwksUri(r: YamlReader, field: Field): string | null {
   return url.href;
 }
 
-/** Read now, so a missing or malformed key set stops the start (or the reload) with its line. */
-function readJwksFile(r: YamlReader, field: Field): string | null {
+/** Read now, with the reader start uses, so a missing or malformed key set stops the start (or the reload) with its line. */
+function readJwksFileAt(r: YamlReader, field: Field): string | null {
   const value = r.string(field);
   if (value === undefined) return null;
   const path = resolve(dirname(r.file), value);
-  let jwks: unknown;
   try {
-    jwks = JSON.parse(readFileSync(path, 'utf8'));
+    readJwksFile(path);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    r.report(r.at(field), field.path, `${path}: ${code ?? 'is not JSON'}`);
-    return null;
-  }
-  try {
-    createLocalJWKSet(jwks as JSONWebKeySet);
-  } catch {
-    r.report(r.at(field), field.path, `${path} is not a JSON Web Key Set ({"keys": [...]})`);
+    if (!(error instanceof FileCheckError)) throw error;
+    r.report(r.at(field), field.path, error.message);
     return null;
   }
   return path;

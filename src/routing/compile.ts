@@ -1,6 +1,7 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { configIdentity } from './identity.ts';
+import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
@@ -20,7 +21,6 @@ export function compileRoutingTable(
   const servers = new Map<string, UpstreamServer>();
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
-  const routesByHost = new Map<string, readonly Route[]>();
 
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -29,7 +29,6 @@ export function compileRoutingTable(
   // duplicates with their line numbers, so compiling is assembly only and cannot fail.
   for (const host of config.hosts) {
     const hostKey = host.name;
-    const hostRoutes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
       const route: Route = Object.freeze({
@@ -49,34 +48,12 @@ export function compileRoutingTable(
         sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
       });
-      hostRoutes.push(route);
       routes.push(route);
     }
-    // Longest first, so the first prefix that matches during the scan is the longest match.
-    hostRoutes.sort((a, b) => b.prefix.length - a.prefix.length);
-    routesByHost.set(hostKey, Object.freeze(hostRoutes));
   }
 
-  const defaultRoutes = routesByHost.get(DEFAULT_HOST);
-
-  function match(host: string, path: string): Route | null {
-    // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
-    // like an nginx server block, a host key owns its whole namespace, so adding `DEFAULT` to a
-    // config never changes what an existing host serves.
-    const candidates = routesByHost.get(host) ?? defaultRoutes;
-    if (candidates === undefined) return null;
-    for (const route of candidates) {
-      const prefix = route.prefix;
-      if (prefix.length === 1) return route; // '/', the shortest, matches everything
-      if (
-        path.startsWith(prefix) &&
-        (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f) // segment boundary
-      ) {
-        return route;
-      }
-    }
-    return null;
-  }
+  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
+  const match = buildMatcher(routes);
 
   return Object.freeze({
     hash: configIdentity(config),

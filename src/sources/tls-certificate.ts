@@ -1,6 +1,6 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createSecureContext, type Server as TlsServer } from 'node:tls';
+import type { X509Certificate } from 'node:crypto';
+import type { Server as TlsServer } from 'node:tls';
+import { checkTlsPair, readTlsPair } from '../config/file-checks.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
 import type { FileWatcher } from './files.ts';
@@ -56,7 +56,10 @@ interface CertificateSummary {
  */
 export function createTlsContextProvider(options: TlsContextProviderOptions): TlsContextProvider {
   const { certFile, keyFile, logger } = options;
-  let live = validate(readFileSync(certFile), readFileSync(keyFile));
+  // The reader and checks validation uses (config/file-checks): a pair that validated loads here.
+  const names = { certFile, keyFile, certKey: 'tls_certificate', keyKey: 'tls_key_file' };
+  const first = readTlsPair(names);
+  let live = loaded(first.cert, first.key, first.x509);
   const loadedHashes = [sha256Hex(live.cert), sha256Hex(live.key)];
   const servers = new Set<TlsServer>();
   logger.info({ certificate: live.summary, certFile }, 'TLS certificate loaded');
@@ -73,7 +76,11 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
         name: TLS_METRIC_NAME,
         paths: [certFile, keyFile],
         liveHashes: loadedHashes,
-        parse: ([cert, key]) => validate(Buffer.from(cert ?? ''), Buffer.from(key ?? '')),
+        parse: ([cert, key]) => {
+          const certBytes = Buffer.from(cert ?? '');
+          const keyBytes = Buffer.from(key ?? '');
+          return loaded(certBytes, keyBytes, checkTlsPair(certBytes, keyBytes, names));
+        },
         apply(next) {
           for (const server of servers) server.setSecureContext({ cert: next.cert, key: next.key });
           live = next;
@@ -91,16 +98,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
   };
 }
 
-/**
- * Checks everything a handshake will need, so a reload is all-or-nothing: the certificate parses,
- * the key parses (an empty key does NOT make createSecureContext throw), the key matches the
- * certificate, and OpenSSL accepts the pair as a context. Error messages never contain key material.
- */
-function validate(cert: Buffer, key: Buffer): LoadedMaterial {
-  const x509 = new X509Certificate(cert);
-  const privateKey = createPrivateKey(key);
-  if (!x509.checkPrivateKey(privateKey)) throw new Error('the private key does not match the certificate');
-  createSecureContext({ cert, key });
+function loaded(cert: Buffer, key: Buffer, x509: X509Certificate): LoadedMaterial {
   return {
     cert,
     key,

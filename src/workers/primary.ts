@@ -394,7 +394,19 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         if (usesKubernetes(main, config.upstreams)) {
           // Before the workers, so the first of them can start with endpoints already listed.
           try {
-            kubernetes = startKubernetesProvider({ main, initial: config.upstreams, runtime, logger });
+            kubernetes = startKubernetesProvider({
+              main,
+              initial: config.upstreams,
+              runtime,
+              logger,
+              // The workers' proxy ports are known once the first serves (port 0 until then).
+              ownListeners: () => [
+                admin,
+                api,
+                workerMain.proxyAddressHttp,
+                ...(workerMain.proxyAddressTls ? [workerMain.proxyAddressTls] : []),
+              ],
+            });
           } catch (error) {
             throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
           }

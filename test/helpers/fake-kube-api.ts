@@ -30,7 +30,7 @@ import { hasOpenssl, selfSigned } from './certs.ts';
 
 export type ResourceKind = 'endpointslices' | 'configmaps';
 
-interface StoredObject {
+export interface StoredObject {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace: string; resourceVersion?: string; [key: string]: unknown };
@@ -169,7 +169,15 @@ export class FakeKubeApi {
   /** Creates or replaces an object; open watches get ADDED or MODIFIED. */
   apply(model: EndpointSlice | ConfigMap): StoredObject {
     model.validate();
-    const object = structuredClone(model.toJSON()) as unknown as StoredObject;
+    return this.applyRaw(model.toJSON() as unknown as StoredObject);
+  }
+
+  /**
+   * Creates or replaces an object exactly as given, without the schema check: what a buggy or
+   * hostile controller, or an older API server, may store (`endpoints: [null]`, port 70000, ...).
+   */
+  applyRaw(raw: StoredObject): StoredObject {
+    const object = structuredClone(raw);
     const resource: ResourceKind = object.kind === 'EndpointSlice' ? 'endpointslices' : 'configmaps';
     const key = objectKey(resource, object.metadata.namespace, object.metadata.name);
     const existing = this.#objects.get(key);

@@ -134,7 +134,10 @@ describe('TLS listener at start', { skip: hasOpenssl() ? false : 'no openssl' },
     });
     try {
       assert.equal(await tollgate.exited, 1);
-      assert.match(tollgate.stderr(), /tls_certificate/);
+      assert.match(
+        tollgate.stderr(),
+        /tls_key_file: the private key in .*tls\.key does not match the certificate in .*tls\.crt/,
+      );
     } finally {
       await tollgate.stop();
       volume.remove();

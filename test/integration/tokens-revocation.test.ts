@@ -83,7 +83,10 @@ describe('revoked_tokens_file through the proxy process', () => {
       waitReady: false,
     });
     assert.equal(await failed.exited, 1);
-    assert.match(failed.stderr(), /revoked_tokens_file .*no-such-file\.txt: ENOENT/);
+    assert.match(
+      failed.stderr(),
+      /main\.yaml:\d+:\d+: revoked_tokens_file: cannot read .*no-such-file\.txt: no such file/,
+    );
     await failed.stop();
   });
 

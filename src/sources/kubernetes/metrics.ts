@@ -23,3 +23,10 @@ export const lastSyncTimestamp = new Gauge({
   labelNames: ['resource'] as const,
   registers: [registry],
 });
+
+export const endpointsDropped = new Gauge({
+  name: 'tollgate_kubernetes_endpoints_dropped',
+  help: 'Endpoints (or whole EndpointSlices) of watched Services left out of the routing table, by reason (address_type, not_ip, unspecified, link_local, multicast, broadcast, own_listener, port, malformed).',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});

@@ -5,7 +5,7 @@ import {
   serviceRefKey,
   serviceRefText,
 } from '../../config/service-ref.ts';
-import type { MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
@@ -63,6 +63,8 @@ export interface KubernetesProviderOptions {
   runtime: Runtime;
   logger: Logger;
   tuning?: Partial<WatchTuning>;
+  /** Tollgate's own bound listeners: endpoints reaching them are dropped (docs/security.md). */
+  ownListeners?: () => readonly ListenAddress[];
 }
 
 export interface KubernetesProvider {
@@ -123,6 +125,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     logger,
     upstreamsConfigMap: main.kubernetes?.upstreamsConfigMap ?? null,
     tuning: options.tuning,
+    ownListeners: options.ownListeners,
     onEndpoints: (snapshot) => {
       endpoints = snapshot;
       const table = compile(live);

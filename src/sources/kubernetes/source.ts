@@ -1,9 +1,10 @@
 import { CoreV1Api, DiscoveryV1Api, type V1ConfigMap, type V1EndpointSlice } from '@kubernetes/client-node';
 import { type ResolvedServiceRef, serviceRefKey } from '../../config/service-ref.ts';
-import type { ServerAddress } from '../../config/types.ts';
+import type { ListenAddress, ServerAddress } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
-import { offeredPorts, readyServers } from './endpoints.ts';
+import { DROP_REASONS, type DroppedEndpoint, offeredPorts, readyServers } from './endpoints.ts';
 import type { KubeConnection } from './kubeconfig.ts';
+import { endpointsDropped } from './metrics.ts';
 import { type ResourceWatch, startResourceWatch, type WatchTuning } from './resource-watch.ts';
 import {
   createWatchHealth,
@@ -34,6 +35,8 @@ export interface KubernetesSourceOptions {
   onConfigMap?: (content: ConfigMapContent) => void;
   metrics?: WatchMetricsSink;
   tuning?: Partial<WatchTuning>;
+  /** Tollgate's own bound listeners: endpoints reaching them are dropped (docs/security.md). */
+  ownListeners?: () => readonly ListenAddress[];
 }
 
 export interface KubernetesSource {
@@ -77,6 +80,8 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
   let closed = false;
   const syncWaiters: Array<() => void> = [];
   const warnedPorts = new Set<string>();
+  // Dropped endpoints are warned about once while they stay in the API, again if they come back.
+  let warnedDrops = new Set<string>();
 
   const checkSynced = () => {
     if (!health.allSynced()) return;
@@ -85,11 +90,15 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
 
   const computeSnapshot = (): EndpointSnapshot => {
     const snapshot = new Map<string, readonly ServerAddress[]>();
+    const drops = new Map<string, DroppedEndpoint & { service: string }>();
     for (const ref of refs) {
       const serviceWatch = serviceWatches.get(`${ref.namespace}/${ref.name}`);
       if (!serviceWatch?.watch.synced) continue;
-      const servers = readyServers(serviceWatch.slices, ref.port);
       const key = serviceRefKey(ref);
+      const servers = readyServers(serviceWatch.slices, ref.port, {
+        ownListeners: options.ownListeners,
+        onDrop: (drop) => drops.set(`${drop.slice} ${drop.reason} ${drop.value}`, { ...drop, service: key }),
+      });
       if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
         const offered = offeredPorts(serviceWatch.slices);
         if (offered.length > 0 && !warnedPorts.has(key)) {
@@ -102,7 +111,22 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       }
       snapshot.set(key, Object.freeze(servers));
     }
+    reportDrops(drops);
     return snapshot;
+  };
+
+  const reportDrops = (drops: ReadonlyMap<string, DroppedEndpoint & { service: string }>) => {
+    const counts = new Map(DROP_REASONS.map((reason) => [reason, 0]));
+    for (const [id, drop] of drops) {
+      counts.set(drop.reason, (counts.get(drop.reason) ?? 0) + 1);
+      if (!warnedDrops.has(id))
+        logger.warn(
+          { service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
+          'EndpointSlice entry ignored: not a usable server (docs/security.md)',
+        );
+    }
+    warnedDrops = new Set(drops.keys());
+    for (const [reason, count] of counts) endpointsDropped.set({ reason }, count);
   };
 
   const publishEndpoints = () => {

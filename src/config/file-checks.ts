@@ -1,0 +1,174 @@
+import { type X509Certificate as Certificate, createPrivateKey, X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
+import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
+import { issueAt } from './positions.ts';
+import { readErrorReason } from './read-error.ts';
+import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
+
+/**
+ * The files the config names and the running process reads (docs/configuration.md "What validate
+ * checks"): each has ONE reader here, which both the checks below (run by `validate`, `start` and
+ * every upstreams.yaml reload, through config/load) and the runtime code that loads the file at start
+ * or on rotation call. So a config that validates starts, and `validate` cannot drift from `start`.
+ *
+ * Adding a file read at runtime: write its reader here (throwing FileCheckError with the config key
+ * and a message naming the file), call it from the runtime code, and add one entry to
+ * RUNTIME_FILE_CHECKS. The masterkey_file is decided by config/masterkey (the same resolver runs at
+ * load and in the running process) and checked there.
+ */
+
+/** A file named by the config that cannot be used; `key` is the config key naming it. */
+export class FileCheckError extends Error {
+  override name = 'FileCheckError';
+  readonly key: string;
+  constructor(key: string, message: string) {
+    super(message);
+    this.key = key;
+  }
+}
+
+function readBytes(key: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (error) {
+    throw new FileCheckError(key, `cannot read ${path}: ${readErrorReason(error)}`);
+  }
+}
+
+/** `revoked_tokens_file` as bytes (parsed by auth/revocation); throws when it cannot be read. */
+export function readRevokedTokensFile(path: string): Buffer {
+  return readBytes('revoked_tokens_file', path);
+}
+
+/** Which config keys name a TLS pair's two files, for messages and positions. */
+export interface TlsPairNames {
+  certFile: string;
+  keyFile: string;
+  certKey: string;
+  keyKey: string;
+}
+
+/**
+ * Everything a handshake will need, so a start and a reload are all-or-nothing: the certificate
+ * parses, the key parses (an empty key does NOT make createSecureContext throw), the key matches the
+ * certificate, and OpenSSL accepts the pair as a context. Messages never contain key material.
+ */
+export function checkTlsPair(cert: Buffer, key: Buffer, names: TlsPairNames): Certificate {
+  let x509: Certificate;
+  try {
+    x509 = new X509Certificate(cert);
+  } catch {
+    throw new FileCheckError(names.certKey, `${names.certFile} holds no PEM certificate that can be parsed`);
+  }
+  let privateKey: ReturnType<typeof createPrivateKey>;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch {
+    throw new FileCheckError(names.keyKey, `${names.keyFile} holds no PEM private key that can be parsed`);
+  }
+  if (!x509.checkPrivateKey(privateKey)) {
+    throw new FileCheckError(
+      names.keyKey,
+      `the private key in ${names.keyFile} does not match the certificate in ${names.certFile}`,
+    );
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (error) {
+    throw new FileCheckError(
+      names.certKey,
+      `${names.certFile} and ${names.keyFile} are refused by OpenSSL: ${(error as Error).message}`,
+    );
+  }
+  return x509;
+}
+
+/** Reads and checks a TLS pair from its files. */
+export function readTlsPair(names: TlsPairNames): { cert: Buffer; key: Buffer; x509: Certificate } {
+  const cert = readBytes(names.certKey, names.certFile);
+  const key = readBytes(names.keyKey, names.keyFile);
+  return { cert, key, x509: checkTlsPair(cert, key, names) };
+}
+
+/** Every TLS pair main.yaml names, with the keys that name its files. */
+export function tlsPairsOf(main: MainConfig): TlsPairNames[] {
+  if (!main.proxyAddressTls || !main.tlsCertificate || !main.tlsKeyFile) return [];
+  return [
+    {
+      certFile: main.tlsCertificate,
+      keyFile: main.tlsKeyFile,
+      certKey: 'tls_certificate',
+      keyKey: 'tls_key_file',
+    },
+  ];
+}
+
+/** A `jwks_file`: JSON holding a JSON Web Key Set (`{"keys": [...]}`). */
+export function readJwksFile(path: string): JSONWebKeySet {
+  const bytes = readBytes('jwks_file', path);
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new FileCheckError('jwks_file', `${path} is not JSON`);
+  }
+  try {
+    createLocalJWKSet(jwks as JSONWebKeySet);
+  } catch {
+    throw new FileCheckError('jwks_file', `${path} is not a JSON Web Key Set ({"keys": [...]})`);
+  }
+  return jwks as JSONWebKeySet;
+}
+
+export interface RuntimeFileCheck {
+  /** What it checks, as docs/configuration.md lists it. */
+  readonly name: string;
+  /**
+   * Which file's keys name the files: `main` checks run when both files load (validate, start);
+   * `upstreams` checks also run on every upstreams.yaml change (file or ConfigMap), so a reload that
+   * names a broken file is refused and the old config keeps serving.
+   */
+  readonly in: 'main' | 'upstreams';
+  /** Every problem, each an issue at the line of the key naming the file. */
+  readonly check: (main: MainConfig, upstreams: UpstreamsConfig) => ConfigIssue[];
+}
+
+/** Runs `read`; a FileCheckError becomes one issue at `owner`'s `key` (its recorded position). */
+function attempt(owner: object, fallbackFile: string, read: () => unknown, path?: (key: string) => string) {
+  try {
+    read();
+    return [];
+  } catch (error) {
+    if (!(error instanceof FileCheckError)) throw error;
+    return [issueAt(owner, error.key, fallbackFile, error.message, path?.(error.key))];
+  }
+}
+
+/** The registry: one entry per kind of file read at runtime. */
+export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
+  {
+    name: 'revoked_tokens_file',
+    in: 'main',
+    check: (main) =>
+      main.revokedTokensFile
+        ? attempt(main, main.file, () => readRevokedTokensFile(main.revokedTokensFile as string))
+        : [],
+  },
+  {
+    name: 'TLS certificate and key pairs',
+    in: 'main',
+    check: (main) => tlsPairsOf(main).flatMap((pair) => attempt(main, main.file, () => readTlsPair(pair))),
+  },
+];
+
+/** The problems of the files `scope`'s checks cover (config/load runs both), in registry order. */
+export function checkRuntimeFiles(
+  main: MainConfig,
+  upstreams: UpstreamsConfig,
+  scope: RuntimeFileCheck['in'],
+): ConfigIssue[] {
+  return RUNTIME_FILE_CHECKS.filter((entry) => entry.in === scope).flatMap((entry) =>
+    entry.check(main, upstreams),
+  );
+}
