@@ -1,7 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
-import { parseCaBundle, readTextFile } from './tls-files.ts';
 import {
   type KubernetesSettings,
   type ListenAddress,
@@ -157,10 +156,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
-    ...optional(
-      'upstreamCaFile',
-      read('upstream_ca_file', (f) => readCaFile(r, f, filePath), null),
-    ),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
   return {
     config,
@@ -210,31 +207,6 @@ function readListenAddress(r: YamlReader, field: Field): ListenAddress | undefin
   if (parsed.ok) return parsed.value;
   r.report(r.at(field), field.path, parsed.reason);
   return undefined;
-}
-
-/**
- * `upstream_ca_file`: read and checked now, so `validate` and the start refuse a missing or broken
- * bundle with its line (docs/traffic.md#tls-to-upstreams); the running process re-reads it on change.
- */
-function readCaFile(
-  r: YamlReader,
-  field: Field,
-  filePath: (field: Field) => string | undefined,
-): string | undefined {
-  const path = filePath(field);
-  if (path === undefined) return undefined;
-  const read = readTextFile(path);
-  if (!read.ok) {
-    r.report(r.at(field), field.path, `cannot read ${path}: ${read.reason}`);
-    return undefined;
-  }
-  try {
-    parseCaBundle(read.text);
-  } catch (error) {
-    r.report(r.at(field), field.path, `${path} ${(error as Error).message}`);
-    return undefined;
-  }
-  return path;
 }
 
 /** TLS is on exactly when proxy_address_tls is set, and then needs both files. */

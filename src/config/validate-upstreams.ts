@@ -9,8 +9,8 @@ import {
   normalisePrefix,
 } from '../routing/normalise.ts';
 import { parseServerAddress } from './addresses.ts';
+import { FileCheckError, readCaBundle, readUpstreamClientPair } from './file-checks.ts';
 import { parseServiceRef, type ServiceRef } from './service-ref.ts';
-import { checkCertificatePair, parseCaBundle, readTextFile } from './tls-files.ts';
 import {
   type HealthCheckConfig,
   type HostConfig,
@@ -341,7 +341,7 @@ function readUpstreamTls(r: YamlReader, field: Field): UpstreamTlsConfig | null 
   const verifyField = get('verify');
   const verify = verifyField ? (r.boolean(verifyField) ?? true) : true;
 
-  const caFile = caField ? readPemFile(r, caField, (text) => void parseCaBundle(text)) : null;
+  const caFile = caField ? checkedPath(r, caField, (path) => readCaBundle(path, 'ca_file')) : null;
   if (caField && verifyField && !verify) {
     r.report(caField.keyNode, caField.path, 'is not used with verify: false; remove one of them');
   }
@@ -360,13 +360,14 @@ function readUpstreamTls(r: YamlReader, field: Field): UpstreamTlsConfig | null 
   } else if (certField && keyField) {
     certificateFile = pathOf(r, certField);
     keyFile = pathOf(r, keyField);
-    const cert = certificateFile === null ? null : readFor(r, certField, certificateFile);
-    const key = keyFile === null ? null : readFor(r, keyField, keyFile);
-    if (cert !== null && key !== null) {
+    if (certificateFile !== null && keyFile !== null) {
+      const pair = { certificate: certField, key: keyField };
       try {
-        checkCertificatePair(cert, key);
+        readUpstreamClientPair(certificateFile, keyFile);
       } catch (error) {
-        r.report(r.at(certField), certField.path, `${certificateFile}: ${(error as Error).message}`);
+        if (!(error instanceof FileCheckError)) throw error;
+        const at = error.key === 'key' ? pair.key : pair.certificate;
+        r.report(r.at(at), at.path, error.message);
       }
     }
   }
@@ -379,23 +380,15 @@ function pathOf(r: YamlReader, field: Field): string | null {
   return value === undefined ? null : resolve(dirname(r.file), value);
 }
 
-function readFor(r: YamlReader, field: Field, path: string): string | null {
-  const read = readTextFile(path);
-  if (read.ok) return read.text;
-  r.report(r.at(field), field.path, `cannot read ${path}: ${read.reason}`);
-  return null;
-}
-
-/** Reads the file now and checks it with `check`; the absolute path, or null when reported. */
-function readPemFile(r: YamlReader, field: Field, check: (text: string) => void): string | null {
+/** Reads the file now with the reader the running process uses; the absolute path, or null when reported. */
+function checkedPath(r: YamlReader, field: Field, read: (path: string) => unknown): string | null {
   const path = pathOf(r, field);
   if (path === null) return null;
-  const text = readFor(r, field, path);
-  if (text === null) return null;
   try {
-    check(text);
+    read(path);
   } catch (error) {
-    r.report(r.at(field), field.path, `${path} ${(error as Error).message}`);
+    if (!(error instanceof FileCheckError)) throw error;
+    r.report(r.at(field), field.path, error.message);
     return null;
   }
   return path;

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { checkCertificatePair, parseCaBundle } from '../config/tls-files.ts';
+import { checkTlsPair, parseCaBundle } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
 import type { RoutingTable, UpstreamTlsSettings } from '../routing/types.ts';
 import type { FileWatcher } from '../sources/files.ts';
@@ -36,7 +36,7 @@ export class UpstreamTlsFiles {
   material(settings: UpstreamTlsSettings): TlsFileMaterial {
     const caFile = settings.caFile ?? this.#globalCaFile;
     return {
-      ca: caFile === null ? null : parseCaBundle(this.#text(caFile)),
+      ca: caFile === null ? null : parseCaBundle(this.#text(caFile), caFile, 'ca_file'),
       cert: settings.certificateFile === null ? null : this.#text(settings.certificateFile),
       key: settings.keyFile === null ? null : this.#text(settings.keyFile),
     };
@@ -63,8 +63,16 @@ export class UpstreamTlsFiles {
           name: UPSTREAM_TLS_METRIC_NAME,
           paths,
           parse: (texts) => {
-            if (paths.length === 2) checkCertificatePair(texts[0] ?? '', texts[1] ?? '');
-            else parseCaBundle(texts[0] ?? '');
+            // The readers validation uses (config/file-checks), so a reload accepts what a start would.
+            const [first = '', second = ''] = paths;
+            if (paths.length === 2)
+              checkTlsPair(Buffer.from(texts[0] ?? ''), Buffer.from(texts[1] ?? ''), {
+                certFile: first,
+                keyFile: second,
+                certKey: 'certificate',
+                keyKey: 'key',
+              });
+            else parseCaBundle(texts[0] ?? '', first, 'ca_file');
             return texts;
           },
           apply: (texts) => this.#replace(paths, texts),

@@ -72,7 +72,10 @@ export async function startEchoServer(): Promise<EchoServer> {
       for (let i = 0; i < count; i++) call.write({ message: `${call.request.message}#${i}`, seen: {} });
       call.end();
     },
-    ClientStream(call: grpc.ServerReadableStream<EchoRequest, EchoReply>, callback: grpc.sendUnaryData<EchoReply>) {
+    ClientStream(
+      call: grpc.ServerReadableStream<EchoRequest, EchoReply>,
+      callback: grpc.sendUnaryData<EchoReply>,
+    ) {
       const messages: string[] = [];
       call.on('data', (request: EchoRequest) => messages.push(request.message));
       call.on('end', () => callback(null, { message: messages.join(','), seen: seenOf(call.metadata) }));
