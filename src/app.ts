@@ -1,5 +1,5 @@
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
+import type { Http2SecureServer } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
 import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
@@ -17,6 +17,7 @@ import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
+import { createProxyListeners } from './listeners/listeners.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRequestRecorder } from './observe/requests.ts';
 import { createPipeline } from './pipeline/pipeline.ts';
@@ -191,19 +192,6 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     main.accessLog,
     (query) => takeQueryParam(query, main.tokenParam).rest,
   );
-  const serverOptions = {
-    keepAliveTimeout: main.timeouts.clientKeepAliveMs,
-    headersTimeout: main.timeouts.clientHeadersMs,
-    // Uploads and long responses are bounded by the upstream timeouts, not by a total request timer.
-    requestTimeout: 0,
-    // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
-    shouldUpgradeCallback: isWebSocketUpgrade,
-    // A missing Host is answered by the route stage with our JSON 400 rather than Node's bare one.
-    requireHostHeader: false,
-    // Node enforces headersTimeout only when it sweeps its connections (every 30 s by default), so
-    // slow headers were answered up to a sweep late; sweep every second.
-    connectionsCheckingInterval: 1_000,
-  };
   const handler = createProxyHandler({ pipeline, forward, recorder, logger });
   const webSockets = createWebSocketHandler({
     runtime,
@@ -212,17 +200,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     pools,
     observer: upstreamObserver,
   });
-  const proxyListener = <T extends http.Server>(server: T): T => {
-    server.on('request', handler.handleRequest);
-    server.on('checkContinue', handler.handleExpectContinue);
-    server.on('upgrade', webSockets.handleUpgrade);
-    server.on('clientError', answerClientError);
-    return server;
-  };
-  const proxyServer = proxyListener(http.createServer(serverOptions));
 
   let tls: TlsContextProvider | null = null;
-  let tlsServer: https.Server | null = null;
   if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
     try {
       tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
@@ -232,9 +211,22 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       pools.close();
       throw new StartError(`tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}`);
     }
-    tlsServer = proxyListener(https.createServer({ ...serverOptions, ...tls.current() }));
-    tls.attach(tlsServer);
   }
+  // HTTP/1.1, h2c and TLS with ALPN h2 + http/1.1, all handing requests to the same handler.
+  const listeners = createProxyListeners(
+    main,
+    {
+      request: handler.handleRequest,
+      checkContinue: handler.handleExpectContinue,
+      upgrade: webSockets.handleUpgrade,
+      shouldUpgrade: isWebSocketUpgrade,
+      clientError: answerClientError,
+    },
+    tls ? { ...tls.current() } : null,
+  );
+  const proxyServer = listeners.plain;
+  const tlsServer = listeners.tls;
+  if (tls && tlsServer) tls.attach(tlsServer);
   // A worker's primary answers admin and token API requests for the whole set.
   const adminServer = worker ? null : createAdminServer(runtime);
   const tokenApiServer = worker
@@ -250,7 +242,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     runtime,
     main,
     logger,
-    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), ...(tokenApiServer ? [tokenApiServer] : [])],
+    servers: [...listeners.drainable, ...(tokenApiServer ? [tokenApiServer] : [])],
     keepUntilExit: adminServer ? [adminServer] : [],
     cleanup: [
       () => hotReload?.close(),
@@ -420,7 +412,7 @@ export function applyListenerLimits(
   main: MainConfig,
   servers: {
     proxyServer: http.Server | null;
-    tlsServer: https.Server | null;
+    tlsServer: Http2SecureServer | null;
     tokenApiServer: http.Server | null;
     adminServer: http.Server | null;
   },

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { registerEventLoopDelay } from './event-loop.ts';
 
 /**
  * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
@@ -7,6 +8,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+/** tollgate_event_loop_delay_seconds: stalls of this process's event loop (admin/event-loop). */
+export const eventLoopDelay = registerEventLoopDelay(registry);
 
 export const requestsTotal = new Counter({
   name: 'tollgate_requests_total',
@@ -41,6 +44,14 @@ export const authFailuresTotal = new Counter({
   name: 'tollgate_auth_failures_total',
   help: 'Requests refused by authentication, by route, method and reason code.',
   labelNames: ['route', 'method', 'reason'] as const,
+  registers: [registry],
+});
+
+export const forwardAuthDuration = new Histogram({
+  name: 'tollgate_forward_auth_duration_seconds',
+  help: 'Time a forward-auth check took, by route and result (allowed, denied, error).',
+  labelNames: ['route', 'result'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   registers: [registry],
 });
 

@@ -62,8 +62,13 @@ export class PasswordChecksOverloaded extends Error {
  * stall connects to upstreams named by host and config reloads. See docs/security.md.
  */
 export const MAX_CONCURRENT_CHECKS = 2;
-/** Checks of one policy allowed to wait; beyond this a check is refused at once (answered 503). */
-export const MAX_WAITING_CHECKS_PER_POLICY = 16;
+/**
+ * Checks of one client (IP) allowed to wait for one policy; beyond this that client's next check is
+ * refused at once (503 auth_overloaded). Other clients keep their own places in the queue.
+ */
+export const MAX_WAITING_CHECKS_PER_CLIENT = 4;
+/** Checks of one policy allowed to wait, all clients together. */
+export const MAX_WAITING_CHECKS_PER_POLICY = 256;
 
 /** A counting gate in front of the thread pool: bounded concurrency, bounded queue, no busy wait. */
 export class CheckGate {
@@ -110,9 +115,61 @@ export class CheckGate {
  */
 export const hashingThreads = new CheckGate(MAX_CONCURRENT_CHECKS, Number.POSITIVE_INFINITY);
 
-/** A policy's own gate: one check at a time, at most MAX_WAITING_CHECKS_PER_POLICY waiting. */
-export function createPolicyCheckGate(): CheckGate {
-  return new CheckGate(1, MAX_WAITING_CHECKS_PER_POLICY);
+/**
+ * A policy's own gate: one check at a time, served round robin over the clients waiting, each with a
+ * queue of at most MAX_WAITING_CHECKS_PER_CLIENT (docs/security.md "Password floods"). A client
+ * flooding guesses only lengthens its own queue: another client's check waits for at most the check
+ * running and one turn of each other waiting client, never behind the whole flood.
+ */
+export class FairCheckGate {
+  #busy = false;
+  /** Waiting checks by client, in turn order: a client served goes to the back (Map insertion order). */
+  readonly #queues = new Map<string, Array<() => void>>();
+  #waiting = 0;
+  readonly #maxPerClient: number;
+  readonly #maxWaiting: number;
+  constructor(maxPerClient = MAX_WAITING_CHECKS_PER_CLIENT, maxWaiting = MAX_WAITING_CHECKS_PER_POLICY) {
+    this.#maxPerClient = maxPerClient;
+    this.#maxWaiting = maxWaiting;
+  }
+
+  /** Runs `task` at `client`'s turn; throws PasswordChecksOverloaded when its queue is full. */
+  async run<T>(client: string, task: () => Promise<T>): Promise<T> {
+    if (this.#busy) {
+      const queue = this.#queues.get(client) ?? [];
+      if (queue.length >= this.#maxPerClient || this.#waiting >= this.#maxWaiting) {
+        throw new PasswordChecksOverloaded();
+      }
+      if (queue.length === 0) this.#queues.set(client, queue);
+      this.#waiting++;
+      await new Promise<void>((resolve) => queue.push(resolve));
+    } else {
+      this.#busy = true;
+    }
+    try {
+      return await task();
+    } finally {
+      this.#next();
+    }
+  }
+
+  #next(): void {
+    const first = this.#queues.entries().next();
+    if (first.done) {
+      this.#busy = false;
+      return;
+    }
+    const [client, queue] = first.value;
+    const resolve = queue.shift() as () => void;
+    this.#queues.delete(client);
+    if (queue.length > 0) this.#queues.set(client, queue);
+    this.#waiting--;
+    resolve();
+  }
+
+  get waiting(): number {
+    return this.#waiting;
+  }
 }
 
 function deriveKey(password: string, salt: Buffer, keyBytes: number, params: ScryptParams): Promise<Buffer> {

@@ -47,6 +47,16 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
+export interface Http2Limits {
+  /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
+  maxConcurrentStreams: number;
+  /** Bytes of one request's header list, names and values (`max_header_list_bytes`, default 16384). */
+  maxHeaderListBytes: number;
+  /** Streams a client may reset per second before its connection is closed (`max_resets_per_second`, default 100). */
+  maxResetsPerSecond: number;
+}
+
 /** main.yaml `kubernetes:` (docs/kubernetes.md). Each null means "the default". */
 export interface KubernetesSettings {
   /** Absolute path of a kubeconfig; null = $KUBECONFIG, then the pod's service account, then ~/.kube/config. */
@@ -65,6 +75,9 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
+  http2Cleartext: boolean;
+  http2: Http2Limits;
   configAddress: ListenAddress;
   adminAddress: ListenAddress;
   /** Absolute path of upstreams.yaml. */
@@ -147,7 +160,7 @@ export interface NamedApiKey {
   key: string;
 }
 
-export type AuthMethod = 'basic' | 'apikey' | 'jwt';
+export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward';
 
 /**
  * An `authorization` object. `type: api` is normalised to `apikey`, `data` to `creds`.
@@ -160,6 +173,52 @@ export interface AuthorizationConfig {
   keys: NamedApiKey[];
   /** type jwt only; absent means the defaults: Tollgate's own tokens, browser links on. */
   jwt?: JwtSettings;
+  /** type forward only (always set for it): the auth service to ask. */
+  forward?: ForwardAuthSettings;
+}
+
+/**
+ * `type: forward` (docs/authentication.md#forward-auth): every request of the route is first sent,
+ * without its body, to an auth service (oauth2-proxy, Authelia…) that answers 2xx to let it through,
+ * 401/403/3xx to be relayed to the client, anything else to fail closed (503 auth_unavailable).
+ * Header names are lower case. Other sources of config (Ingress annotations) fill the same fields:
+ * `auth-url` → url, `auth-response-headers` → authResponseHeaders, `auth-signin` → signinUrl.
+ */
+export interface ForwardAuthSettings {
+  /** Absolute http(s) URL the check is sent to (`url`, or `creds`/`data` as Aralez configs write it). */
+  url: string;
+  /** Client request headers passed to the auth service (`auth_request_headers`, default cookie, authorization). */
+  authRequestHeaders: string[];
+  /**
+   * Auth service response headers copied into the upstream request on 2xx (`auth_response_headers`);
+   * client-sent copies of these names never reach the upstream, whatever the auth service answered.
+   */
+  authResponseHeaders: string[];
+  /** Response header whose value is the subject (X-Tollgate-Subject, access log), or null. */
+  subjectHeader: string | null;
+  /** Whole check, connect to body (`timeout_seconds`, default 5). */
+  timeoutMs: number;
+  /**
+   * `signin_url`: a 401 from the auth service becomes a 302 to this URL with `rd=` the original URL
+   * (what nginx's auth_request + error_page and ingress-nginx `auth-signin` do); null relays the 401.
+   */
+  signinUrl: string | null;
+}
+
+/** One header written by a rule: `name` lower case, `value` as configured. */
+export interface HeaderValue {
+  name: string;
+  value: string;
+}
+
+/**
+ * `request_headers` / `response_headers` (docs/configuration.md#header-rules): applied in the order
+ * remove, set (replaces every copy), add (appends). Names are lower case.
+ */
+export interface HeaderOps {
+  set: HeaderValue[];
+  add: HeaderValue[];
+  remove: string[];
 }
 
 /** An OpenID issuer whose tokens a jwt policy accepts (docs/tokens.md#external-issuers). */
@@ -203,6 +262,14 @@ export interface PathConfig {
   /** Requests per second per client IP; overrides the global value when set. */
   rateLimit: number | null;
   healthCheck: HealthCheckConfig | null;
+  /** Rules for the request sent upstream; null = none at this level. */
+  requestHeaders: HeaderOps | null;
+  /** Rules for the response sent to the client; null = none at this level. */
+  responseHeaders: HeaderOps | null;
+  /** `redirect_to`: every request is answered 301/308 to this URL + the request path and query. */
+  redirectTo: string | null;
+  /** Failed authentications per client IP per host per minute before 429; overrides the global value. */
+  authFailureLimit: number | null;
   /** `upstream_tls`, or null for the defaults (absent in configs built before it existed). */
   upstreamTls?: UpstreamTlsConfig | null;
   /** `upstream_protocol`; absent = `auto`. */
@@ -239,6 +306,9 @@ export interface UpstreamsConfig {
   toHttps: boolean;
   rateLimit: number | null;
   authorization: AuthorizationConfig | null;
+  requestHeaders: HeaderOps | null;
+  responseHeaders: HeaderOps | null;
+  authFailureLimit: number | null;
   /** In file order. */
   hosts: HostConfig[];
 }

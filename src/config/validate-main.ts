@@ -2,6 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
 import {
+  type Http2Limits,
   type KubernetesSettings,
   type ListenAddress,
   type LogLevel,
@@ -17,6 +18,8 @@ export const MAIN_KEYS = [
   'proxy_address_tls',
   'tls_certificate',
   'tls_key_file',
+  'http2_cleartext',
+  'http2',
   'config_address',
   'admin_address',
   'upstreams_conf',
@@ -49,6 +52,12 @@ export const MAIN_KEYS = [
   'upstream_ca_file',
 ] as const;
 
+const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
+export const HTTP2_DEFAULTS: Http2Limits = Object.freeze({
+  maxConcurrentStreams: 128,
+  maxHeaderListBytes: 16_384,
+  maxResetsPerSecond: 100,
+});
 const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
 // A namespace is a DNS-1123 label; a ConfigMap name a DNS-1123 subdomain.
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -125,6 +134,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     proxyAddressTls: read('proxy_address_tls', listenAddress, null),
     tlsCertificate: read('tls_certificate', filePath, null),
     tlsKeyFile: read('tls_key_file', filePath, null),
+    http2Cleartext: read('http2_cleartext', (f) => r.boolean(f), false),
+    http2: read('http2', (f) => readHttp2Limits(r, f), HTTP2_DEFAULTS),
     configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
     adminAddress: read('admin_address', listenAddress, { host: '0.0.0.0', port: 9090 }),
     upstreamsConf: upstreamsConf ?? resolve(dir, 'upstreams.yaml'),
@@ -302,6 +313,35 @@ function readWorkers(r: YamlReader, field: Field): WorkersSetting | undefined {
     return undefined;
   }
   return r.number(field, { integer: true, min: 1, max: MAX_WORKERS });
+}
+
+/** The `http2:` block: each key optional, the rest keep their defaults. */
+function readHttp2Limits(r: YamlReader, field: Field): Http2Limits | undefined {
+  const fields = r.fields(field.node, field.path, HTTP2_KEYS);
+  if (fields === null) return undefined;
+  const value = (key: string, fallback: number, rule: NumberRule): number => {
+    const entry = fields.get(key);
+    if (entry === undefined || r.isNull(entry.node)) return fallback;
+    return r.number(entry, rule) ?? fallback;
+  };
+  return {
+    // RFC 9113 §6.5.2: a 31-bit value; below 1 no request could ever be made.
+    maxConcurrentStreams: value('max_concurrent_streams', HTTP2_DEFAULTS.maxConcurrentStreams, {
+      integer: true,
+      min: 1,
+      max: 2 ** 31 - 1,
+    }),
+    maxHeaderListBytes: value('max_header_list_bytes', HTTP2_DEFAULTS.maxHeaderListBytes, {
+      integer: true,
+      min: 1024,
+      max: 1_048_576,
+    }),
+    maxResetsPerSecond: value('max_resets_per_second', HTTP2_DEFAULTS.maxResetsPerSecond, {
+      integer: true,
+      min: 1,
+      max: 100_000,
+    }),
+  };
 }
 
 /** The `kubernetes:` block (docs/kubernetes.md): where the API credentials and the config come from. */

@@ -23,6 +23,8 @@ import {
   type UpstreamTlsConfig,
 } from './types.ts';
 import { validateAuthorization } from './validate-auth.ts';
+import { readHttpUrl } from './validate-forward.ts';
+import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
@@ -33,6 +35,8 @@ const TOP_KEYS = [
   'to_https',
   'rate_limit',
   'authorization',
+  'auth_failure_limit',
+  ...HEADER_RULE_KEYS,
   'upstreams',
 ];
 const HOST_KEYS = ['paths'];
@@ -40,9 +44,12 @@ const PATH_KEYS = [
   'servers',
   'service',
   'to_https',
+  'redirect_to',
   'authorization',
+  'auth_failure_limit',
   'rate_limit',
   'health_check',
+  ...HEADER_RULE_KEYS,
   'upstream_tls',
   'upstream_protocol',
 ];
@@ -86,6 +93,9 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
     toHttps: false,
     rateLimit: null,
     authorization: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    authFailureLimit: null,
     hosts: [],
   };
   const root = r.root();
@@ -112,6 +122,9 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   if (rateLimit) config.rateLimit = readRateLimit(r, rateLimit);
   const authorization = fields.get('authorization');
   if (authorization) config.authorization = validateAuthorization(r, authorization);
+  const failureLimit = get('auth_failure_limit');
+  if (failureLimit) config.authFailureLimit = readAuthFailureLimit(r, failureLimit);
+  Object.assign(config, readHeaderRules(r, fields));
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
@@ -156,6 +169,25 @@ function readStickySessions(r: YamlReader, field: Field): StickySessions | null 
 // refuse everything and 1.5 would behave as 1.
 function readRateLimit(r: YamlReader, field: Field): number | null {
   return r.number(field, { integer: true, min: 1 }) ?? null;
+}
+
+/** Failed authentications per client IP per host per minute (docs/configuration.md#auth_failure_limit). */
+function readAuthFailureLimit(r: YamlReader, field: Field): number | null {
+  return r.number(field, { integer: true, min: 1, max: 100_000 }) ?? null;
+}
+
+/**
+ * `redirect_to`: an absolute http(s) URL with no query; the request path and query are appended, so a
+ * trailing `/` is dropped (`https://new.example.com/` + `/a` is `https://new.example.com/a`).
+ */
+function readRedirectTo(r: YamlReader, field: Field): string | null {
+  const url = readHttpUrl(r, field);
+  if (url === undefined) return null;
+  if (url.includes('?')) {
+    r.report(r.at(field), field.path, 'must not have a query: the request path and query are appended to it');
+    return null;
+  }
+  return url.endsWith('/') ? url.slice(0, -1) : url;
 }
 
 function readHosts(r: YamlReader, field: Field, provider: UpstreamsConfig['provider']): HostConfig[] {
@@ -251,7 +283,9 @@ function readPath(
 
   const serversField = fields.get('servers');
   const serviceField = fields.get('service');
-  if (serversField === undefined && serviceField === undefined) {
+  const redirectField = get('redirect_to');
+  // A path that only redirects needs no server.
+  if (serversField === undefined && serviceField === undefined && redirectField === undefined) {
     r.report(
       entry.keyNode,
       entry.path,
@@ -286,6 +320,7 @@ function readPath(
       'h2c is HTTP/2 without TLS, but this path has TLS servers: use h2 (or auto) for those',
     );
   }
+  const failureLimit = get('auth_failure_limit');
   return {
     prefix,
     servers,
@@ -294,6 +329,9 @@ function readPath(
     authorization: authorization ? validateAuthorization(r, authorization) : null,
     rateLimit: rateLimit ? readRateLimit(r, rateLimit) : null,
     healthCheck: healthCheck ? readHealthCheck(r, healthCheck) : null,
+    redirectTo: redirectField ? readRedirectTo(r, redirectField) : null,
+    authFailureLimit: failureLimit ? readAuthFailureLimit(r, failureLimit) : null,
+    ...readHeaderRules(r, fields),
     // Only when set, so configs without them compare (and hash) as before.
     ...(upstreamTls ? { upstreamTls } : {}),
     ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),

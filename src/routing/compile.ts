@@ -1,5 +1,6 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
@@ -47,6 +48,10 @@ export function compileRoutingTable(
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
         sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
+        redirectTo: path.redirectTo,
+        authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
+        requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+        responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
       });
       routes.push(route);
     }

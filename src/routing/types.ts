@@ -4,6 +4,7 @@ import type {
   StickySessions,
   UpstreamProtocol,
 } from '../config/types.ts';
+import type { HeaderRules } from './header-rules.ts';
 
 /**
  * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
@@ -65,6 +66,14 @@ export interface Route {
   readonly rateLimit: number | null;
   readonly sticky: StickySessions | null;
   readonly healthCheck: HealthCheckConfig | null;
+  /** `redirect_to` (no trailing slash): every request is answered 301/308 there; null = none. */
+  readonly redirectTo: string | null;
+  /** Path `auth_failure_limit` ?? global ?? null (no guard); only used when `auth` is set. */
+  readonly authFailureLimit: number | null;
+  /** Rules for the request sent upstream (global and path merged), or null. */
+  readonly requestHeaders: HeaderRules | null;
+  /** Rules for the upstream's response on its way to the client, or null. */
+  readonly responseHeaders: HeaderRules | null;
 }
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */

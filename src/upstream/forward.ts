@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
+import { hasBody } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
@@ -28,13 +29,6 @@ export interface ForwarderDeps {
 export interface UpgradeHooks {
   accept(statusCode: number, headers: IncomingHttpHeaders): string | null;
   open(upstream: Duplex, headers: IncomingHttpHeaders): void;
-}
-
-function hasBody(request: ProxyRequest): boolean {
-  const { headers } = request.req;
-  if (headers['transfer-encoding'] !== undefined) return true;
-  const length = headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 /**
@@ -116,7 +110,7 @@ function dispatch(
 ): void {
   request.upstream = server;
   const { req, res } = request;
-  const withBody = upgrade === null && hasBody(request);
+  const withBody = upgrade === null && hasBody(req);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
   const grpc = upgrade === null && isGrpcContentType(req.headers['content-type']);
   const wire = upgrade === null ? wireFor(server, grpc) : wireFor(server, false);
@@ -170,8 +164,14 @@ function dispatch(
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(headers, request.responseCookies, request.responseHeaders);
-      if (statusMessage) res.writeHead(statusCode, statusMessage, outgoing);
+      const outgoing = clientResponseHeaders(
+        headers,
+        request.responseCookies,
+        request.responseHeaders,
+        request.route.responseHeaders,
+      );
+      // HTTP/2 has no reason phrase (node:http2 warns when given one).
+      if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
       if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
     },

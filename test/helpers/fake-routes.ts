@@ -22,6 +22,10 @@ export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>
     rateLimit: null,
     sticky: null,
     healthCheck: null,
+    redirectTo: null,
+    authFailureLimit: null,
+    requestHeaders: null,
+    responseHeaders: null,
     ...fields,
     servers: Object.freeze([...fields.servers]),
   });

@@ -14,6 +14,8 @@ const DEFAULTS: MainConfig = {
   proxyAddressTls: null,
   tlsCertificate: null,
   tlsKeyFile: null,
+  http2Cleartext: false,
+  http2: { maxConcurrentStreams: 128, maxHeaderListBytes: 16384, maxResetsPerSecond: 100 },
   configAddress: { host: '0.0.0.0', port: 8081 },
   adminAddress: { host: '0.0.0.0', port: 9090 },
   upstreamsConf: '/etc/tollgate/upstreams.yaml',
@@ -90,6 +92,8 @@ describe('main.yaml: valid files', () => {
         shutdown_grace_seconds: 40
         rate_limit_redis: redis://redis:6379/0
         workers: 3
+        http2_cleartext: true
+        http2: {max_concurrent_streams: 64, max_header_list_bytes: 32768, max_resets_per_second: 20}
       `),
     );
     assert.deepEqual(config, {
@@ -98,6 +102,8 @@ describe('main.yaml: valid files', () => {
       proxyAddressTls: { host: '::', port: 443 },
       tlsCertificate: '/etc/tollgate/tls/cert.pem',
       tlsKeyFile: '/secrets/key.pem',
+      http2Cleartext: true,
+      http2: { maxConcurrentStreams: 64, maxHeaderListBytes: 32768, maxResetsPerSecond: 20 },
       configAddress: { host: 'localhost', port: 8081 },
       adminAddress: { host: '0.0.0.0', port: 9090 },
       upstreamsConf: '/etc/routes/upstreams.yaml',
@@ -155,6 +161,17 @@ describe('main.yaml: valid files', () => {
 });
 
 describe('main.yaml: each kind of error names file:line:column and path', () => {
+  it('http2: known keys, integers in range; http2_cleartext a boolean', () => {
+    assert.deepEqual(
+      problems(parse('http2_cleartext: yes please\nhttp2:\n  max_concurrent_streams: 0\n  max_resets: 5\n')),
+      [
+        `${FILE}:1:18: http2_cleartext: expected true or false, got a string`,
+        `${FILE}:3:27: http2.max_concurrent_streams: 0 is out of range (must be >= 1 and <= 2147483647)`,
+        `${FILE}:4:3: http2.max_resets: unknown key 'max_resets' (did you mean 'max_resets_per_second'?)`,
+      ],
+    );
+  });
+
   it('upstream connection limits: positive integers, and a route share no larger than the total', () => {
     assert.deepEqual(
       problems(

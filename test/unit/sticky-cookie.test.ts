@@ -24,6 +24,10 @@ const route = (servers: UpstreamServer[]): Route =>
     rateLimit: null,
     sticky: { maxAgeSeconds: null },
     healthCheck: null,
+    redirectTo: null,
+    authFailureLimit: null,
+    requestHeaders: null,
+    responseHeaders: null,
   });
 
 describe('reading the sticky cookie', () => {
