@@ -65,6 +65,14 @@ export interface KubernetesSettings {
   namespace: string | null;
   /** Name of a ConfigMap whose `upstreams.yaml` key replaces the file, read through the API. */
   upstreamsConfigMap: string | null;
+  /** `ingress_class`: serve Ingress objects of this IngressClass name (docs/ingress.md); null = off. */
+  ingressClass?: string | null;
+  /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
+  watchNamespaces?: string[] | null;
+  /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */
+  publishService?: { namespace: string; name: string } | null;
+  /** `publish_address`: IPs or host names written into Ingress status instead. */
+  publishAddress?: string[] | null;
 }
 
 export interface MainConfig {
@@ -173,6 +181,8 @@ export interface AuthorizationConfig {
   keys: NamedApiKey[];
   /** type jwt only; absent means the defaults: Tollgate's own tokens, browser links on. */
   jwt?: JwtSettings;
+  /** The realm of the challenge (an Ingress `auth-realm`); absent = `tollgate`. */
+  realm?: string;
   /** type forward only (always set for it): the auth service to ask. */
   forward?: ForwardAuthSettings;
 }
@@ -262,6 +272,17 @@ export interface PathConfig {
   /** Requests per second per client IP; overrides the global value when set. */
   rateLimit: number | null;
   healthCheck: HealthCheckConfig | null;
+  /** Matches the path exactly, not as a prefix (an Ingress `pathType: Exact`, docs/ingress.md). */
+  exact?: boolean;
+  /**
+   * Why this route cannot be served safely (an Ingress whose auth Secret is missing): it answers 503
+   * `auth_misconfigured` instead of forwarding, so a broken policy closes the path, never opens it.
+   */
+  unavailable?: string | null;
+  /** Sticky sessions for this path alone (an Ingress annotation); overrides the global setting. */
+  stickySessions?: StickySessions | null;
+  /** Where the path came from when not from upstreams.yaml, e.g. `ingress/apps/web` (logs, metrics). */
+  origin?: string | null;
   /** Rules for the request sent upstream; null = none at this level. */
   requestHeaders: HeaderOps | null;
   /** Rules for the response sent to the client; null = none at this level. */

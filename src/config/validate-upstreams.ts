@@ -128,8 +128,30 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
-  else config.hosts = readHosts(r, upstreams, config.provider);
+  else {
+    config.hosts = readHosts(r, upstreams, config.provider);
+    const size = compiledSize(config);
+    if (size > MAX_COMPILED_SIZE)
+      r.report(
+        upstreams.keyNode,
+        'upstreams',
+        `the routing table would hold ${size} route servers (hosts × paths × servers), more than ${MAX_COMPILED_SIZE}: ` +
+          'refused (blocks repeated by alias count once per use)',
+      );
+  }
   return config;
+}
+
+/**
+ * The most route servers (each path of each host, times its servers; a `service:` path counts once)
+ * one config may compile to (docs/security.md, "Config files"): bounds compile time and memory.
+ */
+export const MAX_COMPILED_SIZE = 50_000;
+
+function compiledSize(config: UpstreamsConfig): number {
+  let size = 0;
+  for (const host of config.hosts) for (const path of host.paths) size += Math.max(1, path.servers.length);
+  return size;
 }
 
 function readProvider(r: YamlReader, field: Field): UpstreamsConfig['provider'] {

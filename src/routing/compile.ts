@@ -32,10 +32,14 @@ export function compileRoutingTable(
     const hostKey = host.name;
     for (const path of host.paths) {
       const prefix = path.prefix;
+      const exact = path.exact === true;
       const route: Route = Object.freeze({
-        id: hostKey + prefix,
+        // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
+        id: hostKey + prefix + (exact ? '$' : ''),
         hostKey,
         prefix,
+        exact,
+        unavailable: path.unavailable ?? null,
         servers: Object.freeze(
           (path.service ? endpoints(path.service) : path.servers).map((address) =>
             sharedServer(address, upstreamTransport(path, address), servers),
@@ -46,7 +50,7 @@ export function compileRoutingTable(
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky,
+        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
         redirectTo: path.redirectTo,
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,

@@ -50,8 +50,12 @@ export interface Route {
   readonly id: string;
   /** Lower-cased host key or `DEFAULT`. */
   readonly hostKey: string;
-  /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root). */
+  /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root); the whole path when `exact`. */
   readonly prefix: string;
+  /** Only the path `prefix` itself matches (an Ingress `pathType: Exact`). */
+  readonly exact: boolean;
+  /** Set when the route must answer 503 `auth_misconfigured` (its policy could not be built). */
+  readonly unavailable: string | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed

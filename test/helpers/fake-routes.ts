@@ -16,6 +16,8 @@ export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>
   return Object.freeze({
     hostKey,
     prefix,
+    exact: false,
+    unavailable: null,
     service: null,
     auth: null,
     toHttps: false,

@@ -17,6 +17,8 @@ const route = (servers: UpstreamServer[]): Route =>
     id: 'h/',
     hostKey: 'h',
     prefix: '/',
+    exact: false,
+    unavailable: null,
     servers,
     service: null,
     auth: null,
