@@ -28,7 +28,7 @@ export const requestDuration = new RouteHistogram({
 
 export const upstreamErrorsTotal = new Counter({
   name: 'tollgate_upstream_errors_total',
-  help: 'Failed upstream attempts by route, server and kind (connect, timeout, reset, protocol).',
+  help: 'Failed upstream attempts by route, server and kind (connect, tls, timeout, reset, protocol).',
   labelNames: ['route', 'server', 'kind'] as const,
   registers: [registry],
 });

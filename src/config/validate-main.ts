@@ -50,6 +50,7 @@ export const MAIN_KEYS = [
   'rate_limit_redis',
   'workers',
   'kubernetes',
+  'upstream_ca_file',
 ] as const;
 
 const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
@@ -175,6 +176,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
   return {
     config,
