@@ -53,6 +53,7 @@ export const MAIN_KEYS = [
   'rate_limit_redis',
   'workers',
   'kubernetes',
+  'upstream_ca_file',
 ] as const;
 
 const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
@@ -180,6 +181,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
   // Where each tls_certificates file was written, for the file checks run after validation.
   for (const [key, node] of positions) rememberPosition(config, key, { file: r.file, ...r.positionOf(node) });

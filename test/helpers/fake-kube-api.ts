@@ -229,9 +229,9 @@ export class FakeKubeApi {
     const key = objectKey(resource, object.metadata.namespace, object.metadata.name);
     const existing = this.#objects.get(key);
     const resourceVersion = ++this.#resourceVersion;
-    // Like the API server: a write of the main resource never changes the status subresource.
+    // Like the API server: a write of the main resource never changes the status subresource (a
+    // test may create an object with a status, e.g. a LoadBalancer Service's address).
     if (existing && 'status' in existing) object.status = existing.status;
-    else if (!existing) delete object.status;
     object.metadata = {
       ...object.metadata,
       resourceVersion: String(resourceVersion),

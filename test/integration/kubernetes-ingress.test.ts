@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import bcrypt from 'bcryptjs';
+import { type AuthService, OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
 import {
   endpointSlice,
   type FakeKubeApi,
@@ -24,6 +25,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
   let api: FakeKubeApi;
   let dir: string;
   let tollgate: Tollgate;
+  let oauth2: AuthService;
 
   const get = (host: string, path = '/', headers: Record<string, string> = {}): Promise<SimpleResponse> =>
     request(`${tollgate.proxyUrl}${path}`, { headers: { host, ...headers } });
@@ -91,6 +93,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
         endpoints: [{ ip: '127.0.0.1' }],
       }),
     );
+    oauth2 = await startOauth2Proxy();
     dir = await mkdtemp(join(tmpdir(), 'tollgate-ingress-'));
     tollgate = await startTollgate({
       main: {
@@ -114,6 +117,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
   after(async () => {
     await tollgate?.stop();
     await api?.stop();
+    await oauth2?.close();
     await Promise.all([...upstreams.values()].map((u) => u.close()));
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -364,5 +368,80 @@ describe('Ingress objects through the built process (fake API server)', () => {
     );
     await liveWithin('mine.test', '/', (res) => serverOf(res) === 'a');
     assert.equal((await get('theirs.test', '/')).status, 404);
+  });
+
+  it('auth-url, auth-signin and auth-response-headers: forward auth as ingress-nginx does it', async () => {
+    api.apply(
+      ingress({
+        name: 'sso',
+        namespace: 'apps',
+        annotations: {
+          'nginx.ingress.kubernetes.io/auth-url': `${oauth2.origin}/oauth2/auth`,
+          'nginx.ingress.kubernetes.io/auth-signin': 'https://sso.example.com/oauth2/start',
+          'nginx.ingress.kubernetes.io/auth-response-headers': 'X-Auth-Request-User, X-Auth-Request-Email',
+        },
+        rules: [{ host: 'sso.test', paths: [{ service: 'web', port: 80 }] }],
+      }),
+    );
+    await liveWithin('sso.test', '/page?x=1', (res) => res.status === 302);
+    const signin = new URL(String((await get('sso.test', '/page?x=1')).headers.location));
+    assert.equal(signin.origin + signin.pathname, 'https://sso.example.com/oauth2/start');
+    assert.equal(signin.searchParams.get('rd'), 'http://sso.test/page?x=1');
+    const spoofed = { cookie: OAUTH2_PROXY_COOKIE, 'x-auth-request-user': 'mallory' };
+    const ok = await get('sso.test', '/page', spoofed);
+    assert.equal(serverOf(ok), 'a');
+    const seen = ok.json<{ headers: Record<string, string> }>().headers;
+    assert.equal(seen['x-auth-request-user'], 'alice', "the auth service's answer, never the client's copy");
+    assert.equal(seen['x-auth-request-email'], 'alice@example.com');
+  });
+
+  it('limit-rps, force-ssl-redirect, affinity and header rules behave as their upstreams.yaml counterparts', async () => {
+    api.apply(
+      ingress({
+        name: 'traffic',
+        namespace: 'apps',
+        annotations: {
+          'nginx.ingress.kubernetes.io/limit-rps': '1',
+          'nginx.ingress.kubernetes.io/affinity': 'cookie',
+          'tollgate.io/request-headers': '{"set": {"X-Team": "payments"}, "remove": ["X-Debug"]}',
+          'tollgate.io/response-headers': '{"add": {"X-Served-By": "tollgate-ingress"}}',
+        },
+        rules: [{ host: 'traffic.test', paths: [{ service: 'web', port: 80 }] }],
+      }),
+    );
+    api.apply(
+      ingress({
+        name: 'secure',
+        namespace: 'apps',
+        annotations: { 'nginx.ingress.kubernetes.io/force-ssl-redirect': 'true' },
+        rules: [{ host: 'secure.test', paths: [{ service: 'web', port: 80 }] }],
+      }),
+    );
+    await liveWithin('secure.test', '/a?b=c', (res) => res.status === 301);
+    assert.equal((await get('secure.test', '/a?b=c')).headers.location, 'https://secure.test/a?b=c');
+
+    await liveWithin('traffic.test', '/', (res) => res.status === 200 || res.status === 429);
+    const answers: SimpleResponse[] = [];
+    for (let i = 0; i < 4; i++) answers.push(await get('traffic.test', '/', { 'x-debug': '1' }));
+    assert.ok(
+      answers.some((res) => res.status === 429),
+      'a budget of 1 per second refuses a burst',
+    );
+    const served = answers.find((res) => res.status === 200) ?? (await waitForOk());
+    assert.match(String(served.headers['set-cookie']), /tollgate_sticky=/);
+    assert.equal(served.headers['x-served-by'], 'tollgate-ingress');
+    const upstreamSaw = served.json<{ headers: Record<string, string> }>().headers;
+    assert.equal(upstreamSaw['x-team'], 'payments');
+    assert.equal(upstreamSaw['x-debug'], undefined);
+
+    async function waitForOk(): Promise<SimpleResponse> {
+      let ok: SimpleResponse | null = null;
+      await waitFor(async () => {
+        const res = await get('traffic.test', '/', { 'x-debug': '1' });
+        if (res.status === 200) ok = res;
+        return ok !== null;
+      }, 5_000);
+      return ok as unknown as SimpleResponse;
+    }
   });
 });
