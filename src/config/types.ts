@@ -47,6 +47,12 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** One `tls_certificates` entry: a PEM certificate (full chain) and its unencrypted key. */
+export interface TlsPairFiles {
+  certificate: string;
+  key: string;
+}
+
 /** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
 export interface Http2Limits {
   /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
@@ -83,6 +89,11 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /**
+   * `tls_certificates`: more pairs, chosen by SNI (docs/traffic.md#several-certificates). Absolute
+   * paths; `tls_certificate`/`tls_key_file`, when set, come first in the served set.
+   */
+  tlsCertificates: TlsPairFiles[];
   /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
   http2Cleartext: boolean;
   http2: Http2Limits;
@@ -117,6 +128,11 @@ export interface MainConfig {
   workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
+  /**
+   * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
+   * (docs/traffic.md#tls-to-upstreams). Absent when not set.
+   */
+  upstreamCaFile?: string | null;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */
@@ -126,6 +142,29 @@ export interface ServerAddress {
   /** Hostname or IP, without brackets. */
   host: string;
   port: number;
+  /** Written `https://host:port`: dialled over TLS (docs/traffic.md#tls-to-upstreams). */
+  tls?: boolean;
+}
+
+/**
+ * A path's `upstream_protocol`: `auto` (ALPN on TLS servers, HTTP/1.1 on plain ones, gRPC to plain
+ * ones as h2c), or one protocol for every request (docs/traffic.md#http2-to-upstreams).
+ */
+export type UpstreamProtocol = 'auto' | 'http1' | 'h2' | 'h2c';
+
+export const UPSTREAM_PROTOCOLS: readonly UpstreamProtocol[] = ['auto', 'http1', 'h2', 'h2c'];
+
+/** A path's `upstream_tls` (docs/traffic.md#tls-to-upstreams). Files are absolute paths. */
+export interface UpstreamTlsConfig {
+  /** PEM bundle trusted beside the system CAs, instead of main.yaml's `upstream_ca_file`. */
+  caFile: string | null;
+  /** SNI and the name the certificate must carry; null = the server's host part. */
+  serverName: string | null;
+  /** Client certificate and key for mTLS: both or neither. */
+  certificateFile: string | null;
+  keyFile: string | null;
+  /** False only when `verify: false` is written out. */
+  verify: boolean;
 }
 
 export interface BasicUser {
@@ -263,6 +302,10 @@ export interface PathConfig {
   redirectTo: string | null;
   /** Failed authentications per client IP per host per minute before 429; overrides the global value. */
   authFailureLimit: number | null;
+  /** `upstream_tls`, or null for the defaults (absent in configs built before it existed). */
+  upstreamTls?: UpstreamTlsConfig | null;
+  /** `upstream_protocol`; absent = `auto`. */
+  upstreamProtocol?: UpstreamProtocol;
 }
 
 export interface HostConfig {

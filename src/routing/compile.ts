@@ -4,8 +4,8 @@ import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
-import { upstreamServerFor } from './servers.ts';
-import type { Route, RoutingTable, UpstreamServer } from './types.ts';
+import { upstreamServerFor, upstreamTransport } from './servers.ts';
+import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
 
@@ -42,7 +42,7 @@ export function compileRoutingTable(
         unavailable: path.unavailable ?? null,
         servers: Object.freeze(
           (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, servers),
+            sharedServer(address, upstreamTransport(path, address), servers),
           ),
         ),
         service: path.service ? serviceRefText(path.service) : null,
@@ -81,12 +81,20 @@ export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
 
 const noEndpoints: EndpointLookup = () => [];
 
-/** One frozen UpstreamServer per configured address, so routes naming it share a connection pool. */
-function sharedServer(address: ServerAddress, servers: Map<string, UpstreamServer>): UpstreamServer {
-  let server = servers.get(address.raw);
+/**
+ * One frozen UpstreamServer per configured address and transport, so routes naming it the same way
+ * share a connection pool (paths with other TLS settings or protocols get their own).
+ */
+function sharedServer(
+  address: ServerAddress,
+  transport: UpstreamTransport,
+  servers: Map<string, UpstreamServer>,
+): UpstreamServer {
+  const key = `${address.raw} ${transport.key}`;
+  let server = servers.get(key);
   if (server === undefined) {
-    server = upstreamServerFor(address);
-    servers.set(address.raw, server);
+    server = upstreamServerFor(address, transport);
+    servers.set(key, server);
   }
   return server;
 }
