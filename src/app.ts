@@ -148,15 +148,25 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   if (!options.worker) for (const warning of warnings) logger.warn(warning);
 
   const runtime = createRuntime(main, logger, table);
-  const pools = new UpstreamPools({ timeouts: main.timeouts, limits: main.upstreamLimits });
+  const pools = new UpstreamPools({
+    timeouts: main.timeouts,
+    limits: main.upstreamLimits,
+    upstreamCaFile: main.upstreamCaFile ?? null,
+  });
   runtime.onTableSwap((next) => pools.retainOnly(next));
-  const health = createServerHealth({ logger });
+  logUnverifiedUpstreams(table, logger);
+  runtime.onTableSwap((next) => logUnverifiedUpstreams(next, logger));
+  const health = createServerHealth({ logger, checkDispatcher: (server) => pools.checkPool(server) });
   health.sync(runtime.table());
   runtime.onTableSwap((next) => health.sync(next));
 
   // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
   const upstreamObserver = createUpstreamObserver(health);
-  const forward = createForwarder({ pools, observer: upstreamObserver });
+  const forward = createForwarder({
+    pools,
+    observer: upstreamObserver,
+    responseTimeoutMs: main.timeouts.upstreamResponseHeadersMs,
+  });
   let revocations: LoadedRevocations;
   try {
     revocations = loadRevocationList(main.revokedTokensFile ?? null, logger);
@@ -272,7 +282,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         };
         if (worker) {
           // A worker watches only what its own requests read; the primary watches the config.
-          hotReload = await watchWorkerFiles(logger, tls, main.revokedTokensFile ?? null, revocations);
+          const workerFiles = await watchWorkerFiles(
+            logger,
+            tls,
+            main.revokedTokensFile ?? null,
+            revocations,
+          );
+          hotReload = workerFiles;
+          await followUpstreamTlsFiles(workerFiles, runtime, pools, logger);
         }
         // Workers take their servers from the primary; a single process asks the API itself.
         if (!worker && usesKubernetes(main, config.upstreams)) {
@@ -313,6 +330,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           });
           hotReload = runtimeFiles;
           upstreamsApplier = runtimeFiles.upstreams;
+          await followUpstreamTlsFiles(runtimeFiles.files, runtime, pools, logger);
           if (main.revokedTokensFile) {
             await watchRevokedTokens(runtimeFiles.files, main.revokedTokensFile, revocations, logger);
           }
@@ -425,13 +443,41 @@ export function applyListenerLimits(
  * What a worker of a primary reloads itself (docs/workers.md): the TLS certificate and key its
  * listener serves and the revoked tokens its requests are checked against.
  */
+/**
+ * `verify: false` is never silent (docs/traffic.md#tls-to-upstreams): every route dialling a server
+ * without checking its certificate is named at start and on each reload.
+ */
+function logUnverifiedUpstreams(table: RoutingTable, logger: Logger): void {
+  const routes = table.routes.filter((route) =>
+    route.servers.some((server) => server.transport.tls?.verify === false),
+  );
+  if (routes.length === 0) return;
+  logger.warn(
+    { routes: routes.map((route) => route.id) },
+    'upstream_tls verify: false: these routes do not check their upstream certificates',
+  );
+}
+
+/** The upstream TLS files the live routes name, followed as the table changes (upstream/tls-files). */
+async function followUpstreamTlsFiles(
+  files: FileWatcher,
+  runtime: Runtime,
+  pools: UpstreamPools,
+  logger: Logger,
+): Promise<void> {
+  let following: Promise<void> = pools.tlsFiles.follow(files, runtime.table(), logger);
+  await following;
+  runtime.onTableSwap((next) => {
+    following = following.then(() => pools.tlsFiles.follow(files, next, logger));
+  });
+}
+
 async function watchWorkerFiles(
   logger: Logger,
   tls: TlsContextProvider | null,
   revokedTokensFile: string | null,
   revocations: LoadedRevocations,
-): Promise<FileWatcher | null> {
-  if (tls === null && revokedTokensFile === null) return null;
+): Promise<FileWatcher> {
   const files = await createFileWatcher({ logger });
   await tls?.watch(files);
   if (revokedTokensFile) await watchRevokedTokens(files, revokedTokensFile, revocations, logger);

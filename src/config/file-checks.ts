@@ -121,6 +121,40 @@ export function readJwksFile(path: string): JSONWebKeySet {
   return jwks as JSONWebKeySet;
 }
 
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/**
+ * A CA bundle trusted for upstream TLS (`upstream_ca_file`, a path's `upstream_tls.ca_file`): every
+ * PEM certificate in it, each parsed; `key` is the config key naming the file.
+ */
+export function parseCaBundle(text: string, path: string, key: string): string[] {
+  const blocks = text.match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0)
+    throw new FileCheckError(key, `${path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch {
+      throw new FileCheckError(key, `${path} holds a certificate that cannot be parsed`);
+    }
+  }
+  return blocks;
+}
+
+/** Reads and checks a CA bundle for upstream TLS. */
+export function readCaBundle(path: string, key: string): string[] {
+  return parseCaBundle(readBytes(key, path).toString('utf8'), path, key);
+}
+
+/** The client certificate and key of a path's `upstream_tls` (mTLS), read and checked as a pair. */
+export function readUpstreamClientPair(certFile: string, keyFile: string): { cert: Buffer; key: Buffer } {
+  const names = { certFile, keyFile, certKey: 'certificate', keyKey: 'key' };
+  const cert = readBytes(names.certKey, certFile);
+  const key = readBytes(names.keyKey, keyFile);
+  checkTlsPair(cert, key, names);
+  return { cert, key };
+}
+
 export interface RuntimeFileCheck {
   /** What it checks, as docs/configuration.md lists it. */
   readonly name: string;
@@ -159,6 +193,15 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
     name: 'TLS certificate and key pairs',
     in: 'main',
     check: (main) => tlsPairsOf(main).flatMap((pair) => attempt(main, main.file, () => readTlsPair(pair))),
+  },
+  {
+    // A path's upstream_tls files are read by validation itself (config/validate-upstreams), at their line.
+    name: 'upstream_ca_file',
+    in: 'main',
+    check: (main) =>
+      main.upstreamCaFile
+        ? attempt(main, main.file, () => readCaBundle(main.upstreamCaFile as string, 'upstream_ca_file'))
+        : [],
   },
 ];
 

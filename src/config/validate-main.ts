@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { isScalar } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
@@ -49,6 +50,7 @@ export const MAIN_KEYS = [
   'rate_limit_redis',
   'workers',
   'kubernetes',
+  'upstream_ca_file',
 ] as const;
 
 const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
@@ -57,7 +59,15 @@ export const HTTP2_DEFAULTS: Http2Limits = Object.freeze({
   maxHeaderListBytes: 16_384,
   maxResetsPerSecond: 100,
 });
-const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
+const KUBERNETES_KEYS = [
+  'kubeconfig',
+  'namespace',
+  'upstreams_configmap',
+  'ingress_class',
+  'watch_namespaces',
+  'publish_service',
+  'publish_address',
+];
 // A namespace is a DNS-1123 label; a ConfigMap name a DNS-1123 subdomain.
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -166,6 +176,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
   return {
     config,
@@ -358,6 +370,14 @@ function readKubernetes(
     return value;
   };
   const kubeconfig = fields.get('kubeconfig');
+  const publishAddressField = fields.get('publish_address');
+  if (fields.has('publish_service') && publishAddressField !== undefined) {
+    r.report(
+      publishAddressField.keyNode,
+      publishAddressField.path,
+      'set publish_service or publish_address, not both',
+    );
+  }
   return {
     kubeconfig: kubeconfig && !r.isNull(kubeconfig.node) ? (filePath(kubeconfig) ?? null) : null,
     namespace: name(
@@ -370,5 +390,59 @@ function readKubernetes(
       DNS_SUBDOMAIN,
       'a ConfigMap name (lower-case letters, digits, - and ., at most 253)',
     ),
+    ingressClass: name(
+      'ingress_class',
+      DNS_SUBDOMAIN,
+      'an IngressClass name (lower-case letters, digits, - and ., at most 253)',
+    ),
+    watchNamespaces: stringList(r, fields.get('watch_namespaces'), (value) =>
+      DNS_LABEL.test(value) ? null : `'${value}' is not a namespace name`,
+    ),
+    publishService: readPublishService(r, fields.get('publish_service')),
+    publishAddress: stringList(r, fields.get('publish_address'), (value) =>
+      isIP(value) !== 0 || DNS_SUBDOMAIN.test(value)
+        ? null
+        : `'${value}' is neither an IP address nor a host name`,
+    ),
   };
+}
+
+/** A non-empty list of distinct strings, each checked by `problem`; null when absent. */
+function stringList(
+  r: YamlReader,
+  field: Field | undefined,
+  problem: (value: string) => string | null,
+): string[] | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const items = r.items(field);
+  if (items === null) return null;
+  if (items.length === 0) {
+    r.report(r.at(field), field.path, 'must list at least one entry (leave the key out for the default)');
+    return null;
+  }
+  const values: string[] = [];
+  for (const item of items) {
+    const value = r.string(item);
+    if (value === undefined) continue;
+    const message = problem(value) ?? (values.includes(value) ? `'${value}' is listed twice` : null);
+    if (message) r.report(item.node, item.path, message);
+    else values.push(value);
+  }
+  return values;
+}
+
+/** `publish_service: namespace/name`. */
+function readPublishService(
+  r: YamlReader,
+  field: Field | undefined,
+): { namespace: string; name: string } | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const value = r.string(field);
+  if (value === undefined) return null;
+  const [namespace, name, extra] = value.split('/');
+  if (extra !== undefined || !namespace || !name || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name)) {
+    r.report(r.at(field), field.path, `'${value}' is not a Service written 'namespace/name'`);
+    return null;
+  }
+  return { namespace, name };
 }

@@ -86,7 +86,12 @@ export function upstreamRequestHeaders(
     if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
     if (normalised === 'host') host = true;
-    if (!forwardable(name, normalised, peerTrusted)) continue;
+    if (!forwardable(name, normalised, peerTrusted)) {
+      // `TE: trailers` only says the client takes trailers (gRPC needs the upstream to know); any
+      // other transfer coding is this hop's business (docs/traffic.md#grpc).
+      if (normalised === 'te' && isTrailersOnly(rawHeaders[i + 1] as string)) out.push('te', 'trailers');
+      continue;
+    }
     if (named?.has(normalised)) continue;
     if (consumed.length > 0 && consumed.includes(normalised)) continue;
     if (rules?.drop.has(normalised)) continue;
@@ -110,6 +115,10 @@ export function upstreamRequestHeaders(
   if (forwardedHost) out.push('x-forwarded-host', forwardedHost);
   if (request.subject !== null) out.push('x-tollgate-subject', request.subject);
   return out;
+}
+
+function isTrailersOnly(value: string): boolean {
+  return value.trim().toLowerCase() === 'trailers';
 }
 
 /** Our hop as an RFC 7239 element: the peer we saw (IPv6 bracketed), the scheme and the Host, quoted. */

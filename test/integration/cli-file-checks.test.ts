@@ -49,6 +49,9 @@ interface BrokenCase {
   main?: string[];
   /** The authorization of the one route (default none). */
   authorization?: string;
+  /** The route's servers (default one plain server) and extra lines of its path. */
+  servers?: string;
+  pathLines?: string[];
   /** Files written beside main.yaml. */
   files?: Record<string, string | Buffer>;
   /** The issue both commands print: `main.yaml:LINE:` or `upstreams.yaml:LINE:` plus the rest. */
@@ -120,6 +123,32 @@ const CASES: BrokenCase[] = [
     expected: /main\.yaml:4:17: masterkey_file: \S+\/masterkey is empty/,
   },
   {
+    name: 'upstream_ca_file missing',
+    main: ['upstream_ca_file: upstream-ca.pem'],
+    expected: /main\.yaml:4:19: upstream_ca_file: cannot read \S+\/upstream-ca\.pem: no such file/,
+  },
+  {
+    name: 'upstream_ca_file without a certificate',
+    main: ['upstream_ca_file: upstream-ca.pem'],
+    files: { 'upstream-ca.pem': 'not a bundle\n' },
+    expected: /main\.yaml:4:19: upstream_ca_file: \S+\/upstream-ca\.pem holds no PEM certificate/,
+  },
+  {
+    name: 'upstream_tls ca_file missing',
+    servers: '"https://127.0.0.1:3443"',
+    pathLines: ['upstream_tls: { ca_file: path-ca.pem }'],
+    expected: /upstreams\.yaml:6:\d+: \S+upstream_tls\.ca_file: cannot read \S+\/path-ca\.pem: no such file/,
+  },
+  {
+    name: 'upstream_tls client key of another certificate',
+    servers: '"https://127.0.0.1:3443"',
+    pathLines: ['upstream_tls: { certificate: client.pem, key: client.key }'],
+    files: { 'client.pem': tls?.a.cert ?? '', 'client.key': tls?.b.key ?? '' },
+    expected:
+      /upstreams\.yaml:6:\d+: \S+upstream_tls\.key: the private key in \S+\/client\.key does not match the certificate in \S+\/client\.pem/,
+    needsTls: true,
+  },
+  {
     name: 'jwks_file missing',
     authorization: JWT_ISSUER,
     expected: /upstreams\.yaml:6:\d+: \S+jwks_file: cannot read \S+\/keys\.json: no such file/,
@@ -157,8 +186,9 @@ describe('validate and start refuse the same broken files alike', () => {
           '  app.test:',
           '    paths:',
           '      "/":',
-          '        servers: ["127.0.0.1:3000"]',
+          `        servers: [${broken.servers ?? '"127.0.0.1:3000"'}]`,
           ...(broken.authorization ? [`        authorization: ${broken.authorization}`] : []),
+          ...(broken.pathLines ?? []).map((line) => `        ${line}`),
           '',
         ].join('\n'),
       );
