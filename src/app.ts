@@ -13,6 +13,7 @@ import {
   safeConnectionCap,
   TOKEN_API_CONNECTIONS,
 } from './client-limits.ts';
+import { tlsPairsOf } from './config/file-checks.ts';
 import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
@@ -202,14 +203,15 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   });
 
   let tls: TlsContextProvider | null = null;
-  if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
+  const tlsPairs = tlsPairsOf(main);
+  if (tlsPairs.length > 0) {
     try {
-      tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
+      tls = createTlsContextProvider({ pairs: tlsPairs, logger });
     } catch (error) {
       pipeline.close();
       health.close();
       pools.close();
-      throw new StartError(`tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}`);
+      throw new StartError(`tollgate: cannot load the TLS certificates: ${(error as Error).message}`);
     }
   }
   // HTTP/1.1, h2c and TLS with ALPN h2 + http/1.1, all handing requests to the same handler.
@@ -222,7 +224,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       shouldUpgrade: isWebSocketUpgrade,
       clientError: answerClientError,
     },
-    tls ? { ...tls.current() } : null,
+    tls ? { ...tls.current(), SNICallback: tls.store.sniCallback } : null,
   );
   const proxyServer = listeners.plain;
   const tlsServer = listeners.tls;

@@ -93,15 +93,26 @@ export function readTlsPair(names: TlsPairNames): { cert: Buffer; key: Buffer; x
 
 /** Every TLS pair main.yaml names, with the keys that name its files. */
 export function tlsPairsOf(main: MainConfig): TlsPairNames[] {
-  if (!main.proxyAddressTls || !main.tlsCertificate || !main.tlsKeyFile) return [];
-  return [
-    {
+  if (!main.proxyAddressTls) return [];
+  const pairs: TlsPairNames[] = [];
+  if (main.tlsCertificate && main.tlsKeyFile) {
+    pairs.push({
       certFile: main.tlsCertificate,
       keyFile: main.tlsKeyFile,
       certKey: 'tls_certificate',
       keyKey: 'tls_key_file',
-    },
-  ];
+    });
+  }
+  // Configs built in code (tests, workers) may predate the key.
+  (main.tlsCertificates ?? []).forEach((pair, index) => {
+    pairs.push({
+      certFile: pair.certificate,
+      keyFile: pair.key,
+      certKey: `tls_certificates[${index}].certificate`,
+      keyKey: `tls_certificates[${index}].key`,
+    });
+  });
+  return pairs;
 }
 
 /** A `jwks_file`: JSON holding a JSON Web Key Set (`{"keys": [...]}`). */

@@ -47,6 +47,12 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** One `tls_certificates` entry: a PEM certificate (full chain) and its unencrypted key. */
+export interface TlsPairFiles {
+  certificate: string;
+  key: string;
+}
+
 /** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
 export interface Http2Limits {
   /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
@@ -83,6 +89,11 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /**
+   * `tls_certificates`: more pairs, chosen by SNI (docs/traffic.md#several-certificates). Absolute
+   * paths; `tls_certificate`/`tls_key_file`, when set, come first in the served set.
+   */
+  tlsCertificates: TlsPairFiles[];
   /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
   http2Cleartext: boolean;
   http2: Http2Limits;

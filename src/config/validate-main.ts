@@ -1,7 +1,8 @@
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
-import { isScalar } from 'yaml';
+import { isScalar, type Node } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
+import { rememberPosition } from './positions.ts';
 import {
   type Http2Limits,
   type KubernetesSettings,
@@ -9,6 +10,7 @@ import {
   type LogLevel,
   MAX_WORKERS,
   type MainConfig,
+  type TlsPairFiles,
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
@@ -19,6 +21,7 @@ export const MAIN_KEYS = [
   'proxy_address_tls',
   'tls_certificate',
   'tls_key_file',
+  'tls_certificates',
   'http2_cleartext',
   'http2',
   'config_address',
@@ -135,6 +138,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     Math.max(1, Math.round(number(key, fallback, TIMEOUT) * 1000));
 
   checkTlsSettings(r, get);
+  const positions: Array<[string, Node]> = [];
   const upstreamsConf = read('upstreams_conf', filePath, null);
 
   const config: MainConfig = {
@@ -143,6 +147,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     proxyAddressTls: read('proxy_address_tls', listenAddress, null),
     tlsCertificate: read('tls_certificate', filePath, null),
     tlsKeyFile: read('tls_key_file', filePath, null),
+    tlsCertificates: read('tls_certificates', (f) => readTlsCertificates(r, f, filePath, positions), []),
     http2Cleartext: read('http2_cleartext', (f) => r.boolean(f), false),
     http2: read('http2', (f) => readHttp2Limits(r, f), HTTP2_DEFAULTS),
     configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
@@ -179,6 +184,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     // Read and checked with the other files main.yaml names (config/file-checks).
     ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
+  // Where each tls_certificates file was written, for the file checks run after validation.
+  for (const [key, node] of positions) rememberPosition(config, key, { file: r.file, ...r.positionOf(node) });
   return {
     config,
     upstreamsConfKnown: fields !== null && (get('upstreams_conf') === undefined || upstreamsConf !== null),
@@ -229,21 +236,64 @@ function readListenAddress(r: YamlReader, field: Field): ListenAddress | undefin
   return undefined;
 }
 
-/** TLS is on exactly when proxy_address_tls is set, and then needs both files. */
+/**
+ * TLS is on exactly when proxy_address_tls is set, and then needs a certificate: the
+ * tls_certificate/tls_key_file pair (both or neither) and/or tls_certificates.
+ */
 function checkTlsSettings(r: YamlReader, get: (key: MainKey) => Field | undefined): void {
   const address = get('proxy_address_tls');
   const certificate = get('tls_certificate');
   const key = get('tls_key_file');
+  const list = get('tls_certificates');
   if (address) {
     const missing = [certificate ? null : 'tls_certificate', key ? null : 'tls_key_file'].filter(Boolean);
-    if (missing.length > 0)
-      r.report(address.keyNode, address.path, `TLS needs ${missing.join(' and ')} as well`);
+    // Both unset is fine when tls_certificates lists the certificates; one of the two never is.
+    if (missing.length === 1 || (missing.length === 2 && !list)) {
+      const alternative = missing.length === 2 ? ' (or tls_certificates)' : '';
+      r.report(address.keyNode, address.path, `TLS needs ${missing.join(' and ')}${alternative} as well`);
+    }
     return;
   }
-  for (const field of [certificate, key]) {
+  for (const field of [certificate, key, list]) {
     if (field)
       r.report(field.keyNode, field.path, 'is set but proxy_address_tls is not, so TLS would stay off');
   }
+}
+
+const TLS_PAIR_KEYS = ['certificate', 'key'];
+
+/** `tls_certificates`: a non-empty list of `{certificate, key}` file pairs. */
+function readTlsCertificates(
+  r: YamlReader,
+  field: Field,
+  filePath: (field: Field) => string | undefined,
+  positions: Array<[string, Node]>,
+): TlsPairFiles[] | undefined {
+  const items = r.items(field, 'a list of {certificate, key}');
+  if (items === null) return undefined;
+  if (items.length === 0) {
+    r.report(r.at(field), field.path, 'is empty; list at least one {certificate, key}');
+    return undefined;
+  }
+  const pairs: TlsPairFiles[] = [];
+  for (const item of items) {
+    const fields = r.fields(item.node, item.path, TLS_PAIR_KEYS);
+    if (fields === null) continue;
+    const path = (name: string) => {
+      const entry = fields.get(name);
+      if (entry === undefined || r.isNull(entry.node)) {
+        r.report(item.node, `${item.path}.${name}`, 'is required');
+        return undefined;
+      }
+      const value = filePath(entry);
+      if (value !== undefined && entry.node) positions.push([entry.path, entry.node]);
+      return value;
+    };
+    const certificate = path('certificate');
+    const key = path('key');
+    if (certificate !== undefined && key !== undefined) pairs.push({ certificate, key });
+  }
+  return pairs;
 }
 
 function readLogLevel(r: YamlReader, field: Field): LogLevel | undefined {

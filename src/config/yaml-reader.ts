@@ -284,6 +284,12 @@ export class YamlReader {
     return { line, column: col };
   }
 
+  /** Line and column where `node` starts. */
+  positionOf(node: Node): { line: number; column: number } {
+    const { line, col } = this.#lines.linePos(node.range?.[0] ?? 0);
+    return { line, column: col };
+  }
+
   lineOf(node: Node): number {
     return this.#lines.linePos(node.range?.[0] ?? 0).line;
   }

@@ -34,8 +34,8 @@ export function createRequestRecorder(
       const { res, route } = request;
       const seconds = (performance.now() - request.startedAt) / 1000;
       const status = recordedStatus(res);
-      requestsTotal.inc({ route: route.id, method: request.req.method ?? '', status });
-      requestDuration.observe({ route: route.id }, seconds);
+      requestsTotal.count(route.id, request.req.method ?? '', status);
+      requestDuration.record(route.id, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',
@@ -57,8 +57,8 @@ export function createRequestRecorder(
     unrouted(req, res, startedAt, clientIp) {
       const seconds = (performance.now() - startedAt) / 1000;
       const status = recordedStatus(res);
-      requestsTotal.inc({ route: NO_ROUTE, method: req.method ?? '', status });
-      requestDuration.observe({ route: NO_ROUTE }, seconds);
+      requestsTotal.count(NO_ROUTE, req.method ?? '', status);
+      requestDuration.record(NO_ROUTE, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',

@@ -112,6 +112,20 @@ const CASES: BrokenCase[] = [
     needsTls: true,
   },
   {
+    name: 'tls_certificates: the second pair a key of another certificate',
+    main: [
+      'proxy_address_tls: "127.0.0.1:0"',
+      'tls_certificates:',
+      '  - {certificate: cert.pem, key: key.pem}',
+      '  - certificate: cert.pem',
+      '    key: other.pem',
+    ],
+    files: { 'cert.pem': tls?.a.cert ?? '', 'key.pem': tls?.a.key ?? '', 'other.pem': tls?.b.key ?? '' },
+    expected:
+      /main\.yaml:8:10: tls_certificates\[1\]\.key: the private key in \S+\/other\.pem does not match the certificate in \S+\/cert\.pem/,
+    needsTls: true,
+  },
+  {
     name: 'masterkey_file missing',
     main: ['masterkey_file: masterkey'],
     expected: /main\.yaml:4:17: masterkey_file: cannot read \S+\/masterkey: no such file/,

@@ -405,3 +405,139 @@ describe('http2_cleartext off (the default): the plain port speaks only HTTP/1.1
     assert.equal(upstream.requests.length, 0);
   });
 });
+
+describe('HTTP/2: to_https, rate limits and the client timeouts', {
+  skip: hasOpenssl() ? false : 'no openssl',
+}, () => {
+  const scope = testScope();
+  let tollgate: Tollgate;
+  let upstream: Upstream;
+  const sessions: http2.ClientHttp2Session[] = [];
+  after(() => {
+    for (const s of sessions) s.destroy();
+  });
+
+  before(async () => {
+    const certificate = selfSigned('app.test');
+    const certDir = mkdtempSync(join(tmpdir(), 'tollgate-h2-limits-'));
+    writeFileSync(join(certDir, 'tls.crt'), certificate.cert);
+    writeFileSync(join(certDir, 'tls.key'), certificate.key);
+    scope.keep({ close: async () => rmSync(certDir, { recursive: true, force: true }) });
+    upstream = await scope.upstream({
+      handler: (req, res) => {
+        // Slower than every client timeout below: waiting on the upstream is never the client's silence.
+        const delay = req.url === '/slow' ? 1_500 : 0;
+        setTimeout(() => res.end(`done ${req.url}`), delay);
+      },
+    });
+    tollgate = await scope.tollgate({
+      main: {
+        proxy_address_tls: '127.0.0.1:0',
+        tls_certificate: join(certDir, 'tls.crt'),
+        tls_key_file: join(certDir, 'tls.key'),
+        http2_cleartext: true,
+        client_first_byte_timeout_seconds: 0.5,
+        keepalive_timeout_seconds: 0.5,
+        client_body_timeout_seconds: 0.5,
+      },
+      upstreams: {
+        upstreams: {
+          'app.test': {
+            paths: {
+              '/': { servers: [upstream.address] },
+              '/secure': { servers: [upstream.address], to_https: true },
+              '/limited': { servers: [upstream.address], rate_limit: 2 },
+            },
+          },
+        },
+      },
+    });
+  });
+
+  it('to_https redirects an h2c request, but not one on the TLS listener', async () => {
+    const plain = await connectHttp2(tollgate.proxyUrl);
+    sessions.push(plain);
+    const redirected = await h2Request(plain, { ':path': '/secure/page?a=1', ':authority': 'app.test:8080' });
+    assert.equal(redirected.status, 301);
+    assert.equal(redirected.headers.location, 'https://app.test/secure/page?a=1');
+    const secure = await connectHttp2(`https://127.0.0.1:${tollgate.tlsPort}`);
+    sessions.push(secure);
+    assert.equal(
+      (await h2Request(secure, { ':path': '/secure/page', ':authority': 'app.test' })).status,
+      200,
+    );
+  });
+
+  it('rate limits count HTTP/2 requests (streams of one connection included)', async () => {
+    const s = await connectHttp2(tollgate.proxyUrl);
+    sessions.push(s);
+    const statuses = await Promise.all(
+      [1, 2, 3, 4].map(
+        async (n) => (await h2Request(s, { ':path': `/limited/${n}`, ':authority': 'app.test' })).status,
+      ),
+    );
+    assert.deepEqual(
+      statuses.toSorted((a, b) => a - b),
+      [200, 200, 429, 429],
+    );
+  });
+
+  it('a connection that opens no stream is closed after client_first_byte_timeout_seconds', async () => {
+    const connection = await connectH2(tollgate.proxyPort);
+    await connection.closed;
+    assert.equal(
+      connection.frames.some((f) => f.type === FRAME.HEADERS),
+      false,
+    );
+  });
+
+  it('an idle connection is sent GOAWAY and closed after keepalive_timeout_seconds', async () => {
+    const connection = await connectH2(tollgate.proxyPort);
+    connection.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM,
+        1,
+        headerBlock(requestHeaders('app.test', '/idle')),
+      ),
+    );
+    assert.equal(statusOf(await answerOf(connection, 1)), 200);
+    const goaway = await connection.waitFor((f) => f.type === FRAME.GOAWAY);
+    assert.equal(connection.errorCode(goaway), ERROR.NO_ERROR);
+    await connection.closed;
+  });
+
+  it('a request body that stalls has its stream cancelled; the connection and its other streams live on', async () => {
+    const connection = await connectH2(tollgate.proxyPort);
+    connection.send(
+      frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(requestHeaders('app.test', '/stalled', 'POST'))),
+      frame(FRAME.DATA, 0, 1, Buffer.from('first part, then nothing')),
+    );
+    const reset = await connection.waitFor((f) => f.streamId === 1 && f.type === FRAME.RST_STREAM);
+    assert.equal(connection.errorCode(reset), ERROR.CANCEL);
+    connection.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM,
+        3,
+        headerBlock(requestHeaders('app.test', '/after')),
+      ),
+    );
+    assert.equal(statusOf(await answerOf(connection, 3)), 200);
+    connection.socket.destroy();
+    assert.equal(
+      upstream.requests.some((r) => r.url === '/stalled'),
+      false,
+    );
+  });
+
+  it('a stream waiting on a slow upstream outlives every client timeout, on TLS and h2c', async () => {
+    for (const origin of [`https://127.0.0.1:${tollgate.tlsPort}`, tollgate.proxyUrl]) {
+      const s = await connectHttp2(origin);
+      sessions.push(s);
+      const response = await h2Request(s, { ':path': '/slow', ':authority': 'app.test' });
+      assert.equal(response.status, 200, origin);
+      assert.equal(response.body.toString(), 'done /slow');
+    }
+  });
+});
