@@ -147,7 +147,8 @@ function dispatch(
     clientGone = true;
     controller?.abort(new Error('client closed the connection'));
   };
-  res.once('close', onClientGone);
+  // `on`: a response closes once, and done() removes it; `once` would allocate a wrapper per request.
+  res.on('close', onClientGone);
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(ctrl) {
