@@ -29,6 +29,10 @@ export const ERRORS = {
   payload_too_large: { status: 413, message: 'request body too large' },
   forbidden: { status: 403, message: 'master_key is not valid' },
   token_issuance_disabled: { status: 503, message: 'no masterkey is configured: token issuance is disabled' },
+  auth_misconfigured: {
+    status: 503,
+    message: "this route's authentication cannot be set up; it stays closed until it can",
+  },
   auth_overloaded: { status: 503, message: 'too many password checks are waiting; try again shortly' },
   auth_unavailable: {
     status: 503,

@@ -14,8 +14,8 @@ import {
   FairCheckGate,
   hashingThreads,
   PasswordChecksOverloaded,
-  type PasswordHash,
-  parsePasswordHash,
+  parseStoredHash,
+  type StoredHash,
   verifyPassword,
 } from './password.ts';
 
@@ -33,7 +33,7 @@ interface BasicUserCheck {
   subject: string;
   /** sha256 of the plain password, or null when the user has a hash. */
   passwordDigest: Buffer | null;
-  hash: PasswordHash | null;
+  hash: StoredHash | null;
 }
 
 /**
@@ -60,11 +60,11 @@ export function createBasicAuthenticator(
     users.set(user.username, {
       subject: subjectHeaderValue(user.username),
       passwordDigest: user.password === null ? null : sha256(user.password),
-      hash: user.passwordHash === null ? null : parsePasswordHash(user.passwordHash),
+      hash: user.passwordHash === null ? null : parseStoredHash(user.passwordHash),
     });
   }
   // One decoy per distinct cost: what a check spends on every cost the user's own hash does not have.
-  const decoys = new Map<string, PasswordHash>();
+  const decoys = new Map<string, StoredHash>();
   for (const user of users.values()) {
     if (user.hash && !decoys.has(costOf(user.hash))) decoys.set(costOf(user.hash), decoyHash(user.hash));
   }

@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { type ForeignHash, foreignDecoy, parseForeignHash, verifyForeignHash } from './foreign-hashes.ts';
 
 /**
  * Salted password hashes for basic-auth `users:` entries, with scrypt from node:crypto.
@@ -42,6 +43,17 @@ export function parsePasswordHash(value: string): PasswordHash | null {
   if (params.logN < MIN_LOG_N || params.logN > MAX_LOG_N) return null;
   if (params.r < 1 || params.r > 32 || params.p < 1 || params.p > 16) return null;
   return { ...params, salt: Buffer.from(salt, 'base64url'), key: Buffer.from(key, 'base64url') };
+}
+
+/**
+ * Any hash a basic-auth user may carry: Tollgate's scrypt, or (from an Ingress's htpasswd Secret,
+ * docs/ingress.md) bcrypt, Apache's `$apr1$` MD5 or `{SHA}`.
+ */
+export type StoredHash = PasswordHash | ForeignHash;
+
+/** scrypt first, then the htpasswd formats; null when it is none Tollgate can check. */
+export function parseStoredHash(value: string): StoredHash | null {
+  return parsePasswordHash(value) ?? parseForeignHash(value);
 }
 
 /** For config validation: true when `value` is a well-formed hash with acceptable parameters. */
@@ -252,15 +264,17 @@ export async function hashPassword(password: string, logN: number = DEFAULT_LOG_
  * True when `password` matches `hash` (a string or an already parsed hash). Constant-time compare.
  * Not gated: callers that check untrusted input go through a policy gate and `hashingThreads`.
  */
-export async function verifyPassword(password: string, hash: string | PasswordHash): Promise<boolean> {
+export async function verifyPassword(password: string, hash: string | StoredHash): Promise<boolean> {
   const parsed = typeof hash === 'string' ? parsePasswordHash(hash) : hash;
   if (!parsed) return false;
+  if ('kind' in parsed) return verifyForeignHash(password, parsed);
   const key = await deriveKey(password, parsed.salt, parsed.key.length, parsed);
   return timingSafeEqual(key, parsed.key);
 }
 
 /** A hash with the same cost as `like` that no password matches: a random key, never derived. */
-export function decoyHash(like: PasswordHash): PasswordHash {
+export function decoyHash(like: StoredHash): StoredHash {
+  if ('kind' in like) return foreignDecoy(like);
   return {
     logN: like.logN,
     r: like.r,
@@ -271,6 +285,7 @@ export function decoyHash(like: PasswordHash): PasswordHash {
 }
 
 /** One string per distinct scrypt cost (parameters and key length): two hashes cost the same work. */
-export function costOf(hash: PasswordHash): string {
+export function costOf(hash: StoredHash): string {
+  if ('kind' in hash) return hash.cost;
   return `${hash.logN},${hash.r},${hash.p},${hash.key.length}`;
 }

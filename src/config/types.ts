@@ -47,6 +47,22 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** One `tls_certificates` entry: a PEM certificate (full chain) and its unencrypted key. */
+export interface TlsPairFiles {
+  certificate: string;
+  key: string;
+}
+
+/** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
+export interface Http2Limits {
+  /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
+  maxConcurrentStreams: number;
+  /** Bytes of one request's header list, names and values (`max_header_list_bytes`, default 16384). */
+  maxHeaderListBytes: number;
+  /** Streams a client may reset per second before its connection is closed (`max_resets_per_second`, default 100). */
+  maxResetsPerSecond: number;
+}
+
 /** main.yaml `kubernetes:` (docs/kubernetes.md). Each null means "the default". */
 export interface KubernetesSettings {
   /** Absolute path of a kubeconfig; null = $KUBECONFIG, then the pod's service account, then ~/.kube/config. */
@@ -55,6 +71,14 @@ export interface KubernetesSettings {
   namespace: string | null;
   /** Name of a ConfigMap whose `upstreams.yaml` key replaces the file, read through the API. */
   upstreamsConfigMap: string | null;
+  /** `ingress_class`: serve Ingress objects of this IngressClass name (docs/ingress.md); null = off. */
+  ingressClass?: string | null;
+  /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
+  watchNamespaces?: string[] | null;
+  /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */
+  publishService?: { namespace: string; name: string } | null;
+  /** `publish_address`: IPs or host names written into Ingress status instead. */
+  publishAddress?: string[] | null;
 }
 
 export interface MainConfig {
@@ -65,6 +89,14 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /**
+   * `tls_certificates`: more pairs, chosen by SNI (docs/traffic.md#several-certificates). Absolute
+   * paths; `tls_certificate`/`tls_key_file`, when set, come first in the served set.
+   */
+  tlsCertificates: TlsPairFiles[];
+  /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
+  http2Cleartext: boolean;
+  http2: Http2Limits;
   configAddress: ListenAddress;
   adminAddress: ListenAddress;
   /** Absolute path of upstreams.yaml. */
@@ -96,6 +128,11 @@ export interface MainConfig {
   workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
+  /**
+   * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
+   * (docs/traffic.md#tls-to-upstreams). Absent when not set.
+   */
+  upstreamCaFile?: string | null;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */
@@ -105,6 +142,29 @@ export interface ServerAddress {
   /** Hostname or IP, without brackets. */
   host: string;
   port: number;
+  /** Written `https://host:port`: dialled over TLS (docs/traffic.md#tls-to-upstreams). */
+  tls?: boolean;
+}
+
+/**
+ * A path's `upstream_protocol`: `auto` (ALPN on TLS servers, HTTP/1.1 on plain ones, gRPC to plain
+ * ones as h2c), or one protocol for every request (docs/traffic.md#http2-to-upstreams).
+ */
+export type UpstreamProtocol = 'auto' | 'http1' | 'h2' | 'h2c';
+
+export const UPSTREAM_PROTOCOLS: readonly UpstreamProtocol[] = ['auto', 'http1', 'h2', 'h2c'];
+
+/** A path's `upstream_tls` (docs/traffic.md#tls-to-upstreams). Files are absolute paths. */
+export interface UpstreamTlsConfig {
+  /** PEM bundle trusted beside the system CAs, instead of main.yaml's `upstream_ca_file`. */
+  caFile: string | null;
+  /** SNI and the name the certificate must carry; null = the server's host part. */
+  serverName: string | null;
+  /** Client certificate and key for mTLS: both or neither. */
+  certificateFile: string | null;
+  keyFile: string | null;
+  /** False only when `verify: false` is written out. */
+  verify: boolean;
 }
 
 export interface BasicUser {
@@ -132,6 +192,8 @@ export interface AuthorizationConfig {
   keys: NamedApiKey[];
   /** type jwt only; absent means the defaults: Tollgate's own tokens, browser links on. */
   jwt?: JwtSettings;
+  /** The realm of the challenge (an Ingress `auth-realm`); absent = `tollgate`. */
+  realm?: string;
   /** type forward only (always set for it): the auth service to ask. */
   forward?: ForwardAuthSettings;
 }
@@ -221,6 +283,17 @@ export interface PathConfig {
   /** Requests per second per client IP; overrides the global value when set. */
   rateLimit: number | null;
   healthCheck: HealthCheckConfig | null;
+  /** Matches the path exactly, not as a prefix (an Ingress `pathType: Exact`, docs/ingress.md). */
+  exact?: boolean;
+  /**
+   * Why this route cannot be served safely (an Ingress whose auth Secret is missing): it answers 503
+   * `auth_misconfigured` instead of forwarding, so a broken policy closes the path, never opens it.
+   */
+  unavailable?: string | null;
+  /** Sticky sessions for this path alone (an Ingress annotation); overrides the global setting. */
+  stickySessions?: StickySessions | null;
+  /** Where the path came from when not from upstreams.yaml, e.g. `ingress/apps/web` (logs, metrics). */
+  origin?: string | null;
   /** Rules for the request sent upstream; null = none at this level. */
   requestHeaders: HeaderOps | null;
   /** Rules for the response sent to the client; null = none at this level. */
@@ -229,6 +302,10 @@ export interface PathConfig {
   redirectTo: string | null;
   /** Failed authentications per client IP per host per minute before 429; overrides the global value. */
   authFailureLimit: number | null;
+  /** `upstream_tls`, or null for the defaults (absent in configs built before it existed). */
+  upstreamTls?: UpstreamTlsConfig | null;
+  /** `upstream_protocol`; absent = `auto`. */
+  upstreamProtocol?: UpstreamProtocol;
 }
 
 export interface HostConfig {

@@ -81,7 +81,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     if (reason === 'auth_overloaded' || reason === 'auth_unavailable') {
       return refuse(reason, { 'retry-after': '1' });
     }
-    const challenge = methods[method].challenge(reason);
+    const challenge = withRealm(methods[method].challenge(reason), request.route.auth?.realm);
     return refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge });
   };
 
@@ -140,6 +140,8 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   const stage: Stage = (request) => {
     // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
     const found = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
+    // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
+    if (request.route.unavailable) return refuse('auth_misconfigured');
     const policy = request.route.auth;
     if (policy === null) return PASS;
     const limit = request.route.authFailureLimit;
@@ -154,4 +156,9 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   };
 
   return { stage, close };
+}
+
+/** The challenge with a policy's own realm (validated to be a plain quoted-string body). */
+function withRealm(challenge: string, realm: string | undefined): string {
+  return realm === undefined ? challenge : challenge.replace('realm="tollgate"', `realm="${realm}"`);
 }

@@ -15,7 +15,7 @@ export interface ProxyRequest {
   readonly route: Route;
   /** Normalised host (lower case, no port, no trailing dot, IPv6 without brackets). */
   readonly host: string;
-  /** The Host header's value as received, used for X-Forwarded-Host and redirects. */
+  /** The Host header's (HTTP/2: `:authority`'s) value as received, for Host upstream, X-Forwarded-Host and redirects. */
   readonly rawHost: string;
   /** Normalised path: what is authorised is exactly what the upstream receives. */
   readonly path: string;

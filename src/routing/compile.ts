@@ -4,8 +4,8 @@ import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
-import { upstreamServerFor } from './servers.ts';
-import type { Route, RoutingTable, UpstreamServer } from './types.ts';
+import { upstreamServerFor, upstreamTransport } from './servers.ts';
+import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
 
@@ -32,13 +32,17 @@ export function compileRoutingTable(
     const hostKey = host.name;
     for (const path of host.paths) {
       const prefix = path.prefix;
+      const exact = path.exact === true;
       const route: Route = Object.freeze({
-        id: hostKey + prefix,
+        // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
+        id: hostKey + prefix + (exact ? '$' : ''),
         hostKey,
         prefix,
+        exact,
+        unavailable: path.unavailable ?? null,
         servers: Object.freeze(
           (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, servers),
+            sharedServer(address, upstreamTransport(path, address), servers),
           ),
         ),
         service: path.service ? serviceRefText(path.service) : null,
@@ -46,7 +50,7 @@ export function compileRoutingTable(
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky,
+        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
         redirectTo: path.redirectTo,
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
@@ -77,12 +81,20 @@ export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
 
 const noEndpoints: EndpointLookup = () => [];
 
-/** One frozen UpstreamServer per configured address, so routes naming it share a connection pool. */
-function sharedServer(address: ServerAddress, servers: Map<string, UpstreamServer>): UpstreamServer {
-  let server = servers.get(address.raw);
+/**
+ * One frozen UpstreamServer per configured address and transport, so routes naming it the same way
+ * share a connection pool (paths with other TLS settings or protocols get their own).
+ */
+function sharedServer(
+  address: ServerAddress,
+  transport: UpstreamTransport,
+  servers: Map<string, UpstreamServer>,
+): UpstreamServer {
+  const key = `${address.raw} ${transport.key}`;
+  let server = servers.get(key);
   if (server === undefined) {
-    server = upstreamServerFor(address);
-    servers.set(address.raw, server);
+    server = upstreamServerFor(address, transport);
+    servers.set(key, server);
   }
   return server;
 }

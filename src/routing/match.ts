@@ -26,6 +26,8 @@ interface HostRoutes {
   readonly root: Route | null;
   /** Length of the host's longest prefix: no longer slice of a path can match. */
   readonly longest: number;
+  /** Paths that match only themselves (an Ingress `pathType: Exact`), or null when the host has none. */
+  readonly exact: ReadonlyMap<string, Route> | null;
 }
 
 export type RouteMatcher = (host: string, path: string) => Route | null;
@@ -38,14 +40,20 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     const byPrefix = new Map<string, Route>();
     let root: Route | null = null;
     let longest = 0;
+    let exact: Map<string, Route> | null = null;
     for (const route of hostRoutes) {
+      if (route.exact) {
+        exact ??= new Map();
+        if (!exact.has(route.prefix)) exact.set(route.prefix, route);
+        continue;
+      }
       // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
       // held: keep that as the fallback rather than a map entry.
       if (route.prefix.length === 1) root ??= route;
       else if (!byPrefix.has(route.prefix)) byPrefix.set(route.prefix, route);
       if (route.prefix.length > longest) longest = route.prefix.length;
     }
-    hosts.set(hostKey, { byPrefix, root, longest });
+    hosts.set(hostKey, { byPrefix, root, longest, exact });
   }
   const defaultRoutes = hosts.get(DEFAULT_HOST);
 
@@ -55,6 +63,11 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     const candidates = hosts.get(host) ?? defaultRoutes;
     if (candidates === undefined) return null;
     const { byPrefix, longest } = candidates;
+    // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
+    if (candidates.exact !== null) {
+      const route = candidates.exact.get(path);
+      if (route !== undefined) return route;
+    }
     if (byPrefix.size > 0) {
       if (path.length <= longest) {
         const exact = byPrefix.get(path);
@@ -83,7 +96,10 @@ export function scanMatcher(routes: readonly Route[]): RouteMatcher {
   return (host, path) => {
     const candidates = byHost.get(host) ?? defaultRoutes;
     if (candidates === undefined) return null;
+    const exact = candidates.find((route) => route.exact && route.prefix === path);
+    if (exact !== undefined) return exact;
     for (const route of candidates) {
+      if (route.exact) continue;
       const prefix = route.prefix;
       if (prefix.length === 1) return route;
       if (

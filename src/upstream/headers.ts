@@ -14,9 +14,9 @@ import type { HeaderRules } from '../routing/header-rules.ts';
 /**
  * Header hygiene (docs/security.md "Headers sent upstream").
  *
- * Names are compared normalised: lower case with `_` read as `-`, because upstreams that map headers
- * to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject` and `X-Tollgate-Subject` as the
- * same HTTP_X_TOLLGATE_SUBJECT.
+ * Names are compared normalised: lower case with `_` and `.` read as `-`, because upstreams that map
+ * headers to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject`, `X.Tollgate.Subject` and
+ * `X-Tollgate-Subject` as the same HTTP_X_TOLLGATE_SUBJECT.
  *
  * - Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection and never cross the proxy.
  * - Our own headers (X-Tollgate-*, X-Forwarded-For/Proto/Host) are always dropped from the client and
@@ -56,7 +56,9 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | n
 function forwardable(name: string, normalised: string, peerTrusted: boolean): boolean {
   if (HOP_BY_HOP.has(normalised) || OURS.has(normalised) || normalised.startsWith(OUR_PREFIX)) return false;
   if (REROUTING.has(normalised)) return false;
-  if (FROM_TRUSTED_PROXIES_ONLY.has(normalised)) return peerTrusted && !name.includes('_');
+  // A spelling with `_` or `.` is no proxy's: only someone hoping the upstream folds it onto the real one.
+  if (FROM_TRUSTED_PROXIES_ONLY.has(normalised))
+    return peerTrusted && !name.includes('_') && !name.includes('.');
   return true;
 }
 
@@ -76,10 +78,20 @@ export function upstreamRequestHeaders(
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;
+  let host = false;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
+    // HTTP/2 pseudo-headers (`:authority`, `:path`…) describe this hop's request line: the method,
+    // path and Host sent upstream are written from what was routed and authorised.
+    if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
-    if (!forwardable(name, normalised, peerTrusted)) continue;
+    if (normalised === 'host') host = true;
+    if (!forwardable(name, normalised, peerTrusted)) {
+      // `TE: trailers` only says the client takes trailers (gRPC needs the upstream to know); any
+      // other transfer coding is this hop's business (docs/traffic.md#grpc).
+      if (normalised === 'te' && isTrailersOnly(rawHeaders[i + 1] as string)) out.push('te', 'trailers');
+      continue;
+    }
     if (named?.has(normalised)) continue;
     if (consumed.length > 0 && consumed.includes(normalised)) continue;
     if (rules?.drop.has(normalised)) continue;
@@ -94,6 +106,8 @@ export function upstreamRequestHeaders(
   if (forwarded !== null) {
     out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
+  // An HTTP/2 request names its host in `:authority` (the route stage checked any Host agrees).
+  if (!host && request.rawHost !== '') out.push('host', request.rawHost);
   if (rules !== null) out.push(...rules.append);
   // After the rules: what the auth service vouched for is not something a rule can override.
   if (request.upstreamHeaders !== null) out.push(...request.upstreamHeaders);
@@ -101,6 +115,10 @@ export function upstreamRequestHeaders(
   if (forwardedHost) out.push('x-forwarded-host', forwardedHost);
   if (request.subject !== null) out.push('x-tollgate-subject', request.subject);
   return out;
+}
+
+function isTrailersOnly(value: string): boolean {
+  return value.trim().toLowerCase() === 'trailers';
 }
 
 /** Our hop as an RFC 7239 element: the peer we saw (IPv6 bracketed), the scheme and the Host, quoted. */

@@ -10,6 +10,7 @@ import {
   MAX_WAITING_CHECKS_PER_CLIENT,
   PasswordChecksOverloaded,
   type PasswordHash,
+  type StoredHash,
   verifyPassword,
 } from '../../src/auth/password.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
@@ -85,7 +86,7 @@ describe('basic auth costs the same whoever asks', () => {
     };
     const work: string[][] = [];
     let current: string[] = [];
-    const verify = (password: string, hash: string | PasswordHash) => {
+    const verify = (password: string, hash: string | StoredHash) => {
       current.push(costOf(hash as PasswordHash));
       return verifyPassword(password, hash);
     };

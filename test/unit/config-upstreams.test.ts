@@ -283,7 +283,7 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
       `upstreams.yaml:8:13: ${at}[2]: '::1:8080': IPv6 addresses need brackets, e.g. [::1]:8080`,
       `upstreams.yaml:9:13: ${at}[3]: '[::1]:0': port must be a number from 1 to 65535`,
       `upstreams.yaml:10:13: ${at}[4]: '[10.0.0.1]:80': '10.0.0.1' in brackets is not an IPv6 address`,
-      `upstreams.yaml:11:13: ${at}[5]: 'http://10.0.0.1:80' has a scheme; write host:port, e.g. 10.0.0.5:8080`,
+      `upstreams.yaml:11:13: ${at}[5]: 'http://10.0.0.1:80': only https:// may be written; a plain server is host:port, e.g. 10.0.0.5:8080`,
       `upstreams.yaml:12:13: ${at}[6]: '10.0.0.256:80': '10.0.0.256' is neither an IP address nor a valid host name`,
       `upstreams.yaml:13:13: ${at}[7]: 'bad_host!.local:80': 'bad_host!.local' is neither an IP address nor a valid host name`,
       `upstreams.yaml:14:13: ${at}[8]: '-leading.dash:80': '-leading.dash' is neither an IP address nor a valid host name`,

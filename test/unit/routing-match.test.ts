@@ -5,8 +5,8 @@ import { DEFAULT_HOST } from '../../src/routing/normalise.ts';
 import type { Route } from '../../src/routing/types.ts';
 
 // The matcher only reads hostKey and prefix; the rest of a Route is irrelevant here.
-function route(hostKey: string, prefix: string): Route {
-  return { id: hostKey + prefix, hostKey, prefix } as Route;
+function route(hostKey: string, prefix: string, exact = false): Route {
+  return { id: hostKey + prefix + (exact ? '$' : ''), hostKey, prefix, exact } as Route;
 }
 
 function idOf(matcher: RouteMatcher, host: string, path: string): string | null {
@@ -47,6 +47,22 @@ describe('route matcher', () => {
     assert.equal(idOf(match, 'other.example.com', '/x'), 'DEFAULT/');
     const noDefault = buildMatcher([route('a.example', '/')]);
     assert.equal(idOf(noDefault, 'b.example', '/'), null);
+  });
+
+  it('an Exact path matches only itself, and before any prefix', () => {
+    const exact = buildMatcher([
+      route('x.example', '/'),
+      route('x.example', '/a', true),
+      route('x.example', '/a/', true),
+      route('x.example', '/a'),
+      route('only.example', '/e', true),
+    ]);
+    assert.equal(idOf(exact, 'x.example', '/a'), 'x.example/a$');
+    assert.equal(idOf(exact, 'x.example', '/a/'), 'x.example/a/$');
+    assert.equal(idOf(exact, 'x.example', '/a/b'), 'x.example/a');
+    assert.equal(idOf(exact, 'x.example', '/ab'), 'x.example/');
+    assert.equal(idOf(exact, 'only.example', '/e'), 'only.example/e$');
+    assert.equal(idOf(exact, 'only.example', '/e/f'), null, 'a host of exact paths still owns its namespace');
   });
 
   it('compares host keys exactly (callers pass the canonical form)', () => {
@@ -90,10 +106,12 @@ describe('route matcher', () => {
         const hostKey = pick(hosts);
         const raw = randomPath(Math.floor(random() * 4));
         // Prefixes are normalised without a trailing slash (except the root); duplicates are refused.
-        const prefix = raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
-        if (seen.has(hostKey + prefix)) continue;
-        seen.add(hostKey + prefix);
-        routes.push(route(hostKey, prefix));
+        const exact = random() < 0.2;
+        const prefix = !exact && raw.length > 1 && raw.endsWith('/') ? raw.slice(0, -1) : raw;
+        const id = hostKey + prefix + (exact ? '$' : '');
+        if (seen.has(id)) continue;
+        seen.add(id);
+        routes.push(route(hostKey, prefix, exact));
       }
       const fast = buildMatcher(routes);
       const scan = scanMatcher(routes);
