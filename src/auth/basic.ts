@@ -16,6 +16,7 @@ import {
   PasswordChecksOverloaded,
   parseStoredHash,
   type StoredHash,
+  suspectThreads,
   verifyPassword,
 } from './password.ts';
 
@@ -136,12 +137,12 @@ export function createBasicAuthenticator(
   ): Promise<string | null | 'overloaded'> {
     let ok: boolean;
     try {
-      ok = await policyGate.run(client, () =>
+      const hash = () =>
         hashingThreads.run(() => {
           passwordChecksTotal.inc();
           return uniformCheck(password, user);
-        }),
-      );
+        });
+      ok = await policyGate.run(client, () => (isSuspect(client) ? suspectThreads.run(hash) : hash()));
     } catch (error) {
       if (error instanceof PasswordChecksOverloaded) return 'overloaded';
       throw error;

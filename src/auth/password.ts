@@ -129,6 +129,12 @@ export class CheckGate {
 export const hashingThreads = new CheckGate(MAX_CONCURRENT_CHECKS, Number.POSITIVE_INFINITY);
 
 /**
+ * Checks of suspect clients (recent failures, see FairCheckGate), all policies together, take at
+ * most one of hashingThreads' slots: the other always serves everyone else.
+ */
+export const suspectThreads = new CheckGate(1, Number.POSITIVE_INFINITY);
+
+/**
  * A policy's own gate (docs/security.md "Password floods"): checks are served round robin over the
  * clients waiting, each with a queue of at most MAX_WAITING_CHECKS_PER_CLIENT, so a client flooding
  * guesses only lengthens its own queue. Clients the caller marks as suspect (recent failed checks)

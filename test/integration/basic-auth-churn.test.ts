@@ -17,7 +17,8 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
  * Bounded on purpose: loopback only, a few clients, a few seconds (the machine is shared).
  */
 
-const LOAD_MS = 4_000;
+const SWAPS = 8;
+const SWAP_EVERY_MS = 300;
 const CLIENTS = 16;
 const USERS = ['ana', 'ben', 'cleo'];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -102,9 +103,8 @@ describe('Basic password checks while the routing table is rebuilt under load (r
       }
     };
     const swapper = async () => {
-      const stopAt = Date.now() + LOAD_MS;
-      while (Date.now() < stopAt) {
-        await sleep(300);
+      while (swaps < SWAPS) {
+        await sleep(SWAP_EVERY_MS);
         const text = configOf(++swaps);
         await volume.update({ 'upstreams.yaml': text });
         await waitFor(async () => {
@@ -121,7 +121,6 @@ describe('Basic password checks while the routing table is rebuilt under load (r
 
     const total = [...statuses.values()].reduce((a, b) => a + b, 0);
     assert.deepEqual([...statuses.keys()], [200], `statuses: ${JSON.stringify([...statuses])}`);
-    assert.ok(swaps >= 5, `only ${swaps} rebuilds happened`);
     assert.ok(total > 100, `only ${total} requests were sent`);
     const metrics = await tollgate.metrics();
     assert.equal(reloadCount(metrics, 'upstreams.yaml', 'success'), swaps);
