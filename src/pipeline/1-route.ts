@@ -28,10 +28,9 @@ export function routeRequest(
     Array.isArray(forwardedFor) ? forwardedFor.join(', ') : forwardedFor,
     isTrustedProxy,
   );
-  const unrouted = (verdict: Answer): Routed => ({ ok: false, verdict, clientIp: address.clientIp });
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
-    return unrouted(refuse('bad_request', {}, 'more than one Host header'));
+    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp);
   }
   // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
   // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
@@ -42,20 +41,24 @@ export function routeRequest(
     hostHeader !== undefined &&
     authority.toLowerCase() !== hostHeader.toLowerCase()
   ) {
-    return unrouted(refuse('bad_request', {}, 'the :authority and Host headers name different hosts'));
+    return unrouted(
+      refuse('bad_request', {}, 'the :authority and Host headers name different hosts'),
+      address.clientIp,
+    );
   }
   const rawHost = authority ?? hostHeader;
   const host = normaliseHost(rawHost);
-  if (host === null) return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'));
+  if (host === null)
+    return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'), address.clientIp);
   const target = normaliseTarget(req.url ?? '');
-  if (!target.ok) return unrouted(refuse('bad_path'));
+  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp);
   const route = table.match(host, target.path);
-  if (route === null) return unrouted(refuse('not_found'));
+  if (route === null) return unrouted(refuse('not_found'), address.clientIp);
   if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
-    return unrouted(refuse('bad_path'));
+    return unrouted(refuse('bad_path'), address.clientIp);
   }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
@@ -102,6 +105,11 @@ function withoutPathParameters(path: string): string {
     if (name !== '') names.push(name);
   }
   return `/${names.join('/')}`;
+}
+
+/** A refusal before routing. A plain function, not a closure made for every request. */
+function unrouted(verdict: Answer, clientIp: string): Routed {
+  return { ok: false, verdict, clientIp };
 }
 
 function hasDuplicateHost(rawHeaders: readonly string[]): boolean {
