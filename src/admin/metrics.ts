@@ -81,7 +81,7 @@ export const configReloadsTotal = new Counter({
 
 export const configInfo = new Gauge({
   name: 'tollgate_config_info',
-  help: 'Always 1, labelled with the sha256 of the upstreams.yaml that is live.',
+  help: 'Always 1, labelled with the config identity of the live upstreams.yaml (secrets left out, not the sha256 of the file): docs/configuration.md#config-identity.',
   labelNames: ['hash'] as const,
   registers: [registry],
 });

@@ -6,7 +6,7 @@ import type { Authenticator, AuthFailureReason } from './authenticator.ts';
 import { createBasicAuthenticator } from './basic.ts';
 import { createBrowserLinks } from './browser-links.ts';
 import { type Clock, systemClock } from './clock.ts';
-import { createExternalChecker, createIssuerDispatch } from './issuers.ts';
+import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
 import { createFileKeySet, createRemoteKeySet } from './jwks.ts';
 import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
@@ -116,7 +116,9 @@ function createJwtMethod(deps: AuthMethodDeps): (policy: AuthorizationConfig) =>
       const keys = keysFor(issuer);
       checkers.set(
         issuer.issuer,
-        keys === null ? () => INVALID : createExternalChecker(issuer, keys, { now }),
+        keys === null
+          ? () => invalidBecause('keys_unavailable')
+          : createExternalChecker(issuer, keys, { now }),
       );
     }
     const checker = createIssuerDispatch(checkers);

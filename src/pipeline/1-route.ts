@@ -6,7 +6,18 @@ import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/clien
 import type { ProxyRequest } from './request.ts';
 import { type Answer, refuse } from './verdict.ts';
 
-export type Routed = { ok: true; request: ProxyRequest } | { ok: false; verdict: Answer; clientIp: string };
+/** A request refused before routing, with what the access log may say about it. */
+export interface Unrouted {
+  ok: false;
+  verdict: Answer;
+  clientIp: string;
+  /** The normalised path, or null when the target could not be normalised (it is never logged raw). */
+  path: string | null;
+  /** The raw query without `?` ('' when none), to be logged only with credentials removed. */
+  query: string;
+}
+
+export type Routed = { ok: true; request: ProxyRequest } | Unrouted;
 
 /**
  * The first stage: turns an incoming request into a ProxyRequest — normalised host and path, the
@@ -28,14 +39,20 @@ export function routeRequest(
     Array.isArray(forwardedFor) ? forwardedFor.join(', ') : forwardedFor,
     isTrustedProxy,
   );
-  const unrouted = (verdict: Answer): Routed => ({ ok: false, verdict, clientIp: address.clientIp });
+  const target = normaliseTarget(req.url ?? '');
+  const unrouted = (verdict: Answer): Unrouted => ({
+    ok: false,
+    verdict,
+    clientIp: address.clientIp,
+    path: target.ok ? target.path : null,
+    query: target.ok ? target.query : '',
+  });
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
     return unrouted(refuse('bad_request', {}, 'more than one Host header'));
   }
   const host = normaliseHost(req.headers.host);
   if (host === null) return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'));
-  const target = normaliseTarget(req.url ?? '');
   if (!target.ok) return unrouted(refuse('bad_path'));
   const route = table.match(host, target.path);
   if (route === null) return unrouted(refuse('not_found'));

@@ -36,6 +36,7 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
         route: request.route.id,
         method,
         reason,
+        ...(request.authDetail === undefined ? {} : { detail: request.authDetail }),
         client: request.clientIp,
         path: request.path,
       },

@@ -104,7 +104,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
         if (offered.length > 0 && !warnedPorts.has(key)) {
           warnedPorts.add(key);
           logger.warn(
-            { service: key, offered },
+            { kubernetes_service: key, offered },
             'no EndpointSlice port has this number; a number is the pod (target) port, a name the Service port name',
           );
         }
@@ -121,7 +121,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       counts.set(drop.reason, (counts.get(drop.reason) ?? 0) + 1);
       if (!warnedDrops.has(id))
         logger.warn(
-          { service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
+          { kubernetes_service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
           'EndpointSlice entry ignored: not a usable server (docs/security.md)',
         );
     }
