@@ -14,12 +14,20 @@ export interface LoadSettings {
   seconds: number;
   connections: number;
   threads: number;
+  /**
+   * Paced run: each connection waits this long after every answer before its next request, so the
+   * rate stays near connections / (pause + latency) whatever the target could do at most. 0 or
+   * absent: closed-loop, as fast as the target answers.
+   */
+  pauseMs?: number;
 }
 
 export interface LoadResult {
   requestsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
+  /** p99.9: where event-loop stalls show first (the paced run reports it). */
+  p999Ms: number;
   requests: number;
   /** Connect/read/write errors and timeouts. */
   socketErrors: number;
@@ -53,7 +61,7 @@ interface WrkReport {
   requests: number;
   duration_us: number;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
-  latency_us: { p50: number; p99: number };
+  latency_us: { p50: number; p99: number; p999: number };
 }
 
 function wrk(binary: string): LoadGenerator {
@@ -73,7 +81,10 @@ function wrk(binary: string): LoadGenerator {
       for (const [name, value] of Object.entries(settings.headers))
         args.push('-H', `${titleCase(name)}: ${value}`);
       args.push(settings.url);
-      const stdout = await runToCompletion(binary, args);
+      const stdout = await runToCompletion(binary, args, {
+        env: { ...process.env, WRK_PAUSE_MS: String(settings.pauseMs ?? 0) },
+        timeoutMs: runTimeoutMs(settings),
+      });
       const line = stdout.split('\n').find((candidate) => candidate.startsWith('WRK_JSON '));
       if (line === undefined) throw new Error(`wrk printed no report:\n${stdout}`);
       const report = JSON.parse(line.slice('WRK_JSON '.length)) as WrkReport;
@@ -82,6 +93,7 @@ function wrk(binary: string): LoadGenerator {
         requestsPerSecond: report.requests / (report.duration_us / 1e6),
         p50Ms: report.latency_us.p50 / 1000,
         p99Ms: report.latency_us.p99 / 1000,
+        p999Ms: report.latency_us.p999 / 1000,
         requests: report.requests,
         socketErrors: errors.connect + errors.read + errors.write + errors.timeout,
         badStatuses: errors.status,
@@ -92,7 +104,7 @@ function wrk(binary: string): LoadGenerator {
 
 interface AutocannonReport {
   requests: { total: number };
-  latency: { p50: number; p99: number };
+  latency: { p50: number; p99: number; p99_9?: number };
   duration: number;
   errors: number;
   timeouts: number;
@@ -104,24 +116,31 @@ function autocannon(script: string): LoadGenerator {
   return {
     name: 'autocannon',
     async run(settings) {
+      if ((settings.pauseMs ?? 0) > 0) throw new Error('autocannon cannot pace per connection; install wrk');
       const args = ['--json', '-c', String(settings.connections), '-d', String(settings.seconds)];
       if (settings.threads > 1) args.push('-w', String(settings.threads));
       for (const [name, value] of Object.entries(settings.headers)) args.push('-H', `${name}=${value}`);
       args.push(settings.url);
       // Run with this Node, not the script's `#!/usr/bin/env node` (system node may be missing or old).
       const report = JSON.parse(
-        await runToCompletion(process.execPath, [script, ...args]),
+        await runToCompletion(process.execPath, [script, ...args], { timeoutMs: runTimeoutMs(settings) }),
       ) as AutocannonReport;
       return {
         requestsPerSecond: report.requests.total / report.duration,
         p50Ms: report.latency.p50,
         p99Ms: report.latency.p99,
+        p999Ms: report.latency.p99_9 ?? Number.NaN,
         requests: report.requests.total,
         socketErrors: report.errors + report.timeouts,
         badStatuses: report.non2xx,
       };
     },
   };
+}
+
+/** A run that has not ended this long after its duration is killed: the bench always ends by itself. */
+export function runTimeoutMs(settings: LoadSettings): number {
+  return (settings.seconds + 30) * 1000;
 }
 
 export function findLoadGenerator(): LoadGenerator | null {

@@ -22,27 +22,35 @@ function startScript(name: string, script: string, args: string[]): Started {
 }
 
 /** Starts one reference proxy in front of `upstreamPort`; resolves with its port once it answers. */
-export async function startReferenceProxy(id: ReferenceProxyId, upstreamPort: number): Promise<number> {
+export async function startReferenceProxy(
+  id: ReferenceProxyId,
+  upstreamPort: number,
+): Promise<{ port: number; started: Started }> {
   const port = await freePort();
   const started = startScript(id, REFERENCE_PROXIES[id], [String(port), `http://127.0.0.1:${upstreamPort}`]);
   await waitForHttp(`http://127.0.0.1:${port}/`, started);
-  return port;
+  return { port, started };
 }
 
 /**
  * `copies` minimal undici proxies sharing one port through SO_REUSEPORT: what N Node processes reach
  * with no work of their own, the ceiling for Tollgate with N workers. Resolves with the port.
  */
-export async function startSharedUndiciProxies(upstreamPort: number, copies: number): Promise<number> {
+export async function startSharedUndiciProxies(
+  upstreamPort: number,
+  copies: number,
+): Promise<{ port: number; started: Started[] }> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${upstreamPort}`;
   const script = REFERENCE_PROXIES['undici-minimal'];
+  const all: Started[] = [];
   for (let copy = 1; copy <= copies; copy += 1) {
     const started = startScript(`undici-minimal #${copy}`, script, [String(port), origin, 'reuseport']);
+    all.push(started);
     // One at a time: a copy answering proves it is bound before the next one joins the port.
     await waitForHttp(`http://127.0.0.1:${port}/`, started);
   }
-  return port;
+  return { port, started: all };
 }
 
 /** Starts the single-process Node upstream (BENCH_UPSTREAM=node) and waits until it answers. */

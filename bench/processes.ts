@@ -46,14 +46,27 @@ export function startProcess(
   return started;
 }
 
-/** Runs a short command to completion and returns its stdout; rejects on a non-zero exit. */
-export function runToCompletion(command: string, args: string[]): Promise<string> {
-  const started = startProcess(command, command, args);
+/**
+ * Runs a short command to completion and returns its stdout; rejects on a non-zero exit. With
+ * `timeoutMs`, a command still running then is killed (and the promise rejects), so a load generator
+ * that hangs cannot keep the bench from ending by itself.
+ */
+export function runToCompletion(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<string> {
+  const started = startProcess(command, command, args, options.env);
   let stdout = '';
   started.child.stdout?.on('data', (chunk: Buffer) => {
     stdout += chunk.toString('utf8');
   });
+  const watchdog =
+    options.timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => void stopProcess(started, 1000), options.timeoutMs);
   return started.exited.then((how) => {
+    clearTimeout(watchdog);
     if (how !== 'exit code 0') throw new Error(`${command} ended with ${how}:\n${started.output()}`);
     return stdout;
   });

@@ -13,13 +13,31 @@ import { freePort, makeTempDir, type Started, startProcess } from './processes.t
 export const BENCH_HOST = 'bench.local';
 export const MAIN_JS = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'main.js');
 
+/** Sizes of the route-lookup targets (docs/routing.md: lookup cost must not grow with the table). */
+export const MANY_PATHS = 20_000;
+export const MANY_HOSTS = 5_000;
+
+/** The request the many-paths target sends: a prefix in the middle of the table, one segment deeper. */
+export function manyPathsRequest(): { host: string; path: string } {
+  return { host: BENCH_HOST, path: `/svc-${Math.floor(MANY_PATHS / 2)}/api/items` };
+}
+
+/** The request the many-hosts target sends: a host in the middle of the table. */
+export function manyHostsRequest(): { host: string; path: string } {
+  return { host: `h${Math.floor(MANY_HOSTS / 2)}.${BENCH_HOST}`, path: '/' };
+}
+
 export interface RunningTollgate {
   readonly process: Started;
+  /** http://127.0.0.1:<proxy port> */
+  readonly base: string;
   readonly proxyPort: number;
   readonly apiPort: number;
   readonly masterkey: string;
   /** A token of the external issuer that `/issuer` trusts. */
   readonly issuerToken: string;
+  /** Rejects unless `path` refuses a request without a token (an auth route must be measured as one). */
+  expectUnauthorized(path: string): Promise<void>;
 }
 
 export function tollgateBuilt(): boolean {
@@ -31,6 +49,28 @@ export interface TollgateSetup {
   workers?: number;
   /** How workers share the port (docs/workers.md): SO_REUSEPORT by default, or the cluster module. */
   spreading?: 'reuseport' | 'cluster';
+  /**
+   * The routing table: `bench` (default) is `bench.local` with `/`, `/jwt` and `/issuer`;
+   * `many-paths` is MANY_PATHS two-segment prefixes under `bench.local`; `many-hosts` is MANY_HOSTS
+   * hosts with `/` each.
+   */
+  routes?: 'bench' | 'many-paths' | 'many-hosts';
+}
+
+function manyPathsYaml(server: string): string[] {
+  const lines = ['upstreams:', `  "${BENCH_HOST}":`, '    paths:'];
+  for (let index = 0; index < MANY_PATHS; index += 1) {
+    lines.push(`      "/svc-${index}/api":`, `        servers: [${server}]`);
+  }
+  return lines;
+}
+
+function manyHostsYaml(server: string): string[] {
+  const lines = ['upstreams:'];
+  for (let index = 0; index < MANY_HOSTS; index += 1) {
+    lines.push(`  "h${index}.${BENCH_HOST}":`, '    paths:', '      "/":', `        servers: [${server}]`);
+  }
+  return lines;
 }
 
 /**
@@ -60,30 +100,46 @@ export async function startTollgate(
   );
   const server = `"127.0.0.1:${upstreamPort}"`;
   const issuer = await createBenchIssuer(dir);
-  writeFileSync(
-    join(dir, 'upstreams.yaml'),
-    [
-      'upstreams:',
-      `  "${BENCH_HOST}":`,
-      '    paths:',
-      '      "/":',
-      `        servers: [${server}]`,
-      '      "/jwt":',
-      `        servers: [${server}]`,
-      '        authorization:',
-      '          type: jwt',
-      ...issuerRouteYaml(server, issuer.jwksFile),
-      '',
-    ].join('\n'),
-  );
+  const routes = setup.routes ?? 'bench';
+  const table =
+    routes === 'many-paths'
+      ? manyPathsYaml(server)
+      : routes === 'many-hosts'
+        ? manyHostsYaml(server)
+        : [
+            'upstreams:',
+            `  "${BENCH_HOST}":`,
+            '    paths:',
+            '      "/":',
+            `        servers: [${server}]`,
+            '      "/jwt":',
+            `        servers: [${server}]`,
+            '        authorization:',
+            '          type: jwt',
+            ...issuerRouteYaml(server, issuer.jwksFile),
+          ];
+  writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
   const started = startProcess(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
     process.execPath,
     [MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
-  await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, started);
-  return { process: started, proxyPort, apiPort, masterkey, issuerToken: issuer.token };
+  // A large table takes a while to load on a busy machine.
+  await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, started, routes === 'bench' ? 15_000 : 120_000);
+  const base = `http://127.0.0.1:${proxyPort}`;
+  return {
+    process: started,
+    base,
+    proxyPort,
+    apiPort,
+    masterkey,
+    issuerToken: issuer.token,
+    async expectUnauthorized(path) {
+      const { status } = await httpRequest(`${base}${path}`, { headers: { host: BENCH_HOST } });
+      if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);
+    },
+  };
 }
 
 /** A token from the token API, reused for every request of the JWT run. */

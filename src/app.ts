@@ -423,8 +423,10 @@ export function applyListenerLimits(
   // A worker of a primary has neither, and the primary no proxy listener (docs/workers.md).
   if (servers.tokenApiServer)
     applyClientLimits(servers.tokenApiServer, { ...timeouts, maxConnections: TOKEN_API_CONNECTIONS });
+  // The admin listener evicts held connections at ADMIN_CONNECTIONS itself (admin/server.ts); this
+  // is the hard ceiling behind it.
   if (servers.adminServer)
-    applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS });
+    applyClientLimits(servers.adminServer, { ...timeouts, maxConnections: ADMIN_CONNECTIONS * 2 });
 }
 
 /**

@@ -1,4 +1,6 @@
 import http from 'node:http';
+import type { Socket } from 'node:net';
+import { ADMIN_CONNECTIONS } from '../client-limits.ts';
 import { sendError } from '../errors.ts';
 import type { Runtime } from '../runtime.ts';
 import { registry } from './metrics.ts';
@@ -31,48 +33,58 @@ function processSources(runtime: Runtime): AdminSources {
 
 /**
  * The admin listener: what the kubelet probes and Prometheus scrapes. Kept apart from the proxy port
- * so neither can be reached through a route, and so it stays up while the proxy drains.
+ * so neither can be reached through a route, and so it stays up while the proxy drains. Nothing it
+ * serves changes state (docs/security.md, "The admin port"): it only reports.
+ *
+ * Its connections are capped (ADMIN_CONNECTIONS), and a probe must never find the cap taken by
+ * connections that hold it open: at the cap, a new connection evicts the one that waited longest
+ * without a request being answered on it (silent, trickling headers, idle keep-alive, or not reading
+ * its answer). Only connections whose request is being computed right now are never evicted, and
+ * those take milliseconds; a hard ceiling of twice the cap bounds even those.
  */
 export function createAdminServer(
   runtime: Runtime,
   sources: AdminSources = processSources(runtime),
 ): http.Server {
-  return http.createServer(async (req, res) => {
-    const path = (req.url ?? '/').split('?', 1)[0];
-    const route = path !== undefined && Object.hasOwn(ADMIN_ROUTES, path) ? ADMIN_ROUTES[path] : undefined;
-    if (route === undefined) return sendError(res, 'not_found', undefined, 'unknown admin path');
-    if (req.method !== 'GET' && req.method !== 'HEAD')
-      return sendError(res, 'method_not_allowed', { allow: 'GET, HEAD' });
-    await route(sources, res, req.url ?? '/');
+  // Insertion order is the eviction order: a connection moves to the end when it was last served.
+  const open = new Map<Socket, { computing: number }>();
+  const server = http.createServer(async (req, res) => {
+    const state = open.get(req.socket);
+    if (state) state.computing += 1;
+    try {
+      const path = (req.url ?? '/').split('?', 1)[0];
+      const route = path !== undefined && Object.hasOwn(ADMIN_ROUTES, path) ? ADMIN_ROUTES[path] : undefined;
+      if (route === undefined) return sendError(res, 'not_found', undefined, 'unknown admin path');
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        return sendError(res, 'method_not_allowed', { allow: 'GET, HEAD' });
+      await route(sources, res);
+    } finally {
+      if (state) {
+        state.computing -= 1;
+        open.delete(req.socket);
+        if (!req.socket.destroyed) open.set(req.socket, state);
+      }
+    }
   });
+  server.maxConnections = ADMIN_CONNECTIONS * 2;
+  server.on('connection', (socket: Socket) => {
+    if (open.size >= ADMIN_CONNECTIONS) {
+      for (const [held, state] of open) {
+        if (state.computing > 0) continue;
+        open.delete(held);
+        held.destroy();
+        break;
+      }
+    }
+    open.set(socket, { computing: 0 });
+    socket.once('close', () => open.delete(socket));
+  });
+  return server;
 }
 
-/** Longest wait /drain grants: a preStop hook is bounded by the pod's grace period anyway. */
-const MAX_DRAIN_SECONDS = 300;
-
-/**
- * GET /drain?seconds=N answers after N seconds. The preStop hook of an app container behind a Tollgate
- * sidecar calls it (an httpGet handler, so the app image needs no `sleep` binary): the app then
- * outlives the endpoint removal while Tollgate keeps forwarding to it (docs/deployment.md).
- */
-async function drain(res: http.ServerResponse, url: string): Promise<void> {
-  const text = new URL(url, 'http://admin').searchParams.get('seconds') ?? '5';
-  const seconds = /^\d{1,3}$/.test(text) ? Number(text) : Number.NaN;
-  if (!(seconds <= MAX_DRAIN_SECONDS))
-    return sendError(
-      res,
-      'bad_request',
-      undefined,
-      `seconds must be a whole number from 0 to ${MAX_DRAIN_SECONDS}`,
-    );
-  await new Promise((resolve) => setTimeout(resolve, seconds * 1000).unref());
-  json(res, 200, { status: 'drained', waited_seconds: seconds });
-}
-
-type AdminRoute = (sources: AdminSources, res: http.ServerResponse, url: string) => void | Promise<void>;
+type AdminRoute = (sources: AdminSources, res: http.ServerResponse) => void | Promise<void>;
 
 const ADMIN_ROUTES: Record<string, AdminRoute> = {
-  '/drain': (_sources, res, url) => drain(res, url),
   '/healthz': (_sources, res) => json(res, 200, { status: 'ok' }),
   '/readyz': (sources, res) => {
     const { ready, body } = sources.readiness();

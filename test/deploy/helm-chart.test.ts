@@ -159,6 +159,27 @@ describe('helm template: default values', () => {
     assert.equal(pod.metadata.labels['tollgate-client'], 'true');
   });
 
+  test('the NetworkPolicy, when enabled, lets only Prometheus pods reach the admin port unless told otherwise', async () => {
+    const adminRule = async (set: string[]) => {
+      const policy = find(
+        await helmTemplate({ set: ['networkPolicy.enabled=true', ...set] }),
+        'NetworkPolicy',
+      );
+      const rules = policy.spec.ingress.filter((r: Manifest) =>
+        r.ports.some((p: Manifest) => p.port === 9090),
+      );
+      assert.equal(rules.length, 1);
+      assert.deepEqual(rules[0].ports, [{ port: 9090, protocol: 'TCP' }], 'a rule of its own');
+      return rules[0];
+    };
+    assert.deepEqual((await adminRule([])).from, [
+      { namespaceSelector: {}, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
+      // The helm test pod, which checks the admin Service.
+      { podSelector: { matchLabels: { 'tollgate-test': 'true' } } },
+    ]);
+    assert.equal((await adminRule(['networkPolicy.adminFrom=null'])).from, undefined, 'empty: everyone');
+  });
+
   test('optional objects are off by default; two replicas get a PodDisruptionBudget', () => {
     for (const kind of ['HorizontalPodAutoscaler', 'NetworkPolicy', 'ServiceMonitor']) {
       assert.equal(findAll(manifests, kind).length, 0, kind);

@@ -46,6 +46,21 @@ function assertBase(manifests: Manifest[], podTemplate: Manifest, what: string) 
   assert.ok(selects(policy.spec.podSelector.matchLabels, podTemplate.metadata.labels));
   const tokenRule = policy.spec.ingress.find((r: Manifest) => r.ports.some((p: Manifest) => p.port === 8081));
   assert.ok(tokenRule.from?.length > 0, `${what}: the token API must not be open to every pod`);
+  assertAdminNarrowed(policy, 9090, what);
+}
+
+/** The admin port is open to Prometheus pods only, in a rule of its own (docs/security.md). */
+function assertAdminNarrowed(policy: Manifest, adminPort: number, what: string): void {
+  const adminRules = policy.spec.ingress.filter((r: Manifest) =>
+    r.ports.some((p: Manifest) => p.port === adminPort),
+  );
+  assert.equal(adminRules.length, 1, `${what}: one rule for the admin port`);
+  assert.deepEqual(adminRules[0].ports, [{ port: adminPort, protocol: 'TCP' }]);
+  assert.deepEqual(
+    adminRules[0].from,
+    [{ namespaceSelector: {}, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } }],
+    `${what}: the admin port must not be open to every pod`,
+  );
 }
 
 describe('kustomize overlay: ingress', () => {
@@ -143,14 +158,13 @@ describe('kustomize overlay: sidecar (the sidecar component)', () => {
     assert.equal(find(manifests, 'Service', 'example-app-tollgate-token').spec.ports[0].targetPort, 8081);
   });
 
-  test('the app container has a preStop that outlasts endpoint removal, through Tollgate’s /drain', () => {
+  test('the app container has a preStop that outlasts endpoint removal: the kubelet’s sleep action', () => {
     const spec = deployment.spec.template.spec;
     const app = spec.containers.find((c: Manifest) => c.name === 'app');
-    const hook = app.lifecycle?.preStop?.httpGet;
-    assert.ok(hook, 'app preStop httpGet missing');
-    assert.equal(hook.port, 9090, "Tollgate's admin port");
-    const seconds = Number(/^\/drain\?seconds=(\d+)$/.exec(hook.path)?.[1]);
-    assert.ok(seconds >= 5, `drain of ${seconds} s`);
+    // Nothing on the network (no httpGet to the admin port) may start or stretch it.
+    assert.deepEqual(Object.keys(app.lifecycle?.preStop ?? {}), ['sleep'], 'app preStop is a sleep action');
+    const seconds = app.lifecycle.preStop.sleep.seconds;
+    assert.ok(Number.isInteger(seconds) && seconds >= 5, `sleep of ${seconds} s`);
     const main = parseYaml(mountedFile(manifests, spec, 'main.yaml'));
     assert.ok(
       spec.terminationGracePeriodSeconds >=
@@ -163,6 +177,7 @@ describe('kustomize overlay: sidecar (the sidecar component)', () => {
     const labels = deployment.spec.template.metadata.labels;
     const policy = find(manifests, 'NetworkPolicy', 'example-app-tollgate');
     assert.ok(selects(policy.spec.podSelector.matchLabels, labels));
+    assertAdminNarrowed(policy, 9090, 'sidecar');
     const tokenRule = policy.spec.ingress.find((r: Manifest) =>
       r.ports.some((p: Manifest) => p.port === 8081),
     );

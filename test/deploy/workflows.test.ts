@@ -149,7 +149,7 @@ describe('GitHub workflows', () => {
     const kind = workflow('kind.yml');
     const job = Object.keys(kind.doc.jobs)[0] as string;
     const matrix = kind.doc.jobs[job].strategy.matrix;
-    assert.deepEqual(matrix.kubernetes, ['1.29', '1.33']);
+    assert.deepEqual(matrix.kubernetes, ['1.30', '1.33']);
     for (const entry of matrix.include as Manifest[]) {
       assert.match(
         entry.node_image,

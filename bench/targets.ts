@@ -1,0 +1,429 @@
+/**
+ * Every target of `npm run bench`, one entry each in TARGETS, and the ratios the bench reports
+ * between them, one entry each in RATIOS. To add a target: write one TargetDefinition (an id, and a
+ * `start` that launches what it needs and says where to send load, which processes' CPU to count and,
+ * if not wrk over HTTP/1.1, which load generator to use), add it to TARGETS, and add the ratios that
+ * judge it to RATIOS. The runner (run.ts) does the rest: selection with --targets, the pre-load
+ * check, warm-up, interleaved rounds, CPU per request from /proc, the paced latency run for targets
+ * marked `paced`, the table and bench/results/latest.json. See bench/README.md.
+ */
+
+import { waitForHttp } from './http.ts';
+import type { LoadGenerator } from './load.ts';
+import { nginxBinary, proxyConfig, startNginx } from './nginx.ts';
+import { startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
+import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
+import { freePort, type Started } from './processes.ts';
+import {
+  BENCH_HOST,
+  issueToken,
+  MAIN_JS,
+  MANY_HOSTS,
+  MANY_PATHS,
+  manyHostsRequest,
+  manyPathsRequest,
+  type RunningTollgate,
+  startTollgate,
+  tollgateBuilt,
+} from './tollgate.ts';
+
+/** What a target's `start` gets: the shared upstream and the run's settings. */
+export interface BenchContext {
+  /** Port of the fixed-body upstream every proxy forwards to. */
+  readonly upstreamPort: number;
+  /** The upstream's process (the `direct` target's CPU is its CPU). */
+  readonly upstream: Started;
+  /** N of the every-core targets (BENCH_WORKERS). */
+  readonly workers: number;
+  readonly upstreamKind: 'nginx' | 'node';
+  /**
+   * One instance per key for the whole run, started on first use: several targets served by one
+   * process (Tollgate's `/`, `/jwt` and `/issuer` routes) share it.
+   */
+  shared<T>(key: string, start: () => Promise<T>): Promise<T>;
+}
+
+export interface RunningTarget {
+  label: string;
+  url: string;
+  headers: Record<string, string>;
+  /** Root processes whose whole trees' CPU is charged to this target (empty: no CPU column). */
+  processes: readonly Started[];
+  /**
+   * Extra checks before any load, after the common one (200 with the exact body), e.g. that an auth
+   * route refuses a request without its token: otherwise the run would not measure what it claims.
+   */
+  verify?: () => Promise<void>;
+  /** A load generator other than the default (wrk over HTTP/1.1), e.g. h2load for HTTP/2 targets. */
+  generator?: LoadGenerator;
+}
+
+export interface TargetDefinition {
+  readonly id: string;
+  /** Also measured in the paced latency run (p50/p99/p99.9 at a fixed, moderate rate). */
+  readonly paced?: boolean;
+  /** Launches what the target needs, or says why it cannot run here (skipped, not an error). */
+  start(context: BenchContext): Promise<RunningTarget | { skip: string }>;
+}
+
+const host = { host: BENCH_HOST };
+
+/** The one-process Tollgate serving `/`, `/jwt` and `/issuer` (shared by three targets). */
+function sharedTollgate(context: BenchContext): Promise<RunningTollgate> {
+  return context.shared('tollgate-1', () => startTollgate(context.upstreamPort));
+}
+
+function tollgateTarget(
+  id: string,
+  make: (context: BenchContext) => Promise<RunningTarget>,
+  paced = false,
+): TargetDefinition {
+  return {
+    id,
+    paced,
+    start: (context) =>
+      tollgateBuilt() ? make(context) : Promise.resolve({ skip: `${MAIN_JS} not found (run npm run build)` }),
+  };
+}
+
+/** A C or Go proxy compared with Tollgate: how to find it, start it with `n` workers/threads/cores. */
+interface Peer {
+  name: string;
+  binary(): string | null;
+  start(binary: string, id: string, port: number, upstreamPort: number, n: number): Started;
+  label(n: number): string;
+}
+
+const NGINX: Peer = {
+  name: 'nginx',
+  binary: nginxBinary,
+  start: (binary, id, port, upstreamPort, n) =>
+    startNginx(binary, id, (dir) => proxyConfig(dir, port, upstreamPort, n)),
+  label: (n) => `nginx (${n} worker${n === 1 ? '' : 's'})`,
+};
+const HAPROXY: Peer = {
+  name: 'haproxy',
+  binary: haproxyBinary,
+  start: startHaproxy,
+  label: (n) => `haproxy (${n} thread${n === 1 ? '' : 's'})`,
+};
+const CADDY: Peer = {
+  name: 'caddy',
+  binary: caddyBinary,
+  start: startCaddy,
+  label: (n) => `caddy (GOMAXPROCS=${n})`,
+};
+
+function peerTarget(
+  id: string,
+  peer: Peer,
+  count: (context: BenchContext) => number,
+  paced = false,
+): TargetDefinition {
+  return {
+    id,
+    paced,
+    async start(context) {
+      const binary = peer.binary();
+      if (binary === null) return { skip: `${peer.name} not installed` };
+      const n = count(context);
+      const port = await freePort();
+      const started = peer.start(binary, id, port, context.upstreamPort, n);
+      await waitForHttp(`http://127.0.0.1:${port}/`, started);
+      return { label: peer.label(n), url: `http://127.0.0.1:${port}/`, headers: host, processes: [started] };
+    },
+  };
+}
+
+const one = (): number => 1;
+const every = (context: BenchContext): number => context.workers;
+
+export const TARGETS: readonly TargetDefinition[] = [
+  {
+    id: 'direct',
+    async start(context) {
+      return {
+        label: `direct upstream${context.upstreamKind === 'node' ? ' (node)' : ''}`,
+        url: `http://127.0.0.1:${context.upstreamPort}/`,
+        headers: host,
+        processes: [context.upstream],
+      };
+    },
+  },
+  // Peers on one core.
+  peerTarget('nginx', NGINX, one, true),
+  peerTarget('haproxy', HAPROXY, one),
+  peerTarget('caddy', CADDY, one),
+  // Node references on one process.
+  {
+    id: 'http-proxy-3',
+    async start(context) {
+      const { port, started } = await startReferenceProxy('http-proxy-3', context.upstreamPort);
+      return { label: 'http-proxy-3', url: `http://127.0.0.1:${port}/`, headers: host, processes: [started] };
+    },
+  },
+  {
+    id: 'undici-minimal',
+    paced: true,
+    async start(context) {
+      const { port, started } = await startReferenceProxy('undici-minimal', context.upstreamPort);
+      return {
+        label: 'undici (minimal)',
+        url: `http://127.0.0.1:${port}/`,
+        headers: host,
+        processes: [started],
+      };
+    },
+  },
+  // Tollgate, one process: the same process serves the three routes.
+  tollgateTarget(
+    'tollgate',
+    async (context) => {
+      const tollgate = await sharedTollgate(context);
+      return { label: 'tollgate', url: `${tollgate.base}/`, headers: host, processes: [tollgate.process] };
+    },
+    true,
+  ),
+  tollgateTarget('tollgate-jwt', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    const token = await issueToken(tollgate);
+    return {
+      label: 'tollgate + JWT',
+      url: `${tollgate.base}/jwt`,
+      headers: { ...host, authorization: `Bearer ${token}` },
+      processes: [tollgate.process],
+      verify: () => tollgate.expectUnauthorized('/jwt'),
+    };
+  }),
+  tollgateTarget('tollgate-issuer', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    return {
+      label: 'tollgate + issuer JWT',
+      url: `${tollgate.base}/issuer`,
+      headers: { ...host, authorization: `Bearer ${tollgate.issuerToken}` },
+      processes: [tollgate.process],
+      verify: () => tollgate.expectUnauthorized('/issuer'),
+    };
+  }),
+  // Route lookup at scale (docs/routing.md): the same process work but a large table.
+  tollgateTarget('tollgate-paths-20k', async (context) => {
+    const tollgate = await startTollgate(context.upstreamPort, { routes: 'many-paths' });
+    const request = manyPathsRequest();
+    return {
+      label: `tollgate, ${MANY_PATHS.toLocaleString('en-US')} paths`,
+      url: `${tollgate.base}${request.path}`,
+      headers: { host: request.host },
+      processes: [tollgate.process],
+    };
+  }),
+  tollgateTarget('tollgate-hosts-5k', async (context) => {
+    const tollgate = await startTollgate(context.upstreamPort, { routes: 'many-hosts' });
+    const request = manyHostsRequest();
+    return {
+      label: `tollgate, ${MANY_HOSTS.toLocaleString('en-US')} hosts`,
+      url: `${tollgate.base}${request.path}`,
+      headers: { host: request.host },
+      processes: [tollgate.process],
+    };
+  }),
+  // Every core: N = BENCH_WORKERS (docs/workers.md).
+  peerTarget('nginx-workers', NGINX, every),
+  peerTarget('haproxy-workers', HAPROXY, every),
+  peerTarget('caddy-workers', CADDY, every),
+  {
+    id: 'undici-minimal-workers',
+    async start(context) {
+      const { port, started } = await startSharedUndiciProxies(context.upstreamPort, context.workers);
+      return {
+        label: `undici (minimal) ×${context.workers}`,
+        url: `http://127.0.0.1:${port}/`,
+        headers: host,
+        processes: started,
+      };
+    },
+  },
+  ...(['reuseport', 'cluster'] as const).map((spreading) =>
+    tollgateTarget(
+      spreading === 'reuseport' ? 'tollgate-workers' : 'tollgate-workers-cluster',
+      async (context) => {
+        const tollgate = await startTollgate(context.upstreamPort, { workers: context.workers, spreading });
+        return {
+          label: `tollgate ×${context.workers}${spreading === 'cluster' ? ' (cluster)' : ''}`,
+          url: `${tollgate.base}/`,
+          headers: host,
+          processes: [tollgate.process],
+        };
+      },
+    ),
+  ),
+];
+
+/** Which figure of two targets a ratio compares. */
+export type RatioMetric =
+  /** requests/s of the closed-loop run (higher is better). */
+  | 'throughput'
+  /** CPU µs per request of the closed-loop run (lower is better). */
+  | 'cpu'
+  /** p99 latency of the paced run (lower is better). */
+  | 'paced-p99';
+
+export interface RatioDefinition {
+  /** `{N}` is replaced by BENCH_WORKERS. */
+  readonly name: string;
+  readonly numerator: string;
+  readonly denominator: string;
+  readonly metric: RatioMetric;
+  /** The bar an issue set: at least (throughput) or at most (cpu, latency) this value. */
+  readonly goal?: number;
+  /** What the figure means when it is a calibration, not a goal. */
+  readonly note?: string;
+}
+
+export const RATIOS: readonly RatioDefinition[] = [
+  // CPU per request: Tollgate's own work over a bare proxy (docs/benchmark.md).
+  {
+    name: 'tollgate / undici-minimal',
+    numerator: 'tollgate',
+    denominator: 'undici-minimal',
+    metric: 'cpu',
+    goal: 1.15,
+  },
+  {
+    name: 'tollgate({N}) / undici-minimal({N})',
+    numerator: 'tollgate-workers',
+    denominator: 'undici-minimal-workers',
+    metric: 'cpu',
+    goal: 1.15,
+  },
+  {
+    name: 'tollgate / nginx',
+    numerator: 'tollgate',
+    denominator: 'nginx',
+    metric: 'cpu',
+    note: 'Node against C',
+  },
+  {
+    name: 'tollgate / haproxy',
+    numerator: 'tollgate',
+    denominator: 'haproxy',
+    metric: 'cpu',
+    note: 'Node against C',
+  },
+  {
+    name: 'tollgate / caddy',
+    numerator: 'tollgate',
+    denominator: 'caddy',
+    metric: 'cpu',
+    note: 'Node against Go',
+  },
+  // Throughput.
+  { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'throughput', goal: 0.45 },
+  {
+    name: 'tollgate / undici-minimal',
+    numerator: 'tollgate',
+    denominator: 'undici-minimal',
+    metric: 'throughput',
+    goal: 0.9,
+  },
+  {
+    name: 'tollgate+JWT / tollgate',
+    numerator: 'tollgate-jwt',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    goal: 0.9,
+  },
+  {
+    name: 'tollgate+issuer JWT / tollgate',
+    numerator: 'tollgate-issuer',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    goal: 0.9,
+  },
+  {
+    name: 'tollgate 20,000 paths / tollgate',
+    numerator: 'tollgate-paths-20k',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    goal: 0.95,
+  },
+  {
+    name: 'tollgate 5,000 hosts / tollgate',
+    numerator: 'tollgate-hosts-5k',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    goal: 0.95,
+  },
+  {
+    name: 'undici-minimal / nginx',
+    numerator: 'undici-minimal',
+    denominator: 'nginx',
+    metric: 'throughput',
+    note: 'calibration: a bare Node proxy against nginx',
+  },
+  {
+    name: 'http-proxy-3 / nginx',
+    numerator: 'http-proxy-3',
+    denominator: 'nginx',
+    metric: 'throughput',
+    note: 'calibration: an http-proxy-3 proxy against nginx',
+  },
+  {
+    name: 'tollgate / caddy',
+    numerator: 'tollgate',
+    denominator: 'caddy',
+    metric: 'throughput',
+    note: 'Node against Go',
+  },
+  // Every core.
+  {
+    name: 'tollgate({N}) / undici-minimal({N})',
+    numerator: 'tollgate-workers',
+    denominator: 'undici-minimal-workers',
+    metric: 'throughput',
+    goal: 0.9,
+  },
+  {
+    name: 'tollgate({N}) / tollgate(1)',
+    numerator: 'tollgate-workers',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    goal: 1.2,
+  },
+  {
+    name: 'tollgate({N}) / nginx({N})',
+    numerator: 'tollgate-workers',
+    denominator: 'nginx-workers',
+    metric: 'throughput',
+    note: 'Node against nginx, both on every core',
+  },
+  {
+    name: 'tollgate({N}) / caddy({N})',
+    numerator: 'tollgate-workers',
+    denominator: 'caddy-workers',
+    metric: 'throughput',
+    note: 'Node against Go, both on every core',
+  },
+  {
+    name: 'undici-minimal({N}) / undici-minimal(1)',
+    numerator: 'undici-minimal-workers',
+    denominator: 'undici-minimal',
+    metric: 'throughput',
+    note: 'what N Node processes gain here, the load generator sharing the cores',
+  },
+  {
+    name: 'tollgate({N}) cluster / reuseport',
+    numerator: 'tollgate-workers-cluster',
+    denominator: 'tollgate-workers',
+    metric: 'throughput',
+    note: "the cluster module's round-robin against the kernel spreading connections",
+  },
+  // Latency at a moderate, fixed rate.
+  { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'paced-p99', goal: 2 },
+  {
+    name: 'undici-minimal / nginx',
+    numerator: 'undici-minimal',
+    denominator: 'nginx',
+    metric: 'paced-p99',
+    note: 'what a bare Node proxy reaches',
+  },
+];
