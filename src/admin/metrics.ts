@@ -8,6 +8,12 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 
+export const logLinesDropped = new Counter({
+  name: 'tollgate_log_lines_dropped_total',
+  help: 'Log lines dropped because stdout did not take them and the log buffer was full.',
+  registers: [registry],
+});
+
 export const requestsTotal = new Counter({
   name: 'tollgate_requests_total',
   help: 'Proxied requests by route, method and response status.',

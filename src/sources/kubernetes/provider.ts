@@ -1,4 +1,4 @@
-import { sha256Hex } from '../../config/load.ts';
+import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
 import {
   resolveServiceRef,
   type ServiceRef,
@@ -94,6 +94,13 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     namespace: main.kubernetes?.namespace,
   });
   let live = options.initial;
+  // Started without an upstreams.yaml file: not ready until the ConfigMap's copy went live.
+  let configArrived: (() => void) | null = null;
+  const arrived = waitsForConfigMap(live)
+    ? new Promise<void>((resolve) => {
+        configArrived = resolve;
+      })
+    : null;
   let endpoints: EndpointSnapshot = new Map();
   let applier: UpstreamsApplier | null = null;
   // ConfigMap content that arrived before the apply path existed (listen() attaches it).
@@ -151,6 +158,12 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     },
     'kubernetes provider started',
   );
+  if (arrived !== null) {
+    logger.info(
+      { file: live.file, configmap: main.kubernetes?.upstreamsConfigMap },
+      'no upstreams.yaml file: not ready until the upstreams ConfigMap is read through the API',
+    );
+  }
 
   return {
     compile,
@@ -158,13 +171,17 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     configApplied(config) {
       live = config;
       watchServicesOf(config);
+      if (!waitsForConfigMap(config)) {
+        configArrived?.();
+        configArrived = null;
+      }
     },
     attach(next) {
       applier = next;
       for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
     },
-    whenSynced: () => source.whenSynced(),
-    synced: () => source.synced(),
+    whenSynced: () => Promise.all([source.whenSynced(), arrived]).then(() => {}),
+    synced: () => source.synced() && configArrived === null,
     close: () => source.close(),
   };
 }
