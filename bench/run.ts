@@ -26,7 +26,7 @@ import { httpRequest, waitForHttp } from './http.ts';
 import { findLoadGenerator, type LoadGenerator, type LoadSettings } from './load.ts';
 import { nginxBinary, startNginx, upstreamConfig } from './nginx.ts';
 import { startNodeUpstream } from './node-targets.ts';
-import { freePort, type Started, stopAll } from './processes.ts';
+import { freePort, runToCompletion, type Started, stopAll } from './processes.ts';
 import {
   type Ratio,
   type RoundResult,
@@ -266,6 +266,34 @@ function ratios(closed: readonly TargetSummary[], paced: readonly TargetSummary[
   return out;
 }
 
+/**
+ * Heap and lookup time of the compiled routing table for the large-table targets (route-memory.ts),
+ * one child process per table so nothing of another is counted.
+ */
+async function routeTables(): Promise<Record<string, unknown>> {
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'route-memory.ts');
+  const tables: Record<string, unknown> = {};
+  for (const kind of ['one-path', 'many-hosts', 'many-paths']) {
+    const output = await runToCompletion(process.execPath, ['--expose-gc', script, kind], {
+      timeoutMs: 120_000,
+    });
+    tables[kind] = JSON.parse(output);
+  }
+  return tables;
+}
+
+function renderRouteTables(tables: Record<string, unknown>): string {
+  return Object.entries(tables)
+    .map(([kind, figures]) => {
+      const { routes, tableBytes, compileMs, lookupNs, scanLookupNs } = figures as Record<string, number>;
+      return (
+        `${kind.padEnd(10)} ${String(routes).padStart(6)} routes: table ${((tableBytes ?? 0) / 1024 / 1024).toFixed(1)} MiB, ` +
+        `compiled in ${compileMs} ms, lookup ${lookupNs} ns (linear scan: ${scanLookupNs} ns)`
+      );
+    })
+    .join('\n');
+}
+
 async function main(): Promise<number> {
   const settings = readSettings();
   // Other work on the machine is the main source of noise; recorded so a reader can judge a run.
@@ -318,6 +346,16 @@ async function main(): Promise<number> {
     process.stdout.write(`${renderPaced(paced)}\n`);
   }
   process.stdout.write(`\n${renderRatios(found)}\n`);
+  const tables = settings.targets.some(
+    (id) => id.startsWith('tollgate-paths') || id.startsWith('tollgate-hosts'),
+  )
+    ? await routeTables()
+    : {};
+  if (Object.keys(tables).length > 0) {
+    process.stdout.write(
+      `\nrouting tables (heap after a full GC, median lookup)\n${renderRouteTables(tables)}\n`,
+    );
+  }
 
   const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
   mkdirSync(resultsDir, { recursive: true });
@@ -343,6 +381,7 @@ async function main(): Promise<number> {
     targets: closed,
     paced,
     ratios: found,
+    routeTables: tables,
     skipped,
   };
   writeFileSync(join(resultsDir, 'latest.json'), `${JSON.stringify(document, null, 2)}\n`);

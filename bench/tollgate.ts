@@ -17,9 +17,17 @@ export const MAIN_JS = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist
 export const MANY_PATHS = 20_000;
 export const MANY_HOSTS = 5_000;
 
+/**
+ * The many-paths prefixes: `/svc-00000/api` …, zero-padded so that all have the same length and a
+ * longest-first scan meets them in config order (the request below sits in its middle).
+ */
+export function manyPathsPrefix(index: number): string {
+  return `/svc-${String(index).padStart(5, '0')}/api`;
+}
+
 /** The request the many-paths target sends: a prefix in the middle of the table, one segment deeper. */
 export function manyPathsRequest(): { host: string; path: string } {
-  return { host: BENCH_HOST, path: `/svc-${Math.floor(MANY_PATHS / 2)}/api/items` };
+  return { host: BENCH_HOST, path: `${manyPathsPrefix(Math.floor(MANY_PATHS / 2))}/items` };
 }
 
 /** The request the many-hosts target sends: a host in the middle of the table. */
@@ -57,15 +65,15 @@ export interface TollgateSetup {
   routes?: 'bench' | 'many-paths' | 'many-hosts';
 }
 
-function manyPathsYaml(server: string): string[] {
+export function manyPathsYaml(server: string): string[] {
   const lines = ['upstreams:', `  "${BENCH_HOST}":`, '    paths:'];
   for (let index = 0; index < MANY_PATHS; index += 1) {
-    lines.push(`      "/svc-${index}/api":`, `        servers: [${server}]`);
+    lines.push(`      "${manyPathsPrefix(index)}":`, `        servers: [${server}]`);
   }
   return lines;
 }
 
-function manyHostsYaml(server: string): string[] {
+export function manyHostsYaml(server: string): string[] {
   const lines = ['upstreams:'];
   for (let index = 0; index < MANY_HOSTS; index += 1) {
     lines.push(`  "h${index}.${BENCH_HOST}":`, '    paths:', '      "/":', `        servers: [${server}]`);

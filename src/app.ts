@@ -1,5 +1,5 @@
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
+import type { Http2SecureServer } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
 import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
@@ -13,10 +13,12 @@ import {
   safeConnectionCap,
   TOKEN_API_CONNECTIONS,
 } from './client-limits.ts';
+import { tlsPairsOf } from './config/file-checks.ts';
 import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { formatAddress, listen } from './listen.ts';
+import { createProxyListeners } from './listeners/listeners.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRequestRecorder } from './observe/requests.ts';
 import { createPipeline } from './pipeline/pipeline.ts';
@@ -147,15 +149,25 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   if (!options.worker) for (const warning of warnings) logger.warn(warning);
 
   const runtime = createRuntime(main, logger, table);
-  const pools = new UpstreamPools({ timeouts: main.timeouts, limits: main.upstreamLimits });
+  const pools = new UpstreamPools({
+    timeouts: main.timeouts,
+    limits: main.upstreamLimits,
+    upstreamCaFile: main.upstreamCaFile ?? null,
+  });
   runtime.onTableSwap((next) => pools.retainOnly(next));
-  const health = createServerHealth({ logger });
+  logUnverifiedUpstreams(table, logger);
+  runtime.onTableSwap((next) => logUnverifiedUpstreams(next, logger));
+  const health = createServerHealth({ logger, checkDispatcher: (server) => pools.checkPool(server) });
   health.sync(runtime.table());
   runtime.onTableSwap((next) => health.sync(next));
 
   // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
   const upstreamObserver = createUpstreamObserver(health);
-  const forward = createForwarder({ pools, observer: upstreamObserver });
+  const forward = createForwarder({
+    pools,
+    observer: upstreamObserver,
+    responseTimeoutMs: main.timeouts.upstreamResponseHeadersMs,
+  });
   let revocations: LoadedRevocations;
   try {
     revocations = loadRevocationList(main.revokedTokensFile ?? null, logger);
@@ -181,19 +193,6 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     main.accessLog,
     (query) => takeQueryParam(query, main.tokenParam).rest,
   );
-  const serverOptions = {
-    keepAliveTimeout: main.timeouts.clientKeepAliveMs,
-    headersTimeout: main.timeouts.clientHeadersMs,
-    // Uploads and long responses are bounded by the upstream timeouts, not by a total request timer.
-    requestTimeout: 0,
-    // Only WebSocket upgrades leave the HTTP path; any other Upgrade is served as a plain request.
-    shouldUpgradeCallback: isWebSocketUpgrade,
-    // A missing Host is answered by the route stage with our JSON 400 rather than Node's bare one.
-    requireHostHeader: false,
-    // Node enforces headersTimeout only when it sweeps its connections (every 30 s by default), so
-    // slow headers were answered up to a sweep late; sweep every second.
-    connectionsCheckingInterval: 1_000,
-  };
   const handler = createProxyHandler({ pipeline, forward, recorder, logger });
   const webSockets = createWebSocketHandler({
     runtime,
@@ -202,29 +201,34 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     pools,
     observer: upstreamObserver,
   });
-  const proxyListener = <T extends http.Server>(server: T): T => {
-    server.on('request', handler.handleRequest);
-    server.on('checkContinue', handler.handleExpectContinue);
-    server.on('upgrade', webSockets.handleUpgrade);
-    server.on('clientError', answerClientError);
-    return server;
-  };
-  const proxyServer = proxyListener(http.createServer(serverOptions));
 
   let tls: TlsContextProvider | null = null;
-  let tlsServer: https.Server | null = null;
-  if (main.proxyAddressTls && main.tlsCertificate && main.tlsKeyFile) {
+  const tlsPairs = tlsPairsOf(main);
+  if (tlsPairs.length > 0) {
     try {
-      tls = createTlsContextProvider({ certFile: main.tlsCertificate, keyFile: main.tlsKeyFile, logger });
+      tls = createTlsContextProvider({ pairs: tlsPairs, logger });
     } catch (error) {
       pipeline.close();
       health.close();
       pools.close();
-      throw new StartError(`tollgate: cannot load tls_certificate/tls_key_file: ${(error as Error).message}`);
+      throw new StartError(`tollgate: cannot load the TLS certificates: ${(error as Error).message}`);
     }
-    tlsServer = proxyListener(https.createServer({ ...serverOptions, ...tls.current() }));
-    tls.attach(tlsServer);
   }
+  // HTTP/1.1, h2c and TLS with ALPN h2 + http/1.1, all handing requests to the same handler.
+  const listeners = createProxyListeners(
+    main,
+    {
+      request: handler.handleRequest,
+      checkContinue: handler.handleExpectContinue,
+      upgrade: webSockets.handleUpgrade,
+      shouldUpgrade: isWebSocketUpgrade,
+      clientError: answerClientError,
+    },
+    tls ? { ...tls.current(), SNICallback: tls.store.sniCallback } : null,
+  );
+  const proxyServer = listeners.plain;
+  const tlsServer = listeners.tls;
+  if (tls && tlsServer) tls.attach(tlsServer);
   // A worker's primary answers admin and token API requests for the whole set.
   const adminServer = worker ? null : createAdminServer(runtime);
   const tokenApiServer = worker
@@ -240,7 +244,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     runtime,
     main,
     logger,
-    servers: [proxyServer, ...(tlsServer ? [tlsServer] : []), ...(tokenApiServer ? [tokenApiServer] : [])],
+    servers: [...listeners.drainable, ...(tokenApiServer ? [tokenApiServer] : [])],
     keepUntilExit: adminServer ? [adminServer] : [],
     cleanup: [
       () => hotReload?.close(),
@@ -280,7 +284,14 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         };
         if (worker) {
           // A worker watches only what its own requests read; the primary watches the config.
-          hotReload = await watchWorkerFiles(logger, tls, main.revokedTokensFile ?? null, revocations);
+          const workerFiles = await watchWorkerFiles(
+            logger,
+            tls,
+            main.revokedTokensFile ?? null,
+            revocations,
+          );
+          hotReload = workerFiles;
+          await followUpstreamTlsFiles(workerFiles, runtime, pools, logger);
         }
         // Workers take their servers from the primary; a single process asks the API itself.
         if (!worker && usesKubernetes(main, config.upstreams)) {
@@ -321,6 +332,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           });
           hotReload = runtimeFiles;
           upstreamsApplier = runtimeFiles.upstreams;
+          await followUpstreamTlsFiles(runtimeFiles.files, runtime, pools, logger);
           if (main.revokedTokensFile) {
             await watchRevokedTokens(runtimeFiles.files, main.revokedTokensFile, revocations, logger);
           }
@@ -402,7 +414,7 @@ export function applyListenerLimits(
   main: MainConfig,
   servers: {
     proxyServer: http.Server | null;
-    tlsServer: https.Server | null;
+    tlsServer: Http2SecureServer | null;
     tokenApiServer: http.Server | null;
     adminServer: http.Server | null;
   },
@@ -433,13 +445,41 @@ export function applyListenerLimits(
  * What a worker of a primary reloads itself (docs/workers.md): the TLS certificate and key its
  * listener serves and the revoked tokens its requests are checked against.
  */
+/**
+ * `verify: false` is never silent (docs/traffic.md#tls-to-upstreams): every route dialling a server
+ * without checking its certificate is named at start and on each reload.
+ */
+function logUnverifiedUpstreams(table: RoutingTable, logger: Logger): void {
+  const routes = table.routes.filter((route) =>
+    route.servers.some((server) => server.transport.tls?.verify === false),
+  );
+  if (routes.length === 0) return;
+  logger.warn(
+    { routes: routes.map((route) => route.id) },
+    'upstream_tls verify: false: these routes do not check their upstream certificates',
+  );
+}
+
+/** The upstream TLS files the live routes name, followed as the table changes (upstream/tls-files). */
+async function followUpstreamTlsFiles(
+  files: FileWatcher,
+  runtime: Runtime,
+  pools: UpstreamPools,
+  logger: Logger,
+): Promise<void> {
+  let following: Promise<void> = pools.tlsFiles.follow(files, runtime.table(), logger);
+  await following;
+  runtime.onTableSwap((next) => {
+    following = following.then(() => pools.tlsFiles.follow(files, next, logger));
+  });
+}
+
 async function watchWorkerFiles(
   logger: Logger,
   tls: TlsContextProvider | null,
   revokedTokensFile: string | null,
   revocations: LoadedRevocations,
-): Promise<FileWatcher | null> {
-  if (tls === null && revokedTokensFile === null) return null;
+): Promise<FileWatcher> {
   const files = await createFileWatcher({ logger });
   await tls?.watch(files);
   if (revokedTokensFile) await watchRevokedTokens(files, revokedTokensFile, revocations, logger);

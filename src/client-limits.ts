@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type http from 'node:http';
+import type { Http2SecureServer } from 'node:http2';
 import type https from 'node:https';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { hasBody } from './local-response.ts';
 
 /**
@@ -21,8 +23,10 @@ export interface ClientLimits {
 
 function onRequest(limits: ClientLimits) {
   return (req: http.IncomingMessage) => {
+    // HTTP/2 streams share their connection: their limits are per stream (listeners/http2-limits.ts).
+    if (req.httpVersionMajor === 2) return;
     const socket = req.socket;
-    if (!hasBody(req.headers) || req.complete) {
+    if (!hasBody(req) || req.complete) {
       socket.setTimeout(0);
       return;
     }
@@ -37,7 +41,7 @@ function onRequest(limits: ClientLimits) {
  * (Node's default when nothing handles a socket's timeout), which also aborts the upstream request.
  */
 export function applyClientLimits(
-  server: http.Server | https.Server,
+  server: http.Server | https.Server | Http2SecureServer,
   limits: ClientLimits,
   tls = false,
 ): void {
@@ -46,7 +50,11 @@ export function applyClientLimits(
   if (tls) {
     // Before the handshake the raw socket belongs to TLS: bound it with the handshake timeout.
     (server as unknown as { handshakeTimeout: number }).handshakeTimeout = limits.firstByteMs;
-    server.on('secureConnection', silentUntilFirstRequest);
+    // An HTTP/2 connection's socket is read natively, so its timer would never see activity: its
+    // limits are per session and stream instead (listeners/http2-limits.ts).
+    server.on('secureConnection', (socket: TLSSocket) => {
+      if (socket.alpnProtocol !== 'h2') silentUntilFirstRequest(socket);
+    });
   } else {
     server.on('connection', silentUntilFirstRequest);
   }

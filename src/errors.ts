@@ -29,7 +29,19 @@ export const ERRORS = {
   payload_too_large: { status: 413, message: 'request body too large' },
   forbidden: { status: 403, message: 'master_key is not valid' },
   token_issuance_disabled: { status: 503, message: 'no masterkey is configured: token issuance is disabled' },
+  auth_misconfigured: {
+    status: 503,
+    message: "this route's authentication cannot be set up; it stays closed until it can",
+  },
   auth_overloaded: { status: 503, message: 'too many password checks are waiting; try again shortly' },
+  auth_unavailable: {
+    status: 503,
+    message: 'the authentication service did not answer usably; try again shortly',
+  },
+  auth_failures: {
+    status: 429,
+    message: 'too many failed authentications from this client; try again later',
+  },
   internal_error: { status: 500, message: 'internal error' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
@@ -39,7 +51,7 @@ export type ErrorCode = keyof typeof ERRORS;
 export function sendError(
   res: ServerResponse,
   code: ErrorCode,
-  headers?: Record<string, string | number>,
+  headers?: Record<string, string | number | string[]>,
   message: string = ERRORS[code].message,
 ): void {
   const { status } = ERRORS[code];

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { MainConfig } from './config/types.ts';
+import { http2StreamOf } from './local-response.ts';
 import { flushLogs, type Logger } from './log.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -76,6 +77,13 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   let onAllClosed: (() => void) | null = null;
 
   const closeAfterResponse = (res: ServerResponse) => {
+    const session = http2StreamOf(res)?.session;
+    if (session !== undefined) {
+      // HTTP/2 has no Connection header: GOAWAY lets this stream and the others in flight finish
+      // and sends the client's next request to a new connection (RFC 9113 §6.8).
+      if (!session.closed) session.close();
+      return;
+    }
     // Headers already sent (a streaming response): its connection is closed once idle instead.
     if (!res.headersSent) res.setHeader('connection', 'close');
   };

@@ -1,4 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { registerEventLoopDelay } from './event-loop.ts';
+import { RequestCounter, RouteHistogram } from './route-metrics.ts';
 
 /**
  * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
@@ -7,6 +9,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+/** tollgate_event_loop_delay_seconds: stalls of this process's event loop (admin/event-loop). */
+export const eventLoopDelay = registerEventLoopDelay(registry);
 
 export const logLinesDropped = new Counter({
   name: 'tollgate_log_lines_dropped_total',
@@ -14,24 +18,23 @@ export const logLinesDropped = new Counter({
   registers: [registry],
 });
 
-export const requestsTotal = new Counter({
+// The two families written on every request: allocation-free recorders (admin/route-metrics).
+export const requestsTotal = new RequestCounter({
   name: 'tollgate_requests_total',
   help: 'Proxied requests by route, method and response status.',
-  labelNames: ['route', 'method', 'status'] as const,
-  registers: [registry],
+  registry,
 });
 
-export const requestDuration = new Histogram({
+export const requestDuration = new RouteHistogram({
   name: 'tollgate_request_duration_seconds',
   help: 'Time from request arrival to the end of the response, by route.',
-  labelNames: ['route'] as const,
   buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-  registers: [registry],
+  registry,
 });
 
 export const upstreamErrorsTotal = new Counter({
   name: 'tollgate_upstream_errors_total',
-  help: 'Failed upstream attempts by route, server and kind (connect, timeout, reset, protocol).',
+  help: 'Failed upstream attempts by route, server and kind (connect, tls, timeout, reset, protocol).',
   labelNames: ['route', 'server', 'kind'] as const,
   registers: [registry],
 });
@@ -47,6 +50,14 @@ export const authFailuresTotal = new Counter({
   name: 'tollgate_auth_failures_total',
   help: 'Requests refused by authentication, by route, method and reason code.',
   labelNames: ['route', 'method', 'reason'] as const,
+  registers: [registry],
+});
+
+export const forwardAuthDuration = new Histogram({
+  name: 'tollgate_forward_auth_duration_seconds',
+  help: 'Time a forward-auth check took, by route and result (allowed, denied, error).',
+  labelNames: ['route', 'result'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   registers: [registry],
 });
 

@@ -3,8 +3,9 @@ import type { TokenCarriers } from './token-carriers.ts';
 
 /**
  * Why a request was refused; each is an error code in src/errors.ts. All answer 401 except
- * `auth_overloaded` (503): the credential could not be checked now, which says nothing about it;
- * and `token_out_of_scope` (403): the token is genuine but not for this resource.
+ * `auth_overloaded` and `auth_unavailable` (503): the credential could not be checked now (too many
+ * password checks waiting; the forward-auth service did not give a usable answer), which says
+ * nothing about it; and `token_out_of_scope` (403): the token is genuine but not for this resource.
  */
 export type AuthFailureReason =
   | 'missing_credentials'
@@ -13,7 +14,8 @@ export type AuthFailureReason =
   | 'token_invalid'
   | 'auth_overloaded'
   | 'token_revoked'
-  | 'token_out_of_scope';
+  | 'token_out_of_scope'
+  | 'auth_unavailable';
 
 /**
  * An authenticated browser navigation that is answered by the proxy itself instead of forwarded:
@@ -24,8 +26,23 @@ export interface AuthRedirect {
   readonly setCookie: string;
 }
 
-/** null: authenticated, pass on. A reason: refuse. A redirect: answer it. */
-export type AuthOutcome = AuthFailureReason | AuthRedirect | null;
+/**
+ * Another service's refusal, relayed to the client as it was given (forward auth: a 401/403 or the
+ * redirect to a login page, docs/authentication.md#forward-auth). `reason` is what metrics and the
+ * brute-force guard see: `login_redirect` (a 3xx) is a normal step of a login and is never counted
+ * as a failed attempt.
+ */
+export interface AuthDenial {
+  readonly denial: {
+    readonly status: number;
+    readonly headers: Readonly<Record<string, string | string[]>>;
+    readonly body: Buffer;
+  };
+  readonly reason: AuthFailureReason | 'login_redirect';
+}
+
+/** null: authenticated, pass on. A reason: refuse. A redirect or a denial: answer it. */
+export type AuthOutcome = AuthFailureReason | AuthRedirect | AuthDenial | null;
 
 /**
  * Checks one request's credentials against one policy. On success it records the subject and the

@@ -9,12 +9,12 @@ import {
 import { matchesDigest, sha256 } from './compare.ts';
 import {
   costOf,
-  createPolicyCheckGate,
   decoyHash,
+  FairCheckGate,
   hashingThreads,
   PasswordChecksOverloaded,
-  type PasswordHash,
-  parsePasswordHash,
+  parseStoredHash,
+  type StoredHash,
   verifyPassword,
 } from './password.ts';
 
@@ -28,7 +28,7 @@ interface BasicUserCheck {
   subject: string;
   /** sha256 of the plain password, or null when the user has a hash. */
   passwordDigest: Buffer | null;
-  hash: PasswordHash | null;
+  hash: StoredHash | null;
 }
 
 /**
@@ -38,8 +38,11 @@ interface BasicUserCheck {
  * hashed user, every check (plain user, hashed user, unknown user) runs one scrypt per distinct cost
  * found in the policy — the real one where the user's hash has that cost, a decoy elsewhere — plus the
  * same digest compare. A policy of plain passwords only stays a cheap constant-time compare.
- * Hash checks queue behind the policy's own gate, then the process-wide one (see docs/security.md),
- * and their answers are cached briefly, keyed by a digest of the credential, never the credential.
+ * Hash checks queue behind the policy's own gate (fair between clients), then the process-wide one
+ * (see docs/security.md); the same credential arriving while it is being checked waits for that check
+ * instead of queueing its own, and answers are cached briefly, keyed by a digest of the credential,
+ * never the credential. auth/methods.ts keeps one authenticator per distinct user list, so the cache
+ * and the queue survive routing-table rebuilds (reloads, endpoint changes) that leave the policy alone.
  */
 export function createBasicAuthenticator(
   policy: AuthorizationConfig,
@@ -47,23 +50,25 @@ export function createBasicAuthenticator(
 ): Authenticator {
   const nowMs = options.nowMs ?? Date.now;
   const verify = options.verify ?? verifyPassword;
-  const policyGate = createPolicyCheckGate();
+  const policyGate = new FairCheckGate();
   const users = new Map<string, BasicUserCheck>();
   for (const user of policy.users) {
     users.set(user.username, {
       subject: subjectHeaderValue(user.username),
       passwordDigest: user.password === null ? null : sha256(user.password),
-      hash: user.passwordHash === null ? null : parsePasswordHash(user.passwordHash),
+      hash: user.passwordHash === null ? null : parseStoredHash(user.passwordHash),
     });
   }
   // One decoy per distinct cost: what a check spends on every cost the user's own hash does not have.
-  const decoys = new Map<string, PasswordHash>();
+  const decoys = new Map<string, StoredHash>();
   for (const user of users.values()) {
     if (user.hash && !decoys.has(costOf(user.hash))) decoys.set(costOf(user.hash), decoyHash(user.hash));
   }
   const anyHashed = decoys.size > 0;
   const dummyDigest = sha256(randomBytes(32));
   const checks = new Map<string, { subject: string | null; until: number }>();
+  /** Checks running or queued, by credential digest: the same credential is hashed once at a time. */
+  const inFlight = new Map<string, Promise<string | null | 'overloaded'>>();
 
   function remember(cacheKey: string, subject: string | null): void {
     if (checks.size >= MAX_CACHED_CHECKS) {
@@ -86,14 +91,29 @@ export function createBasicAuthenticator(
     return user.hash ? hashMatch : plainMatch;
   }
 
-  async function checkHashed(
+  function checkHashed(
+    client: string,
+    cacheKey: string,
+    password: string,
+    user: BasicUserCheck | undefined,
+  ): Promise<string | null | 'overloaded'> {
+    let check = inFlight.get(cacheKey);
+    if (check === undefined) {
+      check = runCheck(client, cacheKey, password, user).finally(() => inFlight.delete(cacheKey));
+      inFlight.set(cacheKey, check);
+    }
+    return check;
+  }
+
+  async function runCheck(
+    client: string,
     cacheKey: string,
     password: string,
     user: BasicUserCheck | undefined,
   ): Promise<string | null | 'overloaded'> {
     let ok: boolean;
     try {
-      ok = await policyGate.run(() => hashingThreads.run(() => uniformCheck(password, user)));
+      ok = await policyGate.run(client, () => hashingThreads.run(() => uniformCheck(password, user)));
     } catch (error) {
       if (error instanceof PasswordChecksOverloaded) return 'overloaded';
       throw error;
@@ -129,6 +149,6 @@ export function createBasicAuthenticator(
     const cacheKey = sha256(decoded).toString('base64');
     const cached = checks.get(cacheKey);
     if (cached !== undefined && cached.until > nowMs()) return accept(cached.subject);
-    return checkHashed(cacheKey, password, user).then(accept);
+    return checkHashed(request.clientIp, cacheKey, password, user).then(accept);
   };
 }

@@ -1,11 +1,19 @@
+import { createHash } from 'node:crypto';
 import type { JWTVerifyGetKey } from 'jose';
-import type { AuthMethod, AuthorizationConfig, ExternalIssuer, JwtSettings } from '../config/types.ts';
+import type {
+  AuthMethod,
+  AuthorizationConfig,
+  ExternalIssuer,
+  ForwardAuthSettings,
+  JwtSettings,
+} from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { createApiKeyAuthenticator } from './apikey.ts';
 import type { Authenticator, AuthFailureReason } from './authenticator.ts';
 import { createBasicAuthenticator } from './basic.ts';
 import { createBrowserLinks } from './browser-links.ts';
 import { type Clock, systemClock } from './clock.ts';
+import { createForwardMethod } from './forward.ts';
 import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
 import { createFileKeySet, createRemoteKeySet } from './jwks.ts';
 import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
@@ -35,14 +43,21 @@ export interface AuthMethodDeps {
   revocations?: RevocationList;
 }
 
+/** The methods, and what releases what they hold (the forward-auth connection pools). */
+export interface AuthMethods {
+  readonly methods: Readonly<Record<AuthMethod, AuthMethodSupport>>;
+  close(): Promise<void>;
+}
+
 /**
  * The authentication methods, one entry per `AuthMethod` (docs/authentication.md): a Record, so a
  * method added to the config types without its authenticator and challenge here does not compile.
  */
-export function createAuthMethods(deps: AuthMethodDeps): Record<AuthMethod, AuthMethodSupport> {
-  return {
+export function createAuthMethods(deps: AuthMethodDeps): AuthMethods {
+  const forward = createForwardMethod({ logger: deps.logger });
+  const methods: Record<AuthMethod, AuthMethodSupport> = {
     basic: {
-      create: (policy) => createBasicAuthenticator(policy),
+      create: createBasicMethod(),
       challenge: () => 'Basic realm="tollgate", charset="UTF-8"',
     },
     apikey: {
@@ -59,6 +74,38 @@ export function createAuthMethods(deps: AuthMethodDeps): Record<AuthMethod, Auth
             ? 'Bearer realm="tollgate", error="insufficient_scope"'
             : 'Bearer realm="tollgate", error="invalid_token"',
     },
+    forward: {
+      // validate-auth always sets `forward` for this type.
+      create: (policy) => forward.create(policy.forward as ForwardAuthSettings),
+      // The auth service speaks for itself (its answer is relayed); Tollgate's own 503 has no challenge.
+      challenge: () => '',
+    },
+  };
+  return { methods, close: () => forward.close() };
+}
+
+/** Distinct basic policies whose authenticators (caches, queues) are kept for reuse. */
+const KEPT_BASIC_POLICIES = 64;
+
+/**
+ * basic policies: one authenticator per distinct user list, so a routing-table rebuild (a reload, an
+ * EndpointSlice change: new policy objects with the same content) keeps the verified credentials and
+ * the queue of password checks instead of starting cold, which under load sends every request back
+ * to scrypt at once. The key is a digest of the users (in memory only, never logged).
+ */
+function createBasicMethod(): (policy: AuthorizationConfig) => Authenticator {
+  const kept = new Map<string, Authenticator>();
+  return (policy) => {
+    const key = createHash('sha256').update(JSON.stringify(policy.users)).digest('base64');
+    let authenticator = kept.get(key);
+    if (authenticator === undefined) {
+      authenticator = createBasicAuthenticator(policy);
+      if (kept.size >= KEPT_BASIC_POLICIES) kept.delete(kept.keys().next().value as string);
+    } else {
+      kept.delete(key);
+    }
+    kept.set(key, authenticator);
+    return authenticator;
   };
 }
 

@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { type ForeignHash, foreignDecoy, parseForeignHash, verifyForeignHash } from './foreign-hashes.ts';
 
 /**
  * Salted password hashes for basic-auth `users:` entries, with scrypt from node:crypto.
@@ -44,6 +45,17 @@ export function parsePasswordHash(value: string): PasswordHash | null {
   return { ...params, salt: Buffer.from(salt, 'base64url'), key: Buffer.from(key, 'base64url') };
 }
 
+/**
+ * Any hash a basic-auth user may carry: Tollgate's scrypt, or (from an Ingress's htpasswd Secret,
+ * docs/ingress.md) bcrypt, Apache's `$apr1$` MD5 or `{SHA}`.
+ */
+export type StoredHash = PasswordHash | ForeignHash;
+
+/** scrypt first, then the htpasswd formats; null when it is none Tollgate can check. */
+export function parseStoredHash(value: string): StoredHash | null {
+  return parsePasswordHash(value) ?? parseForeignHash(value);
+}
+
 /** For config validation: true when `value` is a well-formed hash with acceptable parameters. */
 export function isPasswordHash(value: string): boolean {
   return parsePasswordHash(value) !== null;
@@ -62,8 +74,13 @@ export class PasswordChecksOverloaded extends Error {
  * stall connects to upstreams named by host and config reloads. See docs/security.md.
  */
 export const MAX_CONCURRENT_CHECKS = 2;
-/** Checks of one policy allowed to wait; beyond this a check is refused at once (answered 503). */
-export const MAX_WAITING_CHECKS_PER_POLICY = 16;
+/**
+ * Checks of one client (IP) allowed to wait for one policy; beyond this that client's next check is
+ * refused at once (503 auth_overloaded). Other clients keep their own places in the queue.
+ */
+export const MAX_WAITING_CHECKS_PER_CLIENT = 4;
+/** Checks of one policy allowed to wait, all clients together. */
+export const MAX_WAITING_CHECKS_PER_POLICY = 256;
 
 /** A counting gate in front of the thread pool: bounded concurrency, bounded queue, no busy wait. */
 export class CheckGate {
@@ -110,9 +127,61 @@ export class CheckGate {
  */
 export const hashingThreads = new CheckGate(MAX_CONCURRENT_CHECKS, Number.POSITIVE_INFINITY);
 
-/** A policy's own gate: one check at a time, at most MAX_WAITING_CHECKS_PER_POLICY waiting. */
-export function createPolicyCheckGate(): CheckGate {
-  return new CheckGate(1, MAX_WAITING_CHECKS_PER_POLICY);
+/**
+ * A policy's own gate: one check at a time, served round robin over the clients waiting, each with a
+ * queue of at most MAX_WAITING_CHECKS_PER_CLIENT (docs/security.md "Password floods"). A client
+ * flooding guesses only lengthens its own queue: another client's check waits for at most the check
+ * running and one turn of each other waiting client, never behind the whole flood.
+ */
+export class FairCheckGate {
+  #busy = false;
+  /** Waiting checks by client, in turn order: a client served goes to the back (Map insertion order). */
+  readonly #queues = new Map<string, Array<() => void>>();
+  #waiting = 0;
+  readonly #maxPerClient: number;
+  readonly #maxWaiting: number;
+  constructor(maxPerClient = MAX_WAITING_CHECKS_PER_CLIENT, maxWaiting = MAX_WAITING_CHECKS_PER_POLICY) {
+    this.#maxPerClient = maxPerClient;
+    this.#maxWaiting = maxWaiting;
+  }
+
+  /** Runs `task` at `client`'s turn; throws PasswordChecksOverloaded when its queue is full. */
+  async run<T>(client: string, task: () => Promise<T>): Promise<T> {
+    if (this.#busy) {
+      const queue = this.#queues.get(client) ?? [];
+      if (queue.length >= this.#maxPerClient || this.#waiting >= this.#maxWaiting) {
+        throw new PasswordChecksOverloaded();
+      }
+      if (queue.length === 0) this.#queues.set(client, queue);
+      this.#waiting++;
+      await new Promise<void>((resolve) => queue.push(resolve));
+    } else {
+      this.#busy = true;
+    }
+    try {
+      return await task();
+    } finally {
+      this.#next();
+    }
+  }
+
+  #next(): void {
+    const first = this.#queues.entries().next();
+    if (first.done) {
+      this.#busy = false;
+      return;
+    }
+    const [client, queue] = first.value;
+    const resolve = queue.shift() as () => void;
+    this.#queues.delete(client);
+    if (queue.length > 0) this.#queues.set(client, queue);
+    this.#waiting--;
+    resolve();
+  }
+
+  get waiting(): number {
+    return this.#waiting;
+  }
 }
 
 function deriveKey(password: string, salt: Buffer, keyBytes: number, params: ScryptParams): Promise<Buffer> {
@@ -142,15 +211,17 @@ export async function hashPassword(password: string, logN: number = DEFAULT_LOG_
  * True when `password` matches `hash` (a string or an already parsed hash). Constant-time compare.
  * Not gated: callers that check untrusted input go through a policy gate and `hashingThreads`.
  */
-export async function verifyPassword(password: string, hash: string | PasswordHash): Promise<boolean> {
+export async function verifyPassword(password: string, hash: string | StoredHash): Promise<boolean> {
   const parsed = typeof hash === 'string' ? parsePasswordHash(hash) : hash;
   if (!parsed) return false;
+  if ('kind' in parsed) return verifyForeignHash(password, parsed);
   const key = await deriveKey(password, parsed.salt, parsed.key.length, parsed);
   return timingSafeEqual(key, parsed.key);
 }
 
 /** A hash with the same cost as `like` that no password matches: a random key, never derived. */
-export function decoyHash(like: PasswordHash): PasswordHash {
+export function decoyHash(like: StoredHash): StoredHash {
+  if ('kind' in like) return foreignDecoy(like);
   return {
     logN: like.logN,
     r: like.r,
@@ -161,6 +232,7 @@ export function decoyHash(like: PasswordHash): PasswordHash {
 }
 
 /** One string per distinct scrypt cost (parameters and key length): two hashes cost the same work. */
-export function costOf(hash: PasswordHash): string {
+export function costOf(hash: StoredHash): string {
+  if ('kind' in hash) return hash.cost;
   return `${hash.logN},${hash.r},${hash.p},${hash.key.length}`;
 }

@@ -25,19 +25,32 @@ export function parseListenAddress(text: string): Parsed<ListenAddress> {
   return { ok: true, value: { host, port: Number(port) } };
 }
 
-/** An upstream server: `ip:port`, `[v6]:port` or `hostname:port`, port 1..65535. */
+/**
+ * An upstream server: `ip:port`, `[v6]:port` or `hostname:port`, port 1..65535, optionally written
+ * `https://…` for TLS (docs/traffic.md#tls-to-upstreams). `http://` is refused: plain is the default,
+ * and accepting it would make two spellings of one server.
+ */
 export function parseServerAddress(text: string): Parsed<ServerAddress> {
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
-    return { ok: false, reason: `'${text}' has a scheme; write host:port, e.g. 10.0.0.5:8080` };
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(text);
+  if (scheme !== null && scheme[1]?.toLowerCase() !== 'https') {
+    return {
+      ok: false,
+      reason: `'${text}': only https:// may be written; a plain server is host:port, e.g. 10.0.0.5:8080`,
+    };
   }
-  const split = splitHostPort(text, 'ip:port, [v6]:port or hostname:port, e.g. 10.0.0.5:8080');
+  const tls = scheme !== null;
+  const rest = tls ? text.slice(scheme[0].length) : text;
+  if (tls && /[/?#@]/.test(rest)) {
+    return { ok: false, reason: `'${text}': write https://host:port, with no path, query or credentials` };
+  }
+  const split = splitHostPort(rest, 'ip:port, [v6]:port or hostname:port, e.g. 10.0.0.5:8080');
   if (!split.ok) return split;
   const { host, port, bracketed } = split.value;
   if (host === '') return { ok: false, reason: `'${text}' has no host` };
   const hostProblem = checkHost(host, bracketed);
   if (hostProblem) return { ok: false, reason: `'${text}': ${hostProblem}` };
   if (!isPort(port, 1)) return { ok: false, reason: `'${text}': port must be a number from 1 to 65535` };
-  return { ok: true, value: { raw: text, host, port: Number(port) } };
+  return { ok: true, value: { raw: text, host, port: Number(port), ...(tls ? { tls } : {}) } };
 }
 
 /**

@@ -93,15 +93,26 @@ export function readTlsPair(names: TlsPairNames): { cert: Buffer; key: Buffer; x
 
 /** Every TLS pair main.yaml names, with the keys that name its files. */
 export function tlsPairsOf(main: MainConfig): TlsPairNames[] {
-  if (!main.proxyAddressTls || !main.tlsCertificate || !main.tlsKeyFile) return [];
-  return [
-    {
+  if (!main.proxyAddressTls) return [];
+  const pairs: TlsPairNames[] = [];
+  if (main.tlsCertificate && main.tlsKeyFile) {
+    pairs.push({
       certFile: main.tlsCertificate,
       keyFile: main.tlsKeyFile,
       certKey: 'tls_certificate',
       keyKey: 'tls_key_file',
-    },
-  ];
+    });
+  }
+  // Configs built in code (tests, workers) may predate the key.
+  (main.tlsCertificates ?? []).forEach((pair, index) => {
+    pairs.push({
+      certFile: pair.certificate,
+      keyFile: pair.key,
+      certKey: `tls_certificates[${index}].certificate`,
+      keyKey: `tls_certificates[${index}].key`,
+    });
+  });
+  return pairs;
 }
 
 /** A `jwks_file`: JSON holding a JSON Web Key Set (`{"keys": [...]}`). */
@@ -119,6 +130,40 @@ export function readJwksFile(path: string): JSONWebKeySet {
     throw new FileCheckError('jwks_file', `${path} is not a JSON Web Key Set ({"keys": [...]})`);
   }
   return jwks as JSONWebKeySet;
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/**
+ * A CA bundle trusted for upstream TLS (`upstream_ca_file`, a path's `upstream_tls.ca_file`): every
+ * PEM certificate in it, each parsed; `key` is the config key naming the file.
+ */
+export function parseCaBundle(text: string, path: string, key: string): string[] {
+  const blocks = text.match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0)
+    throw new FileCheckError(key, `${path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch {
+      throw new FileCheckError(key, `${path} holds a certificate that cannot be parsed`);
+    }
+  }
+  return blocks;
+}
+
+/** Reads and checks a CA bundle for upstream TLS. */
+export function readCaBundle(path: string, key: string): string[] {
+  return parseCaBundle(readBytes(key, path).toString('utf8'), path, key);
+}
+
+/** The client certificate and key of a path's `upstream_tls` (mTLS), read and checked as a pair. */
+export function readUpstreamClientPair(certFile: string, keyFile: string): { cert: Buffer; key: Buffer } {
+  const names = { certFile, keyFile, certKey: 'certificate', keyKey: 'key' };
+  const cert = readBytes(names.certKey, certFile);
+  const key = readBytes(names.keyKey, keyFile);
+  checkTlsPair(cert, key, names);
+  return { cert, key };
 }
 
 export interface RuntimeFileCheck {
@@ -159,6 +204,15 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
     name: 'TLS certificate and key pairs',
     in: 'main',
     check: (main) => tlsPairsOf(main).flatMap((pair) => attempt(main, main.file, () => readTlsPair(pair))),
+  },
+  {
+    // A path's upstream_tls files are read by validation itself (config/validate-upstreams), at their line.
+    name: 'upstream_ca_file',
+    in: 'main',
+    check: (main) =>
+      main.upstreamCaFile
+        ? attempt(main, main.file, () => readCaBundle(main.upstreamCaFile as string, 'upstream_ca_file'))
+        : [],
   },
 ];
 

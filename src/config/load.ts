@@ -34,7 +34,13 @@ export function parseUpstreamsConfig(text: string, file: string): Loaded<Upstrea
 }
 
 /** Keys naming something checked after validation (config/masterkey, config/file-checks). */
-const KEYS_WITH_POSITIONS = ['masterkey_file', 'revoked_tokens_file', 'tls_certificate', 'tls_key_file'];
+const KEYS_WITH_POSITIONS = [
+  'masterkey_file',
+  'revoked_tokens_file',
+  'tls_certificate',
+  'tls_key_file',
+  'upstream_ca_file',
+];
 
 function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
   const masterkeyAt = reader.locateTopLevelValue('masterkey') ?? reader.locateTopLevelValue('master_key');
@@ -164,6 +170,9 @@ function awaitingConfigMap(file: string): UpstreamsConfig {
     toHttps: false,
     rateLimit: null,
     authorization: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    authFailureLimit: null,
     hosts: [],
   };
   configMapPlaceholders.add(config);

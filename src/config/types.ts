@@ -47,6 +47,22 @@ export interface UpstreamLimits {
   queueTimeoutMs: number;
 }
 
+/** One `tls_certificates` entry: a PEM certificate (full chain) and its unencrypted key. */
+export interface TlsPairFiles {
+  certificate: string;
+  key: string;
+}
+
+/** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
+export interface Http2Limits {
+  /** Streams one connection may have open at once (`max_concurrent_streams`, default 128). */
+  maxConcurrentStreams: number;
+  /** Bytes of one request's header list, names and values (`max_header_list_bytes`, default 16384). */
+  maxHeaderListBytes: number;
+  /** Streams a client may reset per second before its connection is closed (`max_resets_per_second`, default 100). */
+  maxResetsPerSecond: number;
+}
+
 /** main.yaml `kubernetes:` (docs/kubernetes.md). Each null means "the default". */
 export interface KubernetesSettings {
   /** Absolute path of a kubeconfig; null = $KUBECONFIG, then the pod's service account, then ~/.kube/config. */
@@ -55,6 +71,14 @@ export interface KubernetesSettings {
   namespace: string | null;
   /** Name of a ConfigMap whose `upstreams.yaml` key replaces the file, read through the API. */
   upstreamsConfigMap: string | null;
+  /** `ingress_class`: serve Ingress objects of this IngressClass name (docs/ingress.md); null = off. */
+  ingressClass?: string | null;
+  /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
+  watchNamespaces?: string[] | null;
+  /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */
+  publishService?: { namespace: string; name: string } | null;
+  /** `publish_address`: IPs or host names written into Ingress status instead. */
+  publishAddress?: string[] | null;
 }
 
 export interface MainConfig {
@@ -65,6 +89,14 @@ export interface MainConfig {
   /** Absolute paths; both set exactly when proxyAddressTls is set. */
   tlsCertificate: string | null;
   tlsKeyFile: string | null;
+  /**
+   * `tls_certificates`: more pairs, chosen by SNI (docs/traffic.md#several-certificates). Absolute
+   * paths; `tls_certificate`/`tls_key_file`, when set, come first in the served set.
+   */
+  tlsCertificates: TlsPairFiles[];
+  /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
+  http2Cleartext: boolean;
+  http2: Http2Limits;
   configAddress: ListenAddress;
   adminAddress: ListenAddress;
   /** Absolute path of upstreams.yaml. */
@@ -96,6 +128,11 @@ export interface MainConfig {
   workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
+  /**
+   * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
+   * (docs/traffic.md#tls-to-upstreams). Absent when not set.
+   */
+  upstreamCaFile?: string | null;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */
@@ -105,6 +142,29 @@ export interface ServerAddress {
   /** Hostname or IP, without brackets. */
   host: string;
   port: number;
+  /** Written `https://host:port`: dialled over TLS (docs/traffic.md#tls-to-upstreams). */
+  tls?: boolean;
+}
+
+/**
+ * A path's `upstream_protocol`: `auto` (ALPN on TLS servers, HTTP/1.1 on plain ones, gRPC to plain
+ * ones as h2c), or one protocol for every request (docs/traffic.md#http2-to-upstreams).
+ */
+export type UpstreamProtocol = 'auto' | 'http1' | 'h2' | 'h2c';
+
+export const UPSTREAM_PROTOCOLS: readonly UpstreamProtocol[] = ['auto', 'http1', 'h2', 'h2c'];
+
+/** A path's `upstream_tls` (docs/traffic.md#tls-to-upstreams). Files are absolute paths. */
+export interface UpstreamTlsConfig {
+  /** PEM bundle trusted beside the system CAs, instead of main.yaml's `upstream_ca_file`. */
+  caFile: string | null;
+  /** SNI and the name the certificate must carry; null = the server's host part. */
+  serverName: string | null;
+  /** Client certificate and key for mTLS: both or neither. */
+  certificateFile: string | null;
+  keyFile: string | null;
+  /** False only when `verify: false` is written out. */
+  verify: boolean;
 }
 
 export interface BasicUser {
@@ -119,7 +179,7 @@ export interface NamedApiKey {
   key: string;
 }
 
-export type AuthMethod = 'basic' | 'apikey' | 'jwt';
+export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward';
 
 /**
  * An `authorization` object. `type: api` is normalised to `apikey`, `data` to `creds`.
@@ -132,6 +192,54 @@ export interface AuthorizationConfig {
   keys: NamedApiKey[];
   /** type jwt only; absent means the defaults: Tollgate's own tokens, browser links on. */
   jwt?: JwtSettings;
+  /** The realm of the challenge (an Ingress `auth-realm`); absent = `tollgate`. */
+  realm?: string;
+  /** type forward only (always set for it): the auth service to ask. */
+  forward?: ForwardAuthSettings;
+}
+
+/**
+ * `type: forward` (docs/authentication.md#forward-auth): every request of the route is first sent,
+ * without its body, to an auth service (oauth2-proxy, Authelia…) that answers 2xx to let it through,
+ * 401/403/3xx to be relayed to the client, anything else to fail closed (503 auth_unavailable).
+ * Header names are lower case. Other sources of config (Ingress annotations) fill the same fields:
+ * `auth-url` → url, `auth-response-headers` → authResponseHeaders, `auth-signin` → signinUrl.
+ */
+export interface ForwardAuthSettings {
+  /** Absolute http(s) URL the check is sent to (`url`, or `creds`/`data` as Aralez configs write it). */
+  url: string;
+  /** Client request headers passed to the auth service (`auth_request_headers`, default cookie, authorization). */
+  authRequestHeaders: string[];
+  /**
+   * Auth service response headers copied into the upstream request on 2xx (`auth_response_headers`);
+   * client-sent copies of these names never reach the upstream, whatever the auth service answered.
+   */
+  authResponseHeaders: string[];
+  /** Response header whose value is the subject (X-Tollgate-Subject, access log), or null. */
+  subjectHeader: string | null;
+  /** Whole check, connect to body (`timeout_seconds`, default 5). */
+  timeoutMs: number;
+  /**
+   * `signin_url`: a 401 from the auth service becomes a 302 to this URL with `rd=` the original URL
+   * (what nginx's auth_request + error_page and ingress-nginx `auth-signin` do); null relays the 401.
+   */
+  signinUrl: string | null;
+}
+
+/** One header written by a rule: `name` lower case, `value` as configured. */
+export interface HeaderValue {
+  name: string;
+  value: string;
+}
+
+/**
+ * `request_headers` / `response_headers` (docs/configuration.md#header-rules): applied in the order
+ * remove, set (replaces every copy), add (appends). Names are lower case.
+ */
+export interface HeaderOps {
+  set: HeaderValue[];
+  add: HeaderValue[];
+  remove: string[];
 }
 
 /** An OpenID issuer whose tokens a jwt policy accepts (docs/tokens.md#external-issuers). */
@@ -175,6 +283,29 @@ export interface PathConfig {
   /** Requests per second per client IP; overrides the global value when set. */
   rateLimit: number | null;
   healthCheck: HealthCheckConfig | null;
+  /** Matches the path exactly, not as a prefix (an Ingress `pathType: Exact`, docs/ingress.md). */
+  exact?: boolean;
+  /**
+   * Why this route cannot be served safely (an Ingress whose auth Secret is missing): it answers 503
+   * `auth_misconfigured` instead of forwarding, so a broken policy closes the path, never opens it.
+   */
+  unavailable?: string | null;
+  /** Sticky sessions for this path alone (an Ingress annotation); overrides the global setting. */
+  stickySessions?: StickySessions | null;
+  /** Where the path came from when not from upstreams.yaml, e.g. `ingress/apps/web` (logs, metrics). */
+  origin?: string | null;
+  /** Rules for the request sent upstream; null = none at this level. */
+  requestHeaders: HeaderOps | null;
+  /** Rules for the response sent to the client; null = none at this level. */
+  responseHeaders: HeaderOps | null;
+  /** `redirect_to`: every request is answered 301/308 to this URL + the request path and query. */
+  redirectTo: string | null;
+  /** Failed authentications per client IP per host per minute before 429; overrides the global value. */
+  authFailureLimit: number | null;
+  /** `upstream_tls`, or null for the defaults (absent in configs built before it existed). */
+  upstreamTls?: UpstreamTlsConfig | null;
+  /** `upstream_protocol`; absent = `auto`. */
+  upstreamProtocol?: UpstreamProtocol;
 }
 
 export interface HostConfig {
@@ -207,6 +338,9 @@ export interface UpstreamsConfig {
   toHttps: boolean;
   rateLimit: number | null;
   authorization: AuthorizationConfig | null;
+  requestHeaders: HeaderOps | null;
+  responseHeaders: HeaderOps | null;
+  authFailureLimit: number | null;
   /** In file order. */
   hosts: HostConfig[];
 }

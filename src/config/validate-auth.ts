@@ -1,12 +1,13 @@
 import { isPasswordHash } from '../auth/password.ts';
 import { closestKey } from './suggest.ts';
 import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
+import { FORWARD_KEYS, readForwardSettings } from './validate-forward.ts';
 import { ISSUER_KEYS, readJwtSettings } from './validate-jwt.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 /** Keys that only make sense with type jwt (see validate-jwt). */
 const JWT_ONLY_KEYS = ['issuers', 'browser_links', ...ISSUER_KEYS] as const;
-const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys', ...JWT_ONLY_KEYS] as const;
+const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys', ...JWT_ONLY_KEYS, ...FORWARD_KEYS] as const;
 const USER_KEYS = ['username', 'password', 'password_hash'] as const;
 const API_KEY_KEYS = ['name', 'key'] as const;
 
@@ -16,6 +17,7 @@ const METHODS: Readonly<Record<string, AuthMethod>> = {
   apikey: 'apikey',
   api: 'apikey',
   jwt: 'jwt',
+  forward: 'forward',
 };
 
 /** auth/password owns the hash format; config only checks it is one of ours. */
@@ -47,6 +49,21 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
   const usersField = fields.get('users');
   const keysField = fields.get('keys');
   if (type === undefined) return null;
+  if (type !== 'forward') {
+    for (const key of FORWARD_KEYS) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type forward`);
+    }
+  }
+
+  if (type === 'forward') {
+    for (const key of [...JWT_ONLY_KEYS, 'users', 'keys']) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type forward`);
+    }
+    const forward = readForwardSettings(r, field, fields, creds);
+    return forward === null ? null : { type, users: [], keys: [], forward };
+  }
 
   if (type === 'jwt') {
     if (creds)
@@ -88,7 +105,7 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
 
 function readMethod(r: YamlReader, parent: Field, field: Field | undefined): AuthMethod | undefined {
   if (field === undefined || r.isNull(field.node)) {
-    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api or jwt)");
+    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api, jwt or forward)");
     return undefined;
   }
   const name = r.string(field);
@@ -96,7 +113,8 @@ function readMethod(r: YamlReader, parent: Field, field: Field | undefined): Aut
   const method = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
   if (method === undefined) {
     const guess = closestKey(name, Object.keys(METHODS));
-    const hint = guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api or jwt';
+    const hint =
+      guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api, jwt or forward';
     r.report(r.at(field), field.path, `unknown authorization type '${name}' (${hint})`);
   }
   return method;

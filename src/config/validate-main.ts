@@ -1,12 +1,16 @@
+import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
-import { isScalar } from 'yaml';
+import { isScalar, type Node } from 'yaml';
 import { parseCidr, parseListenAddress } from './addresses.ts';
+import { rememberPosition } from './positions.ts';
 import {
+  type Http2Limits,
   type KubernetesSettings,
   type ListenAddress,
   type LogLevel,
   MAX_WORKERS,
   type MainConfig,
+  type TlsPairFiles,
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
@@ -17,6 +21,9 @@ export const MAIN_KEYS = [
   'proxy_address_tls',
   'tls_certificate',
   'tls_key_file',
+  'tls_certificates',
+  'http2_cleartext',
+  'http2',
   'config_address',
   'admin_address',
   'upstreams_conf',
@@ -46,9 +53,24 @@ export const MAIN_KEYS = [
   'rate_limit_redis',
   'workers',
   'kubernetes',
+  'upstream_ca_file',
 ] as const;
 
-const KUBERNETES_KEYS = ['kubeconfig', 'namespace', 'upstreams_configmap'];
+const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
+export const HTTP2_DEFAULTS: Http2Limits = Object.freeze({
+  maxConcurrentStreams: 128,
+  maxHeaderListBytes: 16_384,
+  maxResetsPerSecond: 100,
+});
+const KUBERNETES_KEYS = [
+  'kubeconfig',
+  'namespace',
+  'upstreams_configmap',
+  'ingress_class',
+  'watch_namespaces',
+  'publish_service',
+  'publish_address',
+];
 // A namespace is a DNS-1123 label; a ConfigMap name a DNS-1123 subdomain.
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -116,6 +138,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     Math.max(1, Math.round(number(key, fallback, TIMEOUT) * 1000));
 
   checkTlsSettings(r, get);
+  const positions: Array<[string, Node]> = [];
   const upstreamsConf = read('upstreams_conf', filePath, null);
 
   const config: MainConfig = {
@@ -124,6 +147,9 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     proxyAddressTls: read('proxy_address_tls', listenAddress, null),
     tlsCertificate: read('tls_certificate', filePath, null),
     tlsKeyFile: read('tls_key_file', filePath, null),
+    tlsCertificates: read('tls_certificates', (f) => readTlsCertificates(r, f, filePath, positions), []),
+    http2Cleartext: read('http2_cleartext', (f) => r.boolean(f), false),
+    http2: read('http2', (f) => readHttp2Limits(r, f), HTTP2_DEFAULTS),
     configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
     adminAddress: read('admin_address', listenAddress, { host: '0.0.0.0', port: 9090 }),
     upstreamsConf: upstreamsConf ?? resolve(dir, 'upstreams.yaml'),
@@ -155,7 +181,11 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
+  // Where each tls_certificates file was written, for the file checks run after validation.
+  for (const [key, node] of positions) rememberPosition(config, key, { file: r.file, ...r.positionOf(node) });
   return {
     config,
     upstreamsConfKnown: fields !== null && (get('upstreams_conf') === undefined || upstreamsConf !== null),
@@ -206,21 +236,64 @@ function readListenAddress(r: YamlReader, field: Field): ListenAddress | undefin
   return undefined;
 }
 
-/** TLS is on exactly when proxy_address_tls is set, and then needs both files. */
+/**
+ * TLS is on exactly when proxy_address_tls is set, and then needs a certificate: the
+ * tls_certificate/tls_key_file pair (both or neither) and/or tls_certificates.
+ */
 function checkTlsSettings(r: YamlReader, get: (key: MainKey) => Field | undefined): void {
   const address = get('proxy_address_tls');
   const certificate = get('tls_certificate');
   const key = get('tls_key_file');
+  const list = get('tls_certificates');
   if (address) {
     const missing = [certificate ? null : 'tls_certificate', key ? null : 'tls_key_file'].filter(Boolean);
-    if (missing.length > 0)
-      r.report(address.keyNode, address.path, `TLS needs ${missing.join(' and ')} as well`);
+    // Both unset is fine when tls_certificates lists the certificates; one of the two never is.
+    if (missing.length === 1 || (missing.length === 2 && !list)) {
+      const alternative = missing.length === 2 ? ' (or tls_certificates)' : '';
+      r.report(address.keyNode, address.path, `TLS needs ${missing.join(' and ')}${alternative} as well`);
+    }
     return;
   }
-  for (const field of [certificate, key]) {
+  for (const field of [certificate, key, list]) {
     if (field)
       r.report(field.keyNode, field.path, 'is set but proxy_address_tls is not, so TLS would stay off');
   }
+}
+
+const TLS_PAIR_KEYS = ['certificate', 'key'];
+
+/** `tls_certificates`: a non-empty list of `{certificate, key}` file pairs. */
+function readTlsCertificates(
+  r: YamlReader,
+  field: Field,
+  filePath: (field: Field) => string | undefined,
+  positions: Array<[string, Node]>,
+): TlsPairFiles[] | undefined {
+  const items = r.items(field, 'a list of {certificate, key}');
+  if (items === null) return undefined;
+  if (items.length === 0) {
+    r.report(r.at(field), field.path, 'is empty; list at least one {certificate, key}');
+    return undefined;
+  }
+  const pairs: TlsPairFiles[] = [];
+  for (const item of items) {
+    const fields = r.fields(item.node, item.path, TLS_PAIR_KEYS);
+    if (fields === null) continue;
+    const path = (name: string) => {
+      const entry = fields.get(name);
+      if (entry === undefined || r.isNull(entry.node)) {
+        r.report(item.node, `${item.path}.${name}`, 'is required');
+        return undefined;
+      }
+      const value = filePath(entry);
+      if (value !== undefined && entry.node) positions.push([entry.path, entry.node]);
+      return value;
+    };
+    const certificate = path('certificate');
+    const key = path('key');
+    if (certificate !== undefined && key !== undefined) pairs.push({ certificate, key });
+  }
+  return pairs;
 }
 
 function readLogLevel(r: YamlReader, field: Field): LogLevel | undefined {
@@ -301,6 +374,35 @@ function readWorkers(r: YamlReader, field: Field): WorkersSetting | undefined {
   return r.number(field, { integer: true, min: 1, max: MAX_WORKERS });
 }
 
+/** The `http2:` block: each key optional, the rest keep their defaults. */
+function readHttp2Limits(r: YamlReader, field: Field): Http2Limits | undefined {
+  const fields = r.fields(field.node, field.path, HTTP2_KEYS);
+  if (fields === null) return undefined;
+  const value = (key: string, fallback: number, rule: NumberRule): number => {
+    const entry = fields.get(key);
+    if (entry === undefined || r.isNull(entry.node)) return fallback;
+    return r.number(entry, rule) ?? fallback;
+  };
+  return {
+    // RFC 9113 §6.5.2: a 31-bit value; below 1 no request could ever be made.
+    maxConcurrentStreams: value('max_concurrent_streams', HTTP2_DEFAULTS.maxConcurrentStreams, {
+      integer: true,
+      min: 1,
+      max: 2 ** 31 - 1,
+    }),
+    maxHeaderListBytes: value('max_header_list_bytes', HTTP2_DEFAULTS.maxHeaderListBytes, {
+      integer: true,
+      min: 1024,
+      max: 1_048_576,
+    }),
+    maxResetsPerSecond: value('max_resets_per_second', HTTP2_DEFAULTS.maxResetsPerSecond, {
+      integer: true,
+      min: 1,
+      max: 100_000,
+    }),
+  };
+}
+
 /** The `kubernetes:` block (docs/kubernetes.md): where the API credentials and the config come from. */
 function readKubernetes(
   r: YamlReader,
@@ -318,6 +420,14 @@ function readKubernetes(
     return value;
   };
   const kubeconfig = fields.get('kubeconfig');
+  const publishAddressField = fields.get('publish_address');
+  if (fields.has('publish_service') && publishAddressField !== undefined) {
+    r.report(
+      publishAddressField.keyNode,
+      publishAddressField.path,
+      'set publish_service or publish_address, not both',
+    );
+  }
   return {
     kubeconfig: kubeconfig && !r.isNull(kubeconfig.node) ? (filePath(kubeconfig) ?? null) : null,
     namespace: name(
@@ -330,5 +440,59 @@ function readKubernetes(
       DNS_SUBDOMAIN,
       'a ConfigMap name (lower-case letters, digits, - and ., at most 253)',
     ),
+    ingressClass: name(
+      'ingress_class',
+      DNS_SUBDOMAIN,
+      'an IngressClass name (lower-case letters, digits, - and ., at most 253)',
+    ),
+    watchNamespaces: stringList(r, fields.get('watch_namespaces'), (value) =>
+      DNS_LABEL.test(value) ? null : `'${value}' is not a namespace name`,
+    ),
+    publishService: readPublishService(r, fields.get('publish_service')),
+    publishAddress: stringList(r, fields.get('publish_address'), (value) =>
+      isIP(value) !== 0 || DNS_SUBDOMAIN.test(value)
+        ? null
+        : `'${value}' is neither an IP address nor a host name`,
+    ),
   };
+}
+
+/** A non-empty list of distinct strings, each checked by `problem`; null when absent. */
+function stringList(
+  r: YamlReader,
+  field: Field | undefined,
+  problem: (value: string) => string | null,
+): string[] | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const items = r.items(field);
+  if (items === null) return null;
+  if (items.length === 0) {
+    r.report(r.at(field), field.path, 'must list at least one entry (leave the key out for the default)');
+    return null;
+  }
+  const values: string[] = [];
+  for (const item of items) {
+    const value = r.string(item);
+    if (value === undefined) continue;
+    const message = problem(value) ?? (values.includes(value) ? `'${value}' is listed twice` : null);
+    if (message) r.report(item.node, item.path, message);
+    else values.push(value);
+  }
+  return values;
+}
+
+/** `publish_service: namespace/name`. */
+function readPublishService(
+  r: YamlReader,
+  field: Field | undefined,
+): { namespace: string; name: string } | null {
+  if (field === undefined || r.isNull(field.node)) return null;
+  const value = r.string(field);
+  if (value === undefined) return null;
+  const [namespace, name, extra] = value.split('/');
+  if (extra !== undefined || !namespace || !name || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name)) {
+    r.report(r.at(field), field.path, `'${value}' is not a Service written 'namespace/name'`);
+    return null;
+  }
+  return { namespace, name };
 }

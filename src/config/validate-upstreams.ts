@@ -1,16 +1,30 @@
+import { isIP } from 'node:net';
+import { dirname, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';
-import { canonicalIPv6, DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../routing/normalise.ts';
+import {
+  canonicalIPv6,
+  DEFAULT_HOST,
+  isHostname,
+  normaliseHostKey,
+  normalisePrefix,
+} from '../routing/normalise.ts';
 import { parseServerAddress } from './addresses.ts';
+import { FileCheckError, readCaBundle, readUpstreamClientPair } from './file-checks.ts';
 import { parseServiceRef, type ServiceRef } from './service-ref.ts';
-import type {
-  HealthCheckConfig,
-  HostConfig,
-  PathConfig,
-  ServerAddress,
-  StickySessions,
-  UpstreamsConfig,
+import {
+  type HealthCheckConfig,
+  type HostConfig,
+  type PathConfig,
+  type ServerAddress,
+  type StickySessions,
+  UPSTREAM_PROTOCOLS,
+  type UpstreamProtocol,
+  type UpstreamsConfig,
+  type UpstreamTlsConfig,
 } from './types.ts';
 import { validateAuthorization } from './validate-auth.ts';
+import { readHttpUrl } from './validate-forward.ts';
+import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
@@ -21,11 +35,26 @@ const TOP_KEYS = [
   'to_https',
   'rate_limit',
   'authorization',
+  'auth_failure_limit',
+  ...HEADER_RULE_KEYS,
   'upstreams',
 ];
 const HOST_KEYS = ['paths'];
-const PATH_KEYS = ['servers', 'service', 'to_https', 'authorization', 'rate_limit', 'health_check'];
+const PATH_KEYS = [
+  'servers',
+  'service',
+  'to_https',
+  'redirect_to',
+  'authorization',
+  'auth_failure_limit',
+  'rate_limit',
+  'health_check',
+  ...HEADER_RULE_KEYS,
+  'upstream_tls',
+  'upstream_protocol',
+];
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
+const UPSTREAM_TLS_KEYS = ['ca_file', 'server_name', 'certificate', 'key', 'verify'];
 
 const PROVIDERS = ['file', 'kubernetes'] as const;
 const DEFAULT_HEALTH_CHECK_INTERVAL_SECONDS = 10;
@@ -64,6 +93,9 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
     toHttps: false,
     rateLimit: null,
     authorization: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    authFailureLimit: null,
     hosts: [],
   };
   const root = r.root();
@@ -90,11 +122,36 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   if (rateLimit) config.rateLimit = readRateLimit(r, rateLimit);
   const authorization = fields.get('authorization');
   if (authorization) config.authorization = validateAuthorization(r, authorization);
+  const failureLimit = get('auth_failure_limit');
+  if (failureLimit) config.authFailureLimit = readAuthFailureLimit(r, failureLimit);
+  Object.assign(config, readHeaderRules(r, fields));
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
-  else config.hosts = readHosts(r, upstreams, config.provider);
+  else {
+    config.hosts = readHosts(r, upstreams, config.provider);
+    const size = compiledSize(config);
+    if (size > MAX_COMPILED_SIZE)
+      r.report(
+        upstreams.keyNode,
+        'upstreams',
+        `the routing table would hold ${size} route servers (hosts × paths × servers), more than ${MAX_COMPILED_SIZE}: ` +
+          'refused (blocks repeated by alias count once per use)',
+      );
+  }
   return config;
+}
+
+/**
+ * The most route servers (each path of each host, times its servers; a `service:` path counts once)
+ * one config may compile to (docs/security.md, "Config files"): bounds compile time and memory.
+ */
+export const MAX_COMPILED_SIZE = 50_000;
+
+function compiledSize(config: UpstreamsConfig): number {
+  let size = 0;
+  for (const host of config.hosts) for (const path of host.paths) size += Math.max(1, path.servers.length);
+  return size;
 }
 
 function readProvider(r: YamlReader, field: Field): UpstreamsConfig['provider'] {
@@ -134,6 +191,25 @@ function readStickySessions(r: YamlReader, field: Field): StickySessions | null 
 // refuse everything and 1.5 would behave as 1.
 function readRateLimit(r: YamlReader, field: Field): number | null {
   return r.number(field, { integer: true, min: 1 }) ?? null;
+}
+
+/** Failed authentications per client IP per host per minute (docs/configuration.md#auth_failure_limit). */
+function readAuthFailureLimit(r: YamlReader, field: Field): number | null {
+  return r.number(field, { integer: true, min: 1, max: 100_000 }) ?? null;
+}
+
+/**
+ * `redirect_to`: an absolute http(s) URL with no query; the request path and query are appended, so a
+ * trailing `/` is dropped (`https://new.example.com/` + `/a` is `https://new.example.com/a`).
+ */
+function readRedirectTo(r: YamlReader, field: Field): string | null {
+  const url = readHttpUrl(r, field);
+  if (url === undefined) return null;
+  if (url.includes('?')) {
+    r.report(r.at(field), field.path, 'must not have a query: the request path and query are appended to it');
+    return null;
+  }
+  return url.endsWith('/') ? url.slice(0, -1) : url;
 }
 
 function readHosts(r: YamlReader, field: Field, provider: UpstreamsConfig['provider']): HostConfig[] {
@@ -229,7 +305,9 @@ function readPath(
 
   const serversField = fields.get('servers');
   const serviceField = fields.get('service');
-  if (serversField === undefined && serviceField === undefined) {
+  const redirectField = get('redirect_to');
+  // A path that only redirects needs no server.
+  if (serversField === undefined && serviceField === undefined && redirectField === undefined) {
     r.report(
       entry.keyNode,
       entry.path,
@@ -243,15 +321,137 @@ function readPath(
   const rateLimit = get('rate_limit');
   const authorization = fields.get('authorization');
   const healthCheck = get('health_check');
+  const tlsField = get('upstream_tls');
+  const protocolField = get('upstream_protocol');
+  const servers = serversField ? readServers(r, serversField) : [];
+  const upstreamTls = tlsField ? readUpstreamTls(r, tlsField) : null;
+  const upstreamProtocol = protocolField ? readUpstreamProtocol(r, protocolField) : 'auto';
+  // Listed servers say themselves whether they speak TLS; a service's endpoints do when upstream_tls is set.
+  const anyTls = serviceField !== undefined ? tlsField !== undefined : servers.some((server) => server.tls);
+  if (tlsField && serversField && servers.length > 0 && !anyTls) {
+    r.report(
+      tlsField.keyNode,
+      tlsField.path,
+      'applies to https:// servers, and this path lists none: write the servers as https://host:port',
+    );
+  }
+  if (protocolField && upstreamProtocol === 'h2c' && anyTls) {
+    r.report(
+      r.at(protocolField),
+      protocolField.path,
+      'h2c is HTTP/2 without TLS, but this path has TLS servers: use h2 (or auto) for those',
+    );
+  }
+  const failureLimit = get('auth_failure_limit');
   return {
     prefix,
-    servers: serversField ? readServers(r, serversField) : [],
+    servers,
     service: serviceField ? readService(r, serviceField, provider) : null,
     toHttps: (toHttps && r.boolean(toHttps)) ?? false,
     authorization: authorization ? validateAuthorization(r, authorization) : null,
     rateLimit: rateLimit ? readRateLimit(r, rateLimit) : null,
     healthCheck: healthCheck ? readHealthCheck(r, healthCheck) : null,
+    redirectTo: redirectField ? readRedirectTo(r, redirectField) : null,
+    authFailureLimit: failureLimit ? readAuthFailureLimit(r, failureLimit) : null,
+    ...readHeaderRules(r, fields),
+    // Only when set, so configs without them compare (and hash) as before.
+    ...(upstreamTls ? { upstreamTls } : {}),
+    ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),
   };
+}
+
+function readUpstreamProtocol(r: YamlReader, field: Field): UpstreamProtocol {
+  const value = r.string(field);
+  const known = UPSTREAM_PROTOCOLS.find((protocol) => protocol === value);
+  if (known !== undefined) return known;
+  if (value !== undefined) {
+    r.report(
+      r.at(field),
+      field.path,
+      `unknown protocol '${value}' (expected ${UPSTREAM_PROTOCOLS.join(', ')})`,
+    );
+  }
+  return 'auto';
+}
+
+/**
+ * `upstream_tls: { ca_file, server_name, certificate, key, verify }`. The files are read and checked
+ * now (docs/traffic.md#tls-to-upstreams), so a missing or broken one stops the start, `validate` or
+ * the reload with its line; they are read again whenever they change.
+ */
+function readUpstreamTls(r: YamlReader, field: Field): UpstreamTlsConfig | null {
+  if (!isMap(field.node)) {
+    r.report(
+      r.at(field),
+      field.path,
+      `expected { ca_file, server_name, certificate, key, verify }, got ${r.describe(field.node)}`,
+    );
+    return null;
+  }
+  const fields = r.fields(field.node, field.path, UPSTREAM_TLS_KEYS);
+  if (fields === null) return null;
+  const get = (key: string): Field | undefined => {
+    const found = fields.get(key);
+    return found && !r.isNull(found.node) ? found : undefined;
+  };
+  const caField = get('ca_file');
+  const nameField = get('server_name');
+  const certField = get('certificate');
+  const keyField = get('key');
+  const verifyField = get('verify');
+  const verify = verifyField ? (r.boolean(verifyField) ?? true) : true;
+
+  const caFile = caField ? checkedPath(r, caField, (path) => readCaBundle(path, 'ca_file')) : null;
+  if (caField && verifyField && !verify) {
+    r.report(caField.keyNode, caField.path, 'is not used with verify: false; remove one of them');
+  }
+  let serverName: string | null = null;
+  if (nameField) {
+    const name = r.string(nameField);
+    if (name !== undefined && (isIP(name) !== 0 || isHostname(name))) serverName = name.toLowerCase();
+    else if (name !== undefined)
+      r.report(r.at(nameField), nameField.path, `'${name}' is neither a host name nor an IP address`);
+  }
+  let certificateFile: string | null = null;
+  let keyFile: string | null = null;
+  if ((certField === undefined) !== (keyField === undefined)) {
+    const [given, missing] = certField ? [certField, 'key'] : [keyField as Field, 'certificate'];
+    r.report(given.keyNode, given.path, `a client certificate needs '${missing}' as well`);
+  } else if (certField && keyField) {
+    certificateFile = pathOf(r, certField);
+    keyFile = pathOf(r, keyField);
+    if (certificateFile !== null && keyFile !== null) {
+      const pair = { certificate: certField, key: keyField };
+      try {
+        readUpstreamClientPair(certificateFile, keyFile);
+      } catch (error) {
+        if (!(error instanceof FileCheckError)) throw error;
+        const at = error.key === 'key' ? pair.key : pair.certificate;
+        r.report(r.at(at), at.path, error.message);
+      }
+    }
+  }
+  return { caFile, serverName, certificateFile, keyFile, verify };
+}
+
+/** The absolute path a file key names, relative paths resolving against upstreams.yaml's directory. */
+function pathOf(r: YamlReader, field: Field): string | null {
+  const value = r.string(field);
+  return value === undefined ? null : resolve(dirname(r.file), value);
+}
+
+/** Reads the file now with the reader the running process uses; the absolute path, or null when reported. */
+function checkedPath(r: YamlReader, field: Field, read: (path: string) => unknown): string | null {
+  const path = pathOf(r, field);
+  if (path === null) return null;
+  try {
+    read(path);
+  } catch (error) {
+    if (!(error instanceof FileCheckError)) throw error;
+    r.report(r.at(field), field.path, error.message);
+    return null;
+  }
+  return path;
 }
 
 /** `service: "<name>[.<namespace>]:<port or port name>"`, checked offline (docs/kubernetes.md). */

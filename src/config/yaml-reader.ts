@@ -1,4 +1,14 @@
-import { isAlias, isMap, isScalar, isSeq, LineCounter, type Node, parseDocument } from 'yaml';
+import {
+  type Alias,
+  isAlias,
+  isMap,
+  isPair,
+  isScalar,
+  isSeq,
+  LineCounter,
+  type Node,
+  parseDocument,
+} from 'yaml';
 import { closestKey } from './suggest.ts';
 import type { ConfigIssue } from './types.ts';
 
@@ -19,6 +29,26 @@ export interface Item {
 }
 
 const MAX_LISTED_KEYS = 8;
+
+/**
+ * How many nodes a file may hold once its aliases (`*name`) are expanded (docs/security.md, "Config
+ * files"). Validation walks aliased content once per use, so this bounds its work and memory: a few
+ * hundred KB of YAML reusing one block by alias can otherwise stand for millions of routes.
+ */
+export const MAX_EXPANDED_NODES = 300_000;
+
+/**
+ * The `yaml` package's bound on alias use (its `maxAliasCount`, at the package's default): one
+ * anchor used more than this many times, or nested anchors whose uses multiply past it, make the
+ * file refused. Tollgate's own named policies (`authorization` aliases) need no YAML anchors.
+ */
+export const MAX_ALIAS_COUNT = 100;
+
+/**
+ * The largest config file read: twice what a ConfigMap can hold (1 MiB), so a file of 20,000 paths
+ * still loads; anything larger is refused before the YAML parser sees it.
+ */
+export const MAX_CONFIG_BYTES = 2 * 1024 * 1024;
 
 export interface NumberRule {
   integer?: boolean;
@@ -48,14 +78,37 @@ export class YamlReader {
   constructor(text: string, file: string) {
     this.file = file;
     this.#lines = new LineCounter();
+    if (Buffer.byteLength(text) > MAX_CONFIG_BYTES) {
+      this.#push(0, '', `the file is larger than ${MAX_CONFIG_BYTES} bytes: refused`);
+      this.wellFormed = false;
+      this.#root = null;
+      this.#resolveAlias = () => null;
+      return;
+    }
     // uniqueKeys off: duplicates are reported by fields()/entries() with both line numbers.
     const doc = parseDocument(text, { lineCounter: this.#lines, uniqueKeys: false, prettyErrors: false });
     for (const problem of [...doc.errors, ...doc.warnings]) {
       this.#push(problem.pos[0], '', `invalid YAML: ${problem.message}`);
     }
+    // Aliases are resolved once here, in one pass (the package's own resolve walks the whole
+    // document per alias), and their expansion is counted: past the budget, the file is refused.
+    const aliases = this.issues.length === 0 ? this.#expandAliases(doc.contents as Node | null) : new Map();
+    if (this.issues.length === 0 && aliases.size > 0) {
+      try {
+        doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+      } catch (error) {
+        if (!(error instanceof ReferenceError)) throw error;
+        this.#push(
+          0,
+          '',
+          `YAML aliases (*name) are used more than ${MAX_ALIAS_COUNT} times (counting aliases inside ` +
+            'anchored blocks once per use): refused',
+        );
+      }
+    }
     this.wellFormed = this.issues.length === 0;
-    this.#resolveAlias = (node) => (isAlias(node) ? (node.resolve(doc) ?? null) : node);
-    this.#root = this.#deref(doc.contents);
+    this.#resolveAlias = (node) => (isAlias(node) ? (aliases.get(node) ?? null) : node);
+    this.#root = this.wellFormed ? this.#deref(doc.contents) : null;
   }
 
   /** The document's top node, or null for an empty document. */
@@ -231,12 +284,79 @@ export class YamlReader {
     return { line, column: col };
   }
 
+  /** Line and column where `node` starts. */
+  positionOf(node: Node): { line: number; column: number } {
+    const { line, col } = this.#lines.linePos(node.range?.[0] ?? 0);
+    return { line, column: col };
+  }
+
   lineOf(node: Node): number {
     return this.#lines.linePos(node.range?.[0] ?? 0).line;
   }
 
   #where(field: Field | Item): Node | null {
     return 'keyNode' in field ? this.at(field) : field.node;
+  }
+
+  /**
+   * Maps every alias to its anchor (the latest one of that name before it, as YAML defines) and
+   * counts the document's size with every alias expanded; reports and stops past MAX_EXPANDED_NODES
+   * or at an alias inside its own anchor.
+   */
+  #expandAliases(root: Node | null): Map<Alias, Node> {
+    const targets = new Map<Alias, Node>();
+    const anchors = new Map<string, Node>();
+    const sizes = new Map<unknown, number>();
+    const open = new Set<unknown>();
+    const over = MAX_EXPANDED_NODES + 1;
+    const refuse = (at: unknown, message: string): never => {
+      this.#push((at as Node | null)?.range?.[0] ?? 0, '', message);
+      throw new ExpansionRefused();
+    };
+    const sizeOf = (node: unknown): number => {
+      if (node == null) return 0;
+      const known = sizes.get(node);
+      if (known !== undefined) return known;
+      if (isAlias(node)) {
+        const target = anchors.get(node.source);
+        if (target === undefined)
+          return refuse(node, `invalid YAML: alias *${node.source} names no anchor before it`);
+        if (open.has(target))
+          return refuse(node, `invalid YAML: alias *${node.source} is inside its own anchor`);
+        targets.set(node, target);
+        return sizeOf(target);
+      }
+      const anchor = (node as { anchor?: string }).anchor;
+      if (anchor) anchors.set(anchor, node as Node);
+      open.add(node);
+      let size = 1;
+      if (isMap(node) || isSeq(node)) {
+        for (const item of node.items as unknown[]) {
+          size += isPair(item) ? sizeOf(item.key) + sizeOf(item.value) : sizeOf(item);
+          if (size >= over) break;
+        }
+      }
+      open.delete(node);
+      if (size >= over)
+        refuse(
+          node,
+          `the file stands for more than ${MAX_EXPANDED_NODES} YAML nodes once its aliases (*name) are expanded: ` +
+            'refused (repeat fewer blocks by alias, or split the config)',
+        );
+      sizes.set(node, size);
+      return size;
+    };
+    try {
+      sizeOf(root);
+    } catch (error) {
+      if (error instanceof ExpansionRefused) return targets;
+      if (error instanceof RangeError) {
+        this.#push(0, '', 'invalid YAML: nested too deeply');
+        return targets;
+      }
+      throw error;
+    }
+    return targets;
   }
 
   #deref(node: unknown): Node | null {
@@ -249,6 +369,8 @@ export class YamlReader {
     this.issues.push({ file: this.file, line, column: col, path, message });
   }
 }
+
+class ExpansionRefused extends Error {}
 
 function describeRange(rule: NumberRule): string {
   const parts: string[] = [];

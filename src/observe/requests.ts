@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestDuration, requestsTotal } from '../admin/metrics.ts';
-import { localResponseBytes } from '../local-response.ts';
+import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { Unrouted } from '../pipeline/1-route.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
@@ -34,15 +34,18 @@ export function createRequestRecorder(
     routed(request) {
       const { res, route } = request;
       const seconds = (performance.now() - request.startedAt) / 1000;
-      requestsTotal.inc({ route: route.id, method: request.req.method ?? '', status: res.statusCode });
-      requestDuration.observe({ route: route.id }, seconds);
+      const status = recordedStatus(res);
+      requestsTotal.count(route.id, request.req.method ?? '', status);
+      requestDuration.record(route.id, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',
         method: request.req.method,
         host: request.host,
         path: loggedPath(request.path, request.forwardQuery, redactQuery),
-        status: res.statusCode,
+        protocol: protocolOf(request.req),
+        status,
+        ...grpcField(res),
         duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: request.responseBytes || localResponseBytes(res),
         upstream: request.upstream?.address ?? null,
@@ -54,17 +57,20 @@ export function createRequestRecorder(
     },
     unrouted(req, res, startedAt, refused) {
       const seconds = (performance.now() - startedAt) / 1000;
-      requestsTotal.inc({ route: NO_ROUTE, method: req.method ?? '', status: res.statusCode });
-      requestDuration.observe({ route: NO_ROUTE }, seconds);
+      const status = recordedStatus(res);
+      requestsTotal.count(NO_ROUTE, req.method ?? '', status);
+      requestDuration.record(NO_ROUTE, seconds);
       if (!accessLog) return;
       logger.info({
         msg: 'access',
         method: req.method,
-        host: req.headers.host,
+        host: req.headers[':authority'] ?? req.headers.host,
         // Normalised, the token parameter removed like on routed lines; a target that could not be
         // normalised (400 bad_path) is never logged raw.
         path: refused.path === null ? null : loggedPath(refused.path, refused.query, redactQuery),
-        status: res.statusCode,
+        protocol: protocolOf(req),
+        status,
+        ...grpcField(res),
         duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: localResponseBytes(res),
         route: NO_ROUTE,
@@ -72,6 +78,12 @@ export function createRequestRecorder(
       });
     },
   };
+}
+
+/** `grpc_status` when Tollgate answered a gRPC request itself (the HTTP status is still `status`). */
+function grpcField(res: ServerResponse): { grpc_status?: number } {
+  const grpcStatus = localGrpcStatus(res);
+  return grpcStatus === null ? {} : { grpc_status: grpcStatus };
 }
 
 function loggedPath(path: string, query: string, redactQuery: QueryRedactor): string {

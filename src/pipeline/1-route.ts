@@ -51,7 +51,19 @@ export function routeRequest(
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
     return unrouted(refuse('bad_request', {}, 'more than one Host header'));
   }
-  const host = normaliseHost(req.headers.host);
+  // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
+  // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
+  const authority = req.headers[':authority'] as string | undefined;
+  const hostHeader = req.headers.host;
+  if (
+    authority !== undefined &&
+    hostHeader !== undefined &&
+    authority.toLowerCase() !== hostHeader.toLowerCase()
+  ) {
+    return unrouted(refuse('bad_request', {}, 'the :authority and Host headers name different hosts'));
+  }
+  const rawHost = authority ?? hostHeader;
+  const host = normaliseHost(rawHost);
   if (host === null) return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'));
   if (!target.ok) return unrouted(refuse('bad_path'));
   const route = table.match(host, target.path);
@@ -72,7 +84,7 @@ export function routeRequest(
       table,
       route,
       host,
-      rawHost: req.headers.host ?? '',
+      rawHost: rawHost ?? '',
       path: target.path,
       query: target.query,
       secure,
@@ -84,6 +96,7 @@ export function routeRequest(
       subject: null,
       forwardQuery: target.query,
       consumedHeaders: [],
+      upstreamHeaders: null,
       responseCookies: [],
       responseHeaders: null,
       candidates: route.servers,

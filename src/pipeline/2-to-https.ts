@@ -3,7 +3,7 @@ import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, redirect, type Verdict } from './verdict.ts';
 
 /**
- * to_https (docs/configuration.md): a plain-HTTP request on a route with `to_https` is sent to the same
+ * to_https and redirect_to. to_https (docs/configuration.md): a plain-HTTP request on a route with `to_https` is sent to the same
  * host and path over HTTPS. 301 for GET/HEAD (cacheable, what browsers expect); 308 for every other
  * method because 301 lets clients turn a POST into a GET and drop its body.
  *
@@ -14,10 +14,27 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
   // The public port is fixed for the process lifetime, so the suffix is computed once.
   const portSuffix = main.httpsPort === 443 ? '' : `:${main.httpsPort}`;
   return function toHttps(request: ProxyRequest): Verdict {
-    if (!request.route.toHttps || request.secure) return PASS;
-    const method = request.req.method;
-    return redirect(method === 'GET' || method === 'HEAD' ? 301 : 308, httpsLocation(request, portSuffix));
+    const { route } = request;
+    if (route.toHttps && !request.secure) return permanent(request, httpsLocation(request, portSuffix));
+    if (route.redirectTo) return permanent(request, movedLocation(request, route.redirectTo));
+    return PASS;
   };
+}
+
+/** 301 for GET/HEAD; 308 otherwise, so the client repeats the same method with the same body. */
+function permanent(request: ProxyRequest, location: string): Verdict {
+  const method = request.req.method;
+  return redirect(method === 'GET' || method === 'HEAD' ? 301 : 308, location);
+}
+
+/**
+ * `redirect_to` (docs/configuration.md#redirect_to): the target + the normalised request path + the
+ * query as received. Runs after to_https (a plain request on a to_https route goes to HTTPS first)
+ * and before the rate limit and auth: the route serves nothing itself.
+ */
+function movedLocation(request: Pick<ProxyRequest, 'path' | 'query'>, target: string): string {
+  const query = request.query === '' ? '' : `?${request.query}`;
+  return `${target}${request.path}${query}`;
 }
 
 /**

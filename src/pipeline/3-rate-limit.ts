@@ -68,14 +68,30 @@ export function rateLimitRedisUrl(
   return fromEnv;
 }
 
+/**
+ * The brute-force guard of `auth_failure_limit` (docs/configuration.md#auth_failure_limit): failed
+ * authentications per client IP per host key, counted in a one-minute window that opens at the first
+ * failure, in the same stores as the rate limits (this process, the workers' primary, or Redis).
+ */
+export interface AuthFailureGuard {
+  /** Milliseconds until this client may try this host again, or 0 when it is not blocked. */
+  blockedFor(request: ProxyRequest, limit: number): Promise<number>;
+  /** Counts one failed authentication (not awaited: the refusal goes out at once). */
+  record(request: ProxyRequest, limit: number): void;
+}
+
 export interface RateLimitStage {
   stage: Stage;
+  authFailures: AuthFailureGuard;
   /** Disconnects from Redis (if any). The memory limiters hold only unref'd timers. */
   close(): Promise<void>;
 }
 
 /** Redis key prefix; the limit value is part of it so two limits never share a counter. */
 const REDIS_PREFIX = 'tollgate:rl';
+/** The same for auth_failure_limit's counters. */
+const FAILURES_PREFIX = 'tollgate:af';
+const FAILURE_WINDOW_SECONDS = 60;
 /** A Redis that takes longer than this per command is treated as down for that request. */
 const REDIS_COMMAND_TIMEOUT_MS = 250;
 
@@ -96,32 +112,59 @@ export function createRateLimitStage({
   const redis = redisUrl ? connectRedis(redisUrl, logger) : null;
   // In-memory counters are always available: 1 keeps a single `== 0` alert valid for both setups.
   if (!redis) rateLimitBackendUp.set(1);
-  const limiters = new Map<number, RateLimiterAbstract>();
+  const limiters = new Map<string, RateLimiterAbstract>();
 
-  function limiterFor(points: number): RateLimiterAbstract {
-    let limiter = limiters.get(points);
+  /** One limiter per (prefix, points), created on first use and kept (the set of values is tiny). */
+  function cachedLimiter(prefix: string, points: number, duration: number): RateLimiterAbstract {
+    const keyPrefix = `${prefix}:${points}`;
+    let limiter = limiters.get(keyPrefix);
     if (limiter) return limiter;
-    const keyPrefix = `${REDIS_PREFIX}:${points}`;
     const memory =
       shared === 'cluster'
-        ? new RateLimiterCluster({ points, duration: 1, keyPrefix, timeoutMs: CLUSTER_TIMEOUT_MS })
-        : new RateLimiterMemory({ points, duration: 1, keyPrefix });
+        ? new RateLimiterCluster({ points, duration, keyPrefix, timeoutMs: CLUSTER_TIMEOUT_MS })
+        : new RateLimiterMemory({ points, duration, keyPrefix });
     limiter = redis
       ? new RateLimiterRedis({
           storeClient: redis,
           points,
-          duration: 1,
-          keyPrefix: `${REDIS_PREFIX}:${points}`,
+          duration,
+          keyPrefix,
           rejectIfRedisNotReady: true,
           insuranceLimiter: memory,
         })
       : memory;
-    limiters.set(points, limiter);
+    limiters.set(keyPrefix, limiter);
     return limiter;
   }
+  const limiterFor = (points: number) => cachedLimiter(REDIS_PREFIX, points, 1);
+  const failuresFor = (limit: number) => cachedLimiter(FAILURES_PREFIX, limit, FAILURE_WINDOW_SECONDS);
+  const clientKey = (request: ProxyRequest) => `${request.route.hostKey}|${request.clientIp}`;
+
+  const authFailures: AuthFailureGuard = {
+    async blockedFor(request, limit) {
+      try {
+        const state = await failuresFor(limit).get(clientKey(request));
+        return state !== null && state.consumedPoints >= limit ? Math.max(1, state.msBeforeNext) : 0;
+      } catch (error) {
+        // No store answered: the guard cannot say, and authentication itself still runs.
+        logger.error({ err: String(error) }, 'auth failure counter unavailable; request not held back');
+        return 0;
+      }
+    },
+    record(request, limit) {
+      failuresFor(limit)
+        .consume(clientKey(request))
+        .catch((rejection: unknown) => {
+          // Over the limit already: that is what blockedFor will see. Anything else is a store failure.
+          if (!(rejection instanceof RateLimiterRes)) {
+            logger.error({ err: String(rejection) }, 'auth failure counter unavailable; failure not counted');
+          }
+        });
+    },
+  };
 
   async function consume(request: ProxyRequest, points: number): Promise<Verdict> {
-    const key = `${request.route.hostKey}|${request.clientIp}`;
+    const key = clientKey(request);
     try {
       await limiterFor(points).consume(key);
       return PASS;
@@ -145,6 +188,7 @@ export function createRateLimitStage({
 
   return {
     stage,
+    authFailures,
     async close() {
       redis?.disconnect();
     },

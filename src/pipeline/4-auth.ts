@@ -1,21 +1,51 @@
 import { authFailuresTotal } from '../admin/metrics.ts';
-import type { Authenticator, AuthFailureReason, AuthOutcome, AuthRedirect } from '../auth/authenticator.ts';
+import type {
+  AuthDenial,
+  Authenticator,
+  AuthFailureReason,
+  AuthOutcome,
+  AuthRedirect,
+} from '../auth/authenticator.ts';
 import { type AuthMethodDeps, createAuthMethods } from '../auth/methods.ts';
-import { removeTokenCarriers } from '../auth/token-carriers.ts';
+import { removeTokenCarriers, type TokenCarriers } from '../auth/token-carriers.ts';
 import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
+import type { AuthFailureGuard } from './3-rate-limit.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { answer, PASS, refuse, type Verdict } from './verdict.ts';
 
-export type AuthStageDeps = AuthMethodDeps;
+export interface AuthStageDeps extends AuthMethodDeps {
+  /** Counts failed authentications for `auth_failure_limit`; without it the limit is not enforced. */
+  failureGuard?: AuthFailureGuard;
+}
+
+export interface AuthStage {
+  readonly stage: Stage;
+  /** Releases what the methods hold (forward-auth connection pools). */
+  close(): Promise<void>;
+}
+
+/**
+ * Reasons that say a credential was tried and was wrong: what `auth_failure_limit` counts. A request
+ * without credentials, a login redirect or a check that could not run says nothing of the kind.
+ */
+const FAILED_ATTEMPTS: ReadonlySet<string> = new Set<AuthFailureReason>([
+  'invalid_credentials',
+  'token_expired',
+  'token_invalid',
+  'token_revoked',
+  'token_out_of_scope',
+]);
 
 /**
  * The authentication stage: applies the route's effective policy (already resolved at compile time,
- * global wins). Authenticators are built once per policy object, so a reload's new policies get fresh
- * ones (and fresh caches) while in-flight requests finish with the old. Fails closed: an unexpected
- * error answers 500, never lets the request through.
+ * global wins). Authenticators are built once per policy object (a method may keep what outlives a
+ * policy object, such as verified passwords, across reloads). Fails closed: an unexpected error
+ * answers 500, never lets the request through. With `auth_failure_limit`, a client that failed too
+ * often on this host is answered 429 `auth_failures` before its credential is even looked at.
  */
-export function createAuthStage(deps: AuthStageDeps): Stage {
-  const methods = createAuthMethods(deps);
+export function createAuthStage(deps: AuthStageDeps): AuthStage {
+  const { methods, close } = createAuthMethods(deps);
+  const guard = deps.failureGuard;
   const authenticators = new WeakMap<AuthorizationConfig, Authenticator>();
 
   const authenticatorFor = (policy: AuthorizationConfig): Authenticator => {
@@ -27,7 +57,7 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
     return authenticator;
   };
 
-  const refused = (request: ProxyRequest, method: AuthMethod, reason: AuthFailureReason): Verdict => {
+  const counted = (request: ProxyRequest, method: AuthMethod, reason: string): void => {
     authFailuresTotal.inc({ route: request.route.id, method, reason });
     // Path only: the query may hold a token. Never a credential, not even the user name.
     deps.logger.info(
@@ -42,13 +72,18 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       },
       'authentication refused',
     );
-    // Overloaded is no verdict on the credential: no challenge, just when to try again.
-    return refuse(
-      reason,
-      reason === 'auth_overloaded'
-        ? { 'retry-after': '1' }
-        : { 'www-authenticate': methods[method].challenge(reason) },
-    );
+    const limit = request.route.authFailureLimit;
+    if (guard !== undefined && limit !== null && FAILED_ATTEMPTS.has(reason)) guard.record(request, limit);
+  };
+
+  const refused = (request: ProxyRequest, method: AuthMethod, reason: AuthFailureReason): Verdict => {
+    counted(request, method, reason);
+    // Overloaded or unavailable is no verdict on the credential: no challenge, just when to try again.
+    if (reason === 'auth_overloaded' || reason === 'auth_unavailable') {
+      return refuse(reason, { 'retry-after': '1' });
+    }
+    const challenge = withRealm(methods[method].challenge(reason), request.route.auth?.realm);
+    return refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge });
   };
 
   const failed = (request: ProxyRequest, error: unknown): Verdict => {
@@ -72,20 +107,27 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       '',
     );
 
+  /** Another service's refusal (forward auth), relayed as it came. */
+  const relayed = (request: ProxyRequest, method: AuthMethod, outcome: AuthDenial): Verdict => {
+    counted(request, method, outcome.reason);
+    return answer(outcome.denial.status, outcome.denial.headers, outcome.denial.body);
+  };
+
   const settle = (request: ProxyRequest, method: AuthMethod, outcome: AuthOutcome): Verdict => {
     if (outcome === null) return PASS;
     if (typeof outcome === 'string') return refused(request, method, outcome);
+    if ('denial' in outcome) return relayed(request, method, outcome);
     return exchanged(outcome);
   };
 
-  return (request) => {
-    // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
-    const carriers = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
-    const policy = request.route.auth;
-    if (policy === null) return PASS;
+  const check = (
+    request: ProxyRequest,
+    policy: AuthorizationConfig,
+    found: TokenCarriers,
+  ): Verdict | Promise<Verdict> => {
     let outcome: ReturnType<Authenticator>;
     try {
-      outcome = authenticatorFor(policy)(request, carriers);
+      outcome = authenticatorFor(policy)(request, found);
     } catch (error) {
       return failed(request, error);
     }
@@ -95,4 +137,29 @@ export function createAuthStage(deps: AuthStageDeps): Stage {
       (error: unknown) => failed(request, error),
     );
   };
+
+  const stage: Stage = (request) => {
+    // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
+    const found = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
+    // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
+    if (request.route.unavailable) return refuse('auth_misconfigured');
+    const policy = request.route.auth;
+    if (policy === null) return PASS;
+    const limit = request.route.authFailureLimit;
+    if (guard === undefined || limit === null) return check(request, policy, found);
+    return guard.blockedFor(request, limit).then((retryAfterMs) => {
+      if (retryAfterMs <= 0) return check(request, policy, found);
+      authFailuresTotal.inc({ route: request.route.id, method: policy.type, reason: 'auth_failures' });
+      return refuse('auth_failures', {
+        'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
+      });
+    });
+  };
+
+  return { stage, close };
+}
+
+/** The challenge with a policy's own realm (validated to be a plain quoted-string body). */
+function withRealm(challenge: string, realm: string | undefined): string {
+  return realm === undefined ? challenge : challenge.replace('realm="tollgate"', `realm="${realm}"`);
 }

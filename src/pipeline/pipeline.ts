@@ -47,16 +47,18 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   const { main, logger } = deps;
   const isTrustedProxy = createTrustTest(main.trustedProxies);
   const rateLimit = createRateLimitStage({ main, logger, shared: deps.rateLimitShared });
+  const auth = createAuthStage({
+    tokenParam: main.tokenParam,
+    masterkey: deps.masterkey,
+    revocations: deps.revocations,
+    now: deps.clock,
+    logger,
+    failureGuard: rateLimit.authFailures,
+  });
   const stages: readonly Stage[] = Object.freeze([
     createToHttpsStage(main),
     rateLimit.stage,
-    createAuthStage({
-      tokenParam: main.tokenParam,
-      masterkey: deps.masterkey,
-      revocations: deps.revocations,
-      now: deps.clock,
-      logger,
-    }),
+    auth.stage,
     createPickServerStage({ health: deps.health }),
   ]);
   const failed = (error: unknown): Verdict => {
@@ -73,7 +75,9 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
         return failed(error);
       }
     },
-    close: () => rateLimit.close(),
+    close: async () => {
+      await Promise.all([rateLimit.close(), auth.close()]);
+    },
   };
 }
 

@@ -15,7 +15,7 @@ export interface ProxyRequest {
   readonly route: Route;
   /** Normalised host (lower case, no port, no trailing dot, IPv6 without brackets). */
   readonly host: string;
-  /** The Host header's value as received, used for X-Forwarded-Host and redirects. */
+  /** The Host header's (HTTP/2: `:authority`'s) value as received, for Host upstream, X-Forwarded-Host and redirects. */
   readonly rawHost: string;
   /** Normalised path: what is authorised is exactly what the upstream receives. */
   readonly path: string;
@@ -40,8 +40,13 @@ export interface ProxyRequest {
   subject: string | null;
   /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */
   forwardQuery: string;
-  /** Lower-case request header names the forwarder must not send (credentials the proxy consumed). */
+  /**
+   * Normalised request header names the forwarder must not send: credentials the proxy consumed, and
+   * the names a forward-auth service answers for (so a client can never supply them itself).
+   */
   consumedHeaders: string[];
+  /** Set by forward auth on 2xx: `[name, value, …]` copied from the auth service's answer, sent upstream. */
+  upstreamHeaders: string[] | null;
   /** Set-Cookie values to add to the response (sticky sessions). */
   responseCookies: string[];
   /** Response headers the proxy sets, replacing the upstream's (lower-case names). */

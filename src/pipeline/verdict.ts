@@ -16,8 +16,10 @@ export interface Pass {
 export interface Answer {
   readonly kind: 'answer';
   readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: string;
+  /** An array writes one header line per value (several Set-Cookie relayed from an auth service). */
+  readonly headers: Readonly<Record<string, string | readonly string[]>>;
+  /** A Buffer when relayed as received (a forward-auth service's login page), else our own text. */
+  readonly body: string | Buffer;
   /** The catalogue code when this is one of Tollgate's errors (docs/errors.md). */
   readonly error?: ErrorCode;
 }
@@ -51,8 +53,15 @@ export function refuse(
   };
 }
 
-/** An answer of the proxy's own that is not an error (e.g. the 303 of a browser-link exchange). */
-export function answer(status: number, headers: Readonly<Record<string, string>>, body: string): Answer {
+/**
+ * An answer that is not one of the proxy's errors: the 303 of a browser-link exchange, or a
+ * forward-auth service's refusal relayed as it came.
+ */
+export function answer(
+  status: number,
+  headers: Readonly<Record<string, string | readonly string[]>>,
+  body: string | Buffer,
+): Answer {
   return { kind: 'answer', status, headers, body };
 }
 

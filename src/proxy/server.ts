@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { http2StreamOf } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { RequestRecorder } from '../observe/requests.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
@@ -65,6 +66,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
 function refuse(res: ServerResponse, verdict: Exclude<Verdict, { kind: 'pass' }>, expectsContinue: boolean) {
   // The client holds its body back until a 100 that will not come: close the connection after this
   // answer, so what it sends next is never read as a request.
-  if (expectsContinue && !res.headersSent) res.setHeader('connection', 'close');
+  // (HTTP/2 has no Connection header: the refusal resets the stream instead, see local-response.ts.)
+  if (expectsContinue && !res.headersSent && http2StreamOf(res) === null)
+    res.setHeader('connection', 'close');
   respond(res, verdict);
 }

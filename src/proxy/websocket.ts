@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { sendError } from '../errors.ts';
 import type { RequestRecorder } from '../observe/requests.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
+import type { ProxyRequest } from '../pipeline/request.ts';
 import { refuse, respond } from '../pipeline/verdict.ts';
 import type { Runtime } from '../runtime.ts';
 import type { ForwardObserver } from '../upstream/failure.ts';
@@ -150,7 +151,7 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
             res.detachSocket(netSocket);
             socket.off('error', onEarlyError);
             res.statusCode = 101;
-            socket.write(switchingProtocols(headers, request.responseCookies));
+            socket.write(switchingProtocols(headers, request));
             relay(socket, upstream, head, (outcome) => {
               request.completed = outcome.completed;
               record();
@@ -175,8 +176,13 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
 }
 
 /** The 101 for the client: the upstream's headers minus hop-by-hop ones, plus the upgrade and our cookies. */
-function switchingProtocols(upstream: IncomingHttpHeaders, cookies: readonly string[]): string {
-  const headers = clientResponseHeaders(upstream as Record<string, string | string[]>, cookies);
+function switchingProtocols(upstream: IncomingHttpHeaders, request: ProxyRequest): string {
+  const headers = clientResponseHeaders(
+    upstream as Record<string, string | string[]>,
+    request.responseCookies,
+    null,
+    request.route.responseHeaders,
+  );
   let head = 'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n';
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;

@@ -1,9 +1,11 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
+import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
-import { upstreamServerFor } from './servers.ts';
-import type { Route, RoutingTable, UpstreamServer } from './types.ts';
+import { upstreamServerFor, upstreamTransport } from './servers.ts';
+import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
 
@@ -20,7 +22,6 @@ export function compileRoutingTable(
   const servers = new Map<string, UpstreamServer>();
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
-  const routesByHost = new Map<string, readonly Route[]>();
 
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -29,16 +30,19 @@ export function compileRoutingTable(
   // duplicates with their line numbers, so compiling is assembly only and cannot fail.
   for (const host of config.hosts) {
     const hostKey = host.name;
-    const hostRoutes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
+      const exact = path.exact === true;
       const route: Route = Object.freeze({
-        id: hostKey + prefix,
+        // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
+        id: hostKey + prefix + (exact ? '$' : ''),
         hostKey,
         prefix,
+        exact,
+        unavailable: path.unavailable ?? null,
         servers: Object.freeze(
           (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, servers),
+            sharedServer(address, upstreamTransport(path, address), servers),
           ),
         ),
         service: path.service ? serviceRefText(path.service) : null,
@@ -46,37 +50,19 @@ export function compileRoutingTable(
         auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
         toHttps: config.toHttps || path.toHttps,
         rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky,
+        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
         healthCheck: frozenCopy(path.healthCheck, frozenCopies),
+        redirectTo: path.redirectTo,
+        authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
+        requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+        responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
       });
-      hostRoutes.push(route);
       routes.push(route);
     }
-    // Longest first, so the first prefix that matches during the scan is the longest match.
-    hostRoutes.sort((a, b) => b.prefix.length - a.prefix.length);
-    routesByHost.set(hostKey, Object.freeze(hostRoutes));
   }
 
-  const defaultRoutes = routesByHost.get(DEFAULT_HOST);
-
-  function match(host: string, path: string): Route | null {
-    // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
-    // like an nginx server block, a host key owns its whole namespace, so adding `DEFAULT` to a
-    // config never changes what an existing host serves.
-    const candidates = routesByHost.get(host) ?? defaultRoutes;
-    if (candidates === undefined) return null;
-    for (const route of candidates) {
-      const prefix = route.prefix;
-      if (prefix.length === 1) return route; // '/', the shortest, matches everything
-      if (
-        path.startsWith(prefix) &&
-        (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f) // segment boundary
-      ) {
-        return route;
-      }
-    }
-    return null;
-  }
+  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
+  const match = buildMatcher(routes);
 
   return Object.freeze({
     hash: configIdentity(config),
@@ -95,12 +81,20 @@ export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
 
 const noEndpoints: EndpointLookup = () => [];
 
-/** One frozen UpstreamServer per configured address, so routes naming it share a connection pool. */
-function sharedServer(address: ServerAddress, servers: Map<string, UpstreamServer>): UpstreamServer {
-  let server = servers.get(address.raw);
+/**
+ * One frozen UpstreamServer per configured address and transport, so routes naming it the same way
+ * share a connection pool (paths with other TLS settings or protocols get their own).
+ */
+function sharedServer(
+  address: ServerAddress,
+  transport: UpstreamTransport,
+  servers: Map<string, UpstreamServer>,
+): UpstreamServer {
+  const key = `${address.raw} ${transport.key}`;
+  let server = servers.get(key);
   if (server === undefined) {
-    server = upstreamServerFor(address);
-    servers.set(address.raw, server);
+    server = upstreamServerFor(address, transport);
+    servers.set(key, server);
   }
   return server;
 }

@@ -26,10 +26,16 @@ const LABEL = 'tollgate config identity v1';
 
 /**
  * Fields holding secret values anywhere in the config: basic passwords and password hashes, API key
- * values, the masterkey. A new config field holding a secret must be added here (the identity test
+ * values, the masterkey, header rule values (`set: {Authorization: Bearer …}` is a common one). A new config field holding a secret must be added here (the identity test
  * checks that changing any of these leaves the identity alone).
  */
-export const SECRET_FIELDS: ReadonlySet<string> = new Set(['password', 'passwordHash', 'key', 'masterkey']);
+export const SECRET_FIELDS: ReadonlySet<string> = new Set([
+  'password',
+  'passwordHash',
+  'key',
+  'masterkey',
+  'value',
+]);
 
 /** JSON with object keys sorted and secret values replaced, so equal configs give equal bytes. */
 function canonicalRedacted(value: unknown): string {

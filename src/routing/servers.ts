@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ServerAddress } from '../config/types.ts';
-import type { UpstreamServer } from './types.ts';
+import type { PathConfig, ServerAddress } from '../config/types.ts';
+import type { UpstreamServer, UpstreamTransport } from './types.ts';
 
 /**
  * The opaque id of an upstream server: derived from the configured address only, so every replica with
@@ -11,17 +11,50 @@ export function upstreamServerId(rawAddress: string): string {
   return createHash('sha256').update(`tollgate-server:${rawAddress}`).digest('hex').slice(0, 16);
 }
 
-/** `http://host:port`, with an IPv6 host bracketed: the key of the server's connection pool. */
-export function upstreamOrigin(address: ServerAddress): string {
+/** `http://host:port` (or `https://` for a TLS server), with an IPv6 host bracketed. */
+export function upstreamOrigin(address: ServerAddress, tls = address.tls === true): string {
   const host = address.host.includes(':') ? `[${address.host}]` : address.host;
-  return `http://${host}:${address.port}`;
+  return `${tls ? 'https' : 'http'}://${host}:${address.port}`;
 }
 
-/** A new frozen UpstreamServer; compile shares one per address across routes. */
-export function upstreamServerFor(address: ServerAddress): UpstreamServer {
+/**
+ * How this path's servers are dialled (docs/traffic.md#tls-to-upstreams): TLS when the server is
+ * written `https://` (or, for a `service:` path, when `upstream_tls` is set), with the path's settings.
+ */
+export function upstreamTransport(
+  path: Partial<Pick<PathConfig, 'upstreamTls' | 'upstreamProtocol' | 'service'>>,
+  address: ServerAddress,
+): UpstreamTransport {
+  const protocol = path.upstreamProtocol ?? 'auto';
+  const settings = path.upstreamTls ?? null;
+  const tls = address.tls === true || (path.service != null && settings !== null);
+  const tlsSettings = tls
+    ? Object.freeze({
+        caFile: settings?.caFile ?? null,
+        serverName: settings?.serverName ?? address.host.toLowerCase(),
+        certificateFile: settings?.certificateFile ?? null,
+        keyFile: settings?.keyFile ?? null,
+        verify: settings?.verify ?? true,
+      })
+    : null;
+  return Object.freeze({
+    tls: tlsSettings,
+    protocol,
+    key: JSON.stringify([protocol, tlsSettings]),
+  });
+}
+
+/** A new frozen UpstreamServer; compile shares one per address and transport across routes. */
+export function upstreamServerFor(
+  address: ServerAddress,
+  transport: UpstreamTransport = upstreamTransport({}, address),
+): UpstreamServer {
+  const origin = upstreamOrigin(address, transport.tls !== null);
   return Object.freeze({
     id: upstreamServerId(address.raw),
     address: address.raw,
-    origin: upstreamOrigin(address),
+    origin,
+    transport,
+    poolKey: `${origin} ${transport.key}`,
   });
 }

@@ -1,4 +1,32 @@
-import type { AuthorizationConfig, HealthCheckConfig, StickySessions } from '../config/types.ts';
+import type {
+  AuthorizationConfig,
+  HealthCheckConfig,
+  StickySessions,
+  UpstreamProtocol,
+} from '../config/types.ts';
+import type { HeaderRules } from './header-rules.ts';
+
+/**
+ * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
+ * path's `upstream_protocol`. Frozen, compiled once per (re)load; the request only reads it.
+ */
+export interface UpstreamTransport {
+  /** null: plain TCP. */
+  readonly tls: UpstreamTlsSettings | null;
+  readonly protocol: UpstreamProtocol;
+  /** Identity of these settings: part of every pool key (undici drops a connection when they change). */
+  readonly key: string;
+}
+
+export interface UpstreamTlsSettings {
+  /** The path's `ca_file`, or null for main.yaml's `upstream_ca_file` (if any) beside the system CAs. */
+  readonly caFile: string | null;
+  /** The name sent as SNI (unless an IP) and checked against the certificate. */
+  readonly serverName: string;
+  readonly certificateFile: string | null;
+  readonly keyFile: string | null;
+  readonly verify: boolean;
+}
 
 /** One upstream server of a route. Frozen; shared by every route that names the same address. */
 export interface UpstreamServer {
@@ -9,8 +37,11 @@ export interface UpstreamServer {
   readonly id: string;
   /** The address as configured (`10.0.0.5:8080`), used in logs and metric labels. */
   readonly address: string;
-  /** `http://host:port` with IPv6 hosts bracketed; the key of the connection pool. */
+  /** `http://host:port` or `https://host:port`, IPv6 hosts bracketed. */
   readonly origin: string;
+  readonly transport: UpstreamTransport;
+  /** origin + transport key: servers with equal pool keys share connections. */
+  readonly poolKey: string;
 }
 
 /** Everything a request needs once it matched, resolved at compile time. Frozen. */
@@ -19,8 +50,12 @@ export interface Route {
   readonly id: string;
   /** Lower-cased host key or `DEFAULT`. */
   readonly hostKey: string;
-  /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root). */
+  /** Normalised path prefix (`/` or `/v1`, no trailing slash except the root); the whole path when `exact`. */
   readonly prefix: string;
+  /** Only the path `prefix` itself matches (an Ingress `pathType: Exact`). */
+  readonly exact: boolean;
+  /** Set when the route must answer 503 `auth_misconfigured` (its policy could not be built). */
+  readonly unavailable: string | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed
@@ -35,6 +70,14 @@ export interface Route {
   readonly rateLimit: number | null;
   readonly sticky: StickySessions | null;
   readonly healthCheck: HealthCheckConfig | null;
+  /** `redirect_to` (no trailing slash): every request is answered 301/308 there; null = none. */
+  readonly redirectTo: string | null;
+  /** Path `auth_failure_limit` ?? global ?? null (no guard); only used when `auth` is set. */
+  readonly authFailureLimit: number | null;
+  /** Rules for the request sent upstream (global and path merged), or null. */
+  readonly requestHeaders: HeaderRules | null;
+  /** Rules for the upstream's response on its way to the client, or null. */
+  readonly responseHeaders: HeaderRules | null;
 }
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */

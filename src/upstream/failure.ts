@@ -9,7 +9,7 @@ import type { ServerHealth } from './health.ts';
  * (docs/architecture.md "Upstream layer"): the kind labels `tollgate_upstream_errors_total` and
  * decides passive health; `notSent` says whether another server may be tried.
  */
-export type UpstreamFailureKind = 'connect' | 'timeout' | 'reset' | 'protocol';
+export type UpstreamFailureKind = 'connect' | 'timeout' | 'reset' | 'protocol' | 'tls';
 
 export interface UpstreamFailure {
   kind: UpstreamFailureKind;
@@ -40,8 +40,47 @@ const CONNECT_ERRORS: ReadonlySet<string> = new Set([
 ]);
 const STALE_CONNECTION_ERRORS: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 
+/**
+ * The TLS handshake with the upstream failed, before any request byte: its certificate did not
+ * verify (unknown CA, wrong name, expired), or the server refused ours (mTLS), or no common protocol.
+ * OpenSSL's alerts arrive as ERR_SSL_*, verification failures under X.509 verify codes.
+ */
+const TLS_ERRORS: ReadonlySet<string> = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_SIGNATURE_FAILURE',
+  'INVALID_CA',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_TLS_HANDSHAKE_TIMEOUT',
+  'TOLLGATE_NO_H2',
+]);
+
+/**
+ * HTTP/2 refusals that say the stream was never processed (RFC 9113 §8.7): a GOAWAY, or a
+ * REFUSED_STREAM reset. Another server may be tried (docs/traffic.md#http2-to-upstreams).
+ */
+function h2NotProcessed(error: Error): boolean {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ERR_HTTP2_GOAWAY_SESSION') return true;
+  const message = error.message ?? '';
+  return message.includes('"GOAWAY" frame received') || message.includes('NGHTTP2_REFUSED_STREAM');
+}
+
 export function classifyUpstreamError(error: unknown): UpstreamFailure {
   const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code !== undefined && (TLS_ERRORS.has(code) || code.startsWith('ERR_SSL_')))
+    return { kind: 'tls', notSent: true, staleConnection: false, answer: 'bad_gateway' };
+  if (error instanceof Error && h2NotProcessed(error))
+    return { kind: 'reset', notSent: true, staleConnection: false, answer: 'bad_gateway' };
   if (code === 'UND_ERR_CONNECT_TIMEOUT')
     return { kind: 'timeout', notSent: true, staleConnection: false, answer: 'bad_gateway' };
   if (code === 'UND_ERR_HEADERS_TIMEOUT')

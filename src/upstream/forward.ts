@@ -3,16 +3,23 @@ import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
+import { hasBody } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
-import type { UpstreamPools } from './pools.ts';
+import { isGrpcContentType, tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
   pools: UpstreamPools;
   observer: ForwardObserver;
+  /**
+   * `upstream_response_timeout_seconds` in ms. A gRPC call is cut only after this long with no
+   * message either way (and at its `grpc-timeout`), not by undici's headers and body timers: a
+   * client-streaming call gets its response headers only at the end (docs/traffic.md#grpc).
+   */
+  responseTimeoutMs?: number;
 }
 
 /**
@@ -22,13 +29,6 @@ export interface ForwarderDeps {
 export interface UpgradeHooks {
   accept(statusCode: number, headers: IncomingHttpHeaders): string | null;
   open(upstream: Duplex, headers: IncomingHttpHeaders): void;
-}
-
-function hasBody(request: ProxyRequest): boolean {
-  const { headers } = request.req;
-  if (headers['transfer-encoding'] !== undefined) return true;
-  const length = headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 /**
@@ -110,9 +110,11 @@ function dispatch(
 ): void {
   request.upstream = server;
   const { req, res } = request;
-  const withBody = upgrade === null && hasBody(request);
+  const withBody = upgrade === null && hasBody(req);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
-  const options: Dispatcher.DispatchOptions = {
+  const grpc = upgrade === null && isGrpcContentType(req.headers['content-type']);
+  const wire = upgrade === null ? wireFor(server, grpc) : wireFor(server, false);
+  const options: Dispatcher.DispatchOptions & { servername?: string } = {
     origin: server.origin,
     method: req.method ?? 'GET',
     path,
@@ -120,6 +122,14 @@ function dispatch(
     body: withBody ? req : null,
     upgrade: upgrade === null ? null : 'websocket',
   };
+  // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
+  const servername = tlsServerName(server);
+  if (servername !== undefined) options.servername = servername;
+  const call = grpc ? grpcCall(request, deps.responseTimeoutMs ?? 0, () => controller) : null;
+  if (call !== null) {
+    options.headersTimeout = 0;
+    options.bodyTimeout = 0;
+  }
 
   let controller: Dispatcher.DispatchController | null = null;
   let responded = false;
@@ -127,6 +137,7 @@ function dispatch(
   let clientGone = false;
   const done = () => {
     finished = true;
+    call?.stop();
     res.off('close', onClientGone);
     release();
   };
@@ -153,17 +164,28 @@ function dispatch(
       responded = true;
       deps.observer.onUpstreamSuccess(request, server);
       if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(headers, request.responseCookies, request.responseHeaders);
-      if (statusMessage) res.writeHead(statusCode, statusMessage, outgoing);
+      const outgoing = clientResponseHeaders(
+        headers,
+        request.responseCookies,
+        request.responseHeaders,
+        request.route.responseHeaders,
+      );
+      // HTTP/2 has no reason phrase (node:http2 warns when given one).
+      if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
       if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
     },
     onResponseData(ctrl, chunk) {
       request.responseBytes += chunk.length;
+      call?.alive();
       if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
     },
-    onResponseEnd() {
+    onResponseEnd(_ctrl, trailers) {
       done();
+      // gRPC's status travels in trailers (docs/traffic.md#grpc); an HTTP/1.1 client gets them when
+      // the response is chunked.
+      const relayed = clientTrailers(trailers);
+      if (relayed !== null && !res.destroyed) res.addTrailers(relayed);
       res.end();
     },
     onRequestUpgrade(_ctrl, statusCode, headers, socket) {
@@ -195,12 +217,20 @@ function dispatch(
       if (code === 'UND_ERR_INVALID_ARG') {
         // undici refused to send this request (a header it considers invalid): the client's fault,
         // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
-        deps.pools.replace(server);
+        deps.pools.replace(server, wire);
         sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
         return;
       }
       // The client left first (mid-download or before the answer): not the upstream's failure.
       if (clientGone || (res.destroyed && !responded)) return;
+      if (call?.expired) {
+        // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
+        if (responded) {
+          res.addTrailers({ 'grpc-status': '4', 'grpc-message': 'deadline exceeded' });
+          res.end();
+        } else sendError(res, 'gateway_timeout', undefined, 'the gRPC deadline (grpc-timeout) passed');
+        return;
+      }
       const failure = classifyUpstreamError(error);
       deps.observer.onUpstreamFailure(request, server, failure.kind);
       if (responded) {
@@ -220,7 +250,100 @@ function dispatch(
   // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is told
   // to send its body only now that the pipeline admitted the request and a connection is ready.
   if (withBody && !request.res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
-  deps.pools.get(server).dispatch(options, handler);
+  deps.pools.get(server, wire).dispatch(options, handler);
+}
+
+/** Trailers worth passing on (hop-by-hop ones never are); null when there are none. */
+function clientTrailers(trailers: Record<string, string | string[] | undefined> | null | undefined) {
+  if (trailers === null || trailers === undefined) return null;
+  let out: Record<string, string | string[]> | null = null;
+  for (const name in trailers) {
+    const value = trailers[name];
+    if (value === undefined || TRAILERS_NEVER_RELAYED.has(name)) continue;
+    out ??= {};
+    out[name] = value;
+  }
+  return out;
+}
+
+const TRAILERS_NEVER_RELAYED = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'te',
+  'trailer',
+  'upgrade',
+]);
+
+interface GrpcCall {
+  /** True once the call's grpc-timeout passed (its abort is then not the upstream's failure). */
+  readonly expired: boolean;
+  /** A message went either way: the idle timer starts again. */
+  alive(): void;
+  stop(): void;
+}
+
+/**
+ * The timers of one gRPC call (docs/traffic.md#grpc): its `grpc-timeout` deadline, and an idle limit
+ * of the response timeout that every request or response chunk resets, so a live stream is never
+ * cut by a timer meant for a silent server.
+ */
+function grpcCall(
+  request: ProxyRequest,
+  idleMs: number,
+  controller: () => Dispatcher.DispatchController | null,
+): GrpcCall {
+  let expired = false;
+  let idle: NodeJS.Timeout | null = null;
+  const deadlineMs = parseGrpcTimeout(request.req.headers['grpc-timeout']);
+  const abort = (why: string) =>
+    controller()?.abort(Object.assign(new Error(why), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
+  const deadline =
+    deadlineMs === null
+      ? null
+      : setTimeout(() => {
+          expired = true;
+          abort('the gRPC deadline passed');
+        }, deadlineMs);
+  const alive = () => {
+    if (idleMs <= 0) return;
+    if (idle === null)
+      idle = setTimeout(() => abort('no gRPC message either way for the response timeout'), idleMs);
+    else idle.refresh();
+  };
+  alive();
+  request.req.on('data', alive);
+  return {
+    get expired() {
+      return expired;
+    },
+    alive,
+    stop() {
+      if (deadline !== null) clearTimeout(deadline);
+      if (idle !== null) clearTimeout(idle);
+      request.req.off('data', alive);
+    },
+  };
+}
+
+const GRPC_TIMEOUT_UNITS: Readonly<Record<string, number>> = {
+  H: 3_600_000,
+  M: 60_000,
+  S: 1_000,
+  m: 1,
+  u: 0.001,
+  n: 0.000_001,
+};
+
+/** `grpc-timeout: 1S`, `250m`…: at most 8 digits and a unit (gRPC over HTTP/2); null when absent or malformed. */
+export function parseGrpcTimeout(value: string | string[] | undefined): number | null {
+  if (typeof value !== 'string') return null;
+  const match = /^(\d{1,8})([HMSmun])$/.exec(value);
+  if (match === null) return null;
+  const ms = Number(match[1]) * (GRPC_TIMEOUT_UNITS[match[2] as string] as number);
+  // setTimeout's ceiling; a longer deadline is no deadline in practice.
+  return Math.min(Math.max(1, Math.ceil(ms)), 2_147_483_647);
 }
 
 function expectsContinue(expect: string | undefined): boolean {

@@ -1,5 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import {
+  FROM_TRUSTED_PROXIES_ONLY,
+  HOP_BY_HOP,
+  isManaged,
+  normaliseHeaderName,
+  OUR_PREFIX,
+  OURS,
+  REROUTING,
+} from '../header-names.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
+import type { HeaderRules } from '../routing/header-rules.ts';
 
 /**
  * Header hygiene (docs/security.md "Headers sent upstream").
@@ -21,68 +31,12 @@ import type { ProxyRequest } from '../pipeline/request.ts';
  * - A name made with `_` instead of `-` is dropped whenever its `-` form is one we manage: no proxy
  *   writes those, only someone hoping an upstream merges them with the real one.
  * - `Connection` may name extra hop-by-hop headers, but never Host, Content-Length or a header we manage.
+ * - Header rules (`request_headers`, `response_headers`) and forward-auth response headers are applied
+ *   here, after that hygiene; validation keeps them off every name above (header-names.ts).
  */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
-
-/** Written by us on every forwarded request; `expect` is answered by Node's server itself. */
-const OURS = new Set(['expect', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host']);
-const OUR_PREFIX = 'x-tollgate-';
-
-/** Never forwarded: they would let the upstream serve another path or method than the one authorised. */
-const REROUTING = new Set([
-  'x-original-url',
-  'x-rewrite-url',
-  'x-http-method-override',
-  'x-http-method',
-  'x-method-override',
-  'x-original-method',
-]);
-
-/** Describe the client or the original request: believed only from trusted proxies. */
-const FROM_TRUSTED_PROXIES_ONLY = new Set([
-  'forwarded',
-  'x-real-ip',
-  'x-client-ip',
-  'true-client-ip',
-  'x-cluster-client-ip',
-  'x-forwarded-port',
-  'x-forwarded-prefix',
-  'x-forwarded-server',
-  'x-forwarded-ssl',
-  'x-forwarded-scheme',
-  'x-original-forwarded-for',
-  'x-original-host',
-  'x-url-scheme',
-  'front-end-https',
-]);
 
 /** A `Connection` header can never make these disappear. */
 const NOT_DROPPABLE_BY_CONNECTION = new Set(['host', 'content-length']);
-
-/** Lower case, `_` read as `-`: the name as CGI-style upstreams will see it. */
-export function normaliseHeaderName(name: string): string {
-  const lower = name.toLowerCase();
-  return lower.includes('_') ? lower.replaceAll('_', '-') : lower;
-}
-
-function isManaged(normalised: string): boolean {
-  return (
-    OURS.has(normalised) ||
-    normalised.startsWith(OUR_PREFIX) ||
-    REROUTING.has(normalised) ||
-    FROM_TRUSTED_PROXIES_ONLY.has(normalised)
-  );
-}
 
 /** Extra header names listed in a Connection header, normalised; null when there are none. */
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
@@ -118,15 +72,27 @@ export function upstreamRequestHeaders(
   const { rawHeaders, headers } = request.req;
   const named = connectionTokens(headers.connection);
   const consumed = request.consumedHeaders;
+  const rules = request.route.requestHeaders;
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;
+  let host = false;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
+    // HTTP/2 pseudo-headers (`:authority`, `:path`…) describe this hop's request line: the method,
+    // path and Host sent upstream are written from what was routed and authorised.
+    if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
-    if (!forwardable(name, normalised, peerTrusted)) continue;
+    if (normalised === 'host') host = true;
+    if (!forwardable(name, normalised, peerTrusted)) {
+      // `TE: trailers` only says the client takes trailers (gRPC needs the upstream to know); any
+      // other transfer coding is this hop's business (docs/traffic.md#grpc).
+      if (normalised === 'te' && isTrailersOnly(rawHeaders[i + 1] as string)) out.push('te', 'trailers');
+      continue;
+    }
     if (named?.has(normalised)) continue;
     if (consumed.length > 0 && consumed.includes(normalised)) continue;
+    if (rules?.drop.has(normalised)) continue;
     const value = rawHeaders[i + 1] as string;
     if (normalised === 'forwarded') {
       // Joined into one list so our hop can be appended to it.
@@ -138,10 +104,19 @@ export function upstreamRequestHeaders(
   if (forwarded !== null) {
     out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
+  // An HTTP/2 request names its host in `:authority` (the route stage checked any Host agrees).
+  if (!host && request.rawHost !== '') out.push('host', request.rawHost);
+  if (rules !== null) out.push(...rules.append);
+  // After the rules: what the auth service vouched for is not something a rule can override.
+  if (request.upstreamHeaders !== null) out.push(...request.upstreamHeaders);
   out.push('x-forwarded-for', request.forwardedFor, 'x-forwarded-proto', forwardedProto);
   if (forwardedHost) out.push('x-forwarded-host', forwardedHost);
   if (request.subject !== null) out.push('x-tollgate-subject', request.subject);
   return out;
+}
+
+function isTrailersOnly(value: string): boolean {
+  return value.trim().toLowerCase() === 'trailers';
 }
 
 /** Our hop as an RFC 7239 element: the peer we saw (IPv6 bracketed), the scheme and the Host, quoted. */
@@ -152,18 +127,24 @@ function forwardedElement(peerIp: string, proto: string, host: string): string {
   return host ? `${element};host="${host.replaceAll(/["\\]/g, '\\$&')}"` : element;
 }
 
-/** The upstream's response headers minus hop-by-hop ones, ready for res.writeHead. */
+/**
+ * The upstream's response headers minus hop-by-hop ones, with the route's `response_headers` rules
+ * applied, ready for res.writeHead. Our own cookies and `overrides` come last.
+ */
 export function clientResponseHeaders(
   upstream: Record<string, string | string[] | undefined>,
   extraCookies: readonly string[],
   overrides: Readonly<Record<string, string>> | null = null,
+  rules: HeaderRules | null = null,
 ): IncomingHttpHeaders {
   const named = connectionTokens(upstream.connection);
   const out: IncomingHttpHeaders = {};
   for (const name in upstream) {
     if (HOP_BY_HOP.has(name) || named?.has(name)) continue;
+    if (rules?.drop.has(name)) continue;
     out[name] = upstream[name] as string;
   }
+  if (rules !== null) applyResponseRules(out, rules);
   if (extraCookies.length > 0) {
     const existing = out['set-cookie'];
     out['set-cookie'] = [
@@ -173,6 +154,17 @@ export function clientResponseHeaders(
   }
   if (overrides !== null) Object.assign(out, overrides);
   return out;
+}
+
+function applyResponseRules(out: IncomingHttpHeaders, rules: HeaderRules): void {
+  const { append } = rules;
+  for (let i = 0; i < append.length; i += 2) {
+    const name = append[i] as string;
+    const value = append[i + 1] as string;
+    const existing = out[name];
+    if (existing === undefined || !rules.added.has(name)) out[name] = value;
+    else out[name] = [...(Array.isArray(existing) ? existing : [existing]), value];
+  }
 }
 
 /** The Link headers of a 103 Early Hints, for res.writeEarlyHints; null when it carries none. */

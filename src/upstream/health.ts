@@ -1,4 +1,4 @@
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { upstreamUp } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
@@ -54,6 +54,11 @@ export interface ServerHealthOptions {
   now?: () => number;
   /** Host-name resolution for checks; the process's cache (the one proxied traffic uses) by default. */
   dns?: DnsCache;
+  /**
+   * The connections a server's checks use, dialled like its traffic (TLS settings, protocol); the
+   * app passes UpstreamPools.checkPool. Without it, one plain agent for every server.
+   */
+  checkDispatcher?: (server: UpstreamServer) => Dispatcher;
 }
 
 /** Only these say "the server is not there"; a reset or a protocol error is about one exchange. */
@@ -248,7 +253,10 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     const timeoutMs = options.checkTimeoutMs ?? Math.min(2_000, check.intervalSeconds * 1000);
     const timeout = AbortSignal.timeout(timeoutMs);
     try {
-      const response = await agent.request({
+      const dispatcher = options.checkDispatcher?.(server) ?? agent;
+      const servername = server.transport.tls?.serverName;
+      const response = await dispatcher.request({
+        ...(servername === undefined ? {} : { servername }),
         origin: server.origin,
         method: 'GET',
         path: check.path,

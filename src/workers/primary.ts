@@ -96,6 +96,8 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     masterkey: prepared.masterkeys.current(),
     endpoints: [],
   };
+  // upstreams.yaml as live, before any Ingress route is merged in.
+  let base = config.upstreams;
   // With provider: kubernetes the primary alone watches the API and sends the endpoints on.
   let kubernetes: KubernetesProvider | null = null;
   const endpointsOf = (upstreams: UpstreamsConfig): ConfigSnapshot['endpoints'] => {
@@ -190,7 +192,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     reload: (next) => prepared.masterkeys.reload(next),
     replaceFileKey(key) {
       prepared.masterkeys.replaceFileKey(key);
-      broadcast(live.upstreams, hash);
+      broadcast(base, hash);
     },
   };
   const tokenApiServer = createTokenApiServer({ main, masterkey: masterkeys.current, logger });
@@ -312,11 +314,14 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
   };
 
   const broadcast = (next: UpstreamsConfig, nextHash: string) => {
+    base = next;
+    // Workers get upstreams.yaml with the Ingress routes merged in (docs/ingress.md).
+    const served = kubernetes ? kubernetes.effective(next) : next;
     live = {
       seq: live.seq + 1,
-      upstreams: next,
+      upstreams: served,
       masterkey: masterkeys.current(),
-      endpoints: endpointsOf(next),
+      endpoints: endpointsOf(served),
     };
     hash = nextHash;
     for (const slot of slots) {
@@ -334,7 +339,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     swapQueued = true;
     queueMicrotask(() => {
       swapQueued = false;
-      const next = reloadedConfig ?? live.upstreams;
+      const next = reloadedConfig ?? base;
       reloadedConfig = null;
       broadcast(next, runtime.table().hash);
     });

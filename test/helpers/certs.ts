@@ -29,8 +29,11 @@ export function hasOpenssl(): boolean {
   }
 }
 
-/** A fresh self-signed certificate for `commonName` (EC P-256: fast to generate). */
-export function selfSigned(commonName: string): SelfSigned {
+/**
+ * A fresh self-signed certificate for `commonName` (EC P-256: fast to generate), valid for that name
+ * and 127.0.0.1 unless `ip: false` (then only for the name).
+ */
+export function selfSigned(commonName: string, { ip = true }: { ip?: boolean } = {}): SelfSigned {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-cert-'));
   try {
     execFileSync(
@@ -52,7 +55,7 @@ export function selfSigned(commonName: string): SelfSigned {
         '-subj',
         `/CN=${commonName}`,
         '-addext',
-        `subjectAltName=DNS:${commonName},IP:127.0.0.1`,
+        `subjectAltName=DNS:${commonName}${ip ? ',IP:127.0.0.1' : ''}`,
       ],
       { stdio: 'ignore' },
     );

@@ -1,6 +1,8 @@
 /**
- * A small Kubernetes API server for tests, speaking the real list/watch protocol for the two
- * resources Tollgate reads: discovery.k8s.io/v1 EndpointSlices and v1 ConfigMaps.
+ * A small Kubernetes API server for tests, speaking the real list/watch protocol for the resources
+ * Tollgate reads: discovery.k8s.io/v1 EndpointSlices, v1 ConfigMaps, Services and Secrets,
+ * networking.k8s.io/v1 Ingresses (with their status subresource) and IngressClasses; it also takes
+ * the v1 Events Tollgate records.
  *
  * What is faithful to the API server (so the client library runs its real code path):
  * - namespaced list endpoints answering `…List` objects with `metadata.resourceVersion`, items
@@ -24,11 +26,21 @@ import https from 'node:https';
 import type net from 'node:net';
 import { join } from 'node:path';
 import { EndpointSlice } from 'kubernetes-models/discovery.k8s.io/v1';
-import { ConfigMap } from 'kubernetes-models/v1';
+import { Ingress, IngressClass } from 'kubernetes-models/networking.k8s.io/v1';
+import { ConfigMap, Secret, Service } from 'kubernetes-models/v1';
 import { stringify } from 'yaml';
 import { hasOpenssl, selfSigned } from './certs.ts';
 
-export type ResourceKind = 'endpointslices' | 'configmaps';
+export type ResourceKind =
+  | 'endpointslices'
+  | 'configmaps'
+  | 'services'
+  | 'secrets'
+  | 'ingresses'
+  | 'ingressclasses';
+
+/** The objects the fake stores, as kubernetes-models builds them. */
+export type KubeModel = EndpointSlice | ConfigMap | Service | Secret | Ingress | IngressClass;
 
 export interface StoredObject {
   apiVersion: string;
@@ -46,7 +58,7 @@ interface WatchEvent {
 
 interface OpenWatch {
   resource: ResourceKind;
-  namespace: string;
+  namespace: string | null;
   matches: (object: StoredObject) => boolean;
   response: http.ServerResponse;
   bookmarks: boolean;
@@ -62,7 +74,7 @@ export interface RecordedRequest {
 
 const RESOURCES: Record<
   ResourceKind,
-  { prefix: string; apiVersion: string; kind: string; listKind: string }
+  { prefix: string; apiVersion: string; kind: string; listKind: string; clusterScoped?: boolean }
 > = {
   endpointslices: {
     prefix: '/apis/discovery.k8s.io/v1',
@@ -71,10 +83,42 @@ const RESOURCES: Record<
     listKind: 'EndpointSliceList',
   },
   configmaps: { prefix: '/api/v1', apiVersion: 'v1', kind: 'ConfigMap', listKind: 'ConfigMapList' },
+  services: { prefix: '/api/v1', apiVersion: 'v1', kind: 'Service', listKind: 'ServiceList' },
+  secrets: { prefix: '/api/v1', apiVersion: 'v1', kind: 'Secret', listKind: 'SecretList' },
+  ingresses: {
+    prefix: '/apis/networking.k8s.io/v1',
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'Ingress',
+    listKind: 'IngressList',
+  },
+  ingressclasses: {
+    prefix: '/apis/networking.k8s.io/v1',
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'IngressClass',
+    listKind: 'IngressClassList',
+    clusterScoped: true,
+  },
 };
 
+const KIND_RESOURCE = new Map(
+  Object.entries(RESOURCES).map(([resource, { kind }]) => [kind, resource as ResourceKind]),
+);
+
+// Namespaced collections, and the all-namespaces (or cluster-scoped) ones.
 const PATH =
-  /^(\/apis\/discovery\.k8s\.io\/v1|\/api\/v1)\/namespaces\/([a-z0-9-]+)\/(endpointslices|configmaps)$/;
+  /^(\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1|\/api\/v1)(?:\/namespaces\/([a-z0-9-]+))?\/(endpointslices|configmaps|services|secrets|ingresses|ingressclasses)$/;
+const STATUS_PATH =
+  /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([a-z0-9-]+)\/ingresses\/([a-z0-9.-]+)\/status$/;
+const EVENTS_PATH = /^\/api\/v1\/namespaces\/([a-z0-9-]+)\/events$/;
+
+/** An Event as Tollgate posted it. */
+export interface RecordedEvent {
+  namespace: string;
+  involvedObject: { kind?: string; name?: string; namespace?: string };
+  type: string;
+  reason: string;
+  message: string;
+}
 
 export interface FakeKubeApiOptions {
   /** Serve TLS with a self-signed CA written into the kubeconfig (default: when openssl exists). */
@@ -87,6 +131,8 @@ export class FakeKubeApi {
   readonly token: string;
   /** Every request received, in order: lets a test check scope (namespaces, selectors). */
   readonly requests: RecordedRequest[] = [];
+  /** Every Event posted, in order. */
+  readonly events: RecordedEvent[] = [];
   #server: http.Server | https.Server;
   #tls: { cert: Buffer; key: Buffer } | null;
   #port = 0;
@@ -96,7 +142,7 @@ export class FakeKubeApi {
   #history: WatchEvent[] = [];
   #watches = new Set<OpenWatch>();
   #sockets = new Set<net.Socket>();
-  #failures = new Map<ResourceKind | '*', number>();
+  #failures = new Map<ResourceKind | 'events' | '*', number>();
   #silent = false;
   #hung: http.ServerResponse[] | null = null;
   #acceptedTokens: Set<string>;
@@ -167,7 +213,7 @@ export class FakeKubeApi {
   }
 
   /** Creates or replaces an object; open watches get ADDED or MODIFIED. */
-  apply(model: EndpointSlice | ConfigMap): StoredObject {
+  apply(model: KubeModel): StoredObject {
     model.validate();
     return this.applyRaw(model.toJSON() as unknown as StoredObject);
   }
@@ -178,10 +224,14 @@ export class FakeKubeApi {
    */
   applyRaw(raw: StoredObject): StoredObject {
     const object = structuredClone(raw);
-    const resource: ResourceKind = object.kind === 'EndpointSlice' ? 'endpointslices' : 'configmaps';
+    const resource = KIND_RESOURCE.get(object.kind) as ResourceKind;
+    if (RESOURCES[resource].clusterScoped) object.metadata.namespace = '';
     const key = objectKey(resource, object.metadata.namespace, object.metadata.name);
     const existing = this.#objects.get(key);
     const resourceVersion = ++this.#resourceVersion;
+    // Like the API server: a write of the main resource never changes the status subresource (a
+    // test may create an object with a status, e.g. a LoadBalancer Service's address).
+    if (existing && 'status' in existing) object.status = existing.status;
     object.metadata = {
       ...object.metadata,
       resourceVersion: String(resourceVersion),
@@ -194,9 +244,33 @@ export class FakeKubeApi {
     return object;
   }
 
+  /** The stored object, as a client would GET it (status included), or undefined. */
+  get(resource: ResourceKind, namespace: string, name: string): StoredObject | undefined {
+    const object = this.#objects.get(
+      objectKey(resource, RESOURCES[resource].clusterScoped ? '' : namespace, name),
+    );
+    return object === undefined ? undefined : structuredClone(object);
+  }
+
+  /** A merge patch of an Ingress's status subresource (what a controller writes). */
+  #patchStatus(namespace: string, name: string, patch: { status?: unknown }): StoredObject | null {
+    const key = objectKey('ingresses', namespace, name);
+    const existing = this.#objects.get(key);
+    if (!existing) return null;
+    const resourceVersion = ++this.#resourceVersion;
+    const object: StoredObject = {
+      ...existing,
+      status: mergePatch(existing.status ?? {}, patch.status ?? {}),
+      metadata: { ...existing.metadata, resourceVersion: String(resourceVersion) },
+    };
+    this.#objects.set(key, object);
+    this.#publish({ type: 'MODIFIED', resource: 'ingresses', object, resourceVersion });
+    return object;
+  }
+
   /** Deletes an object; open watches get DELETED with its last state. */
   delete(resource: ResourceKind, namespace: string, name: string): void {
-    const key = objectKey(resource, namespace, name);
+    const key = objectKey(resource, RESOURCES[resource].clusterScoped ? '' : namespace, name);
     const existing = this.#objects.get(key);
     if (!existing) throw new Error(`no ${resource} ${namespace}/${name}`);
     this.#objects.delete(key);
@@ -244,7 +318,7 @@ export class FakeKubeApi {
   }
 
   /** Answers every later request (for one resource, or all) with this status; null clears them all. */
-  failWith(status: 403 | 500 | null, resource: ResourceKind | '*' = '*'): void {
+  failWith(status: 403 | 500 | null, resource: ResourceKind | 'events' | '*' = '*'): void {
     if (status === null) this.#failures.clear();
     else this.#failures.set(resource, status);
   }
@@ -304,6 +378,10 @@ export class FakeKubeApi {
       this.#hung.push(res);
       return;
     }
+    if (req.method === 'PATCH' || req.method === 'POST') {
+      this.#write(req, res, url);
+      return;
+    }
     const route = this.#route(req, url, query);
     if ('refusal' in route) {
       sendStatus(res, ...route.refusal);
@@ -326,6 +404,64 @@ export class FakeKubeApi {
     }
   }
 
+  /** PATCH of an Ingress status, POST of an Event; anything else written is refused. */
+  #write(req: http.IncomingMessage, res: http.ServerResponse, url: URL): void {
+    const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (presented === undefined || !this.#acceptedTokens.has(presented)) {
+      sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      return;
+    }
+    let body = '';
+    req.setEncoding('utf8').on('data', (chunk: string) => {
+      body += chunk;
+    });
+    req.on('end', () => {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(body);
+      } catch {
+        sendStatus(res, 400, 'BadRequest', 'body is not JSON');
+        return;
+      }
+      const failure =
+        this.#failures.get(req.method === 'POST' ? 'events' : 'ingresses') ?? this.#failures.get('*');
+      if (failure) {
+        sendStatus(res, failure, failure === 403 ? 'Forbidden' : 'InternalError', 'refused on demand');
+        return;
+      }
+      const status = STATUS_PATH.exec(url.pathname);
+      if (req.method === 'PATCH' && status) {
+        if (req.headers['content-type'] !== 'application/merge-patch+json') {
+          sendStatus(
+            res,
+            415,
+            'UnsupportedMediaType',
+            `unsupported patch type ${req.headers['content-type']}`,
+          );
+          return;
+        }
+        const object = this.#patchStatus(status[1] as string, status[2] as string, parsed);
+        if (object === null) sendStatus(res, 404, 'NotFound', 'ingress not found');
+        else sendJson(res, 200, object);
+        return;
+      }
+      const events = EVENTS_PATH.exec(url.pathname);
+      if (req.method === 'POST' && events) {
+        const event = parsed as unknown as Omit<RecordedEvent, 'namespace'>;
+        this.events.push({
+          namespace: events[1] as string,
+          involvedObject: event.involvedObject,
+          type: event.type,
+          reason: event.reason,
+          message: event.message,
+        });
+        sendJson(res, 201, { ...parsed, metadata: { name: `event-${this.events.length}` } });
+        return;
+      }
+      sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
+    });
+  }
+
   /** What the request is for, or the Status the API server would refuse it with. */
   #route(
     req: http.IncomingMessage,
@@ -333,7 +469,7 @@ export class FakeKubeApi {
     query: Record<string, string>,
   ):
     | { refusal: [number, string, string] }
-    | { resource: ResourceKind; namespace: string; matches: (object: StoredObject) => boolean } {
+    | { resource: ResourceKind; namespace: string | null; matches: (object: StoredObject) => boolean } {
     const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (presented === undefined || !this.#acceptedTokens.has(presented)) {
       return { refusal: [401, 'Unauthorized', 'Unauthorized'] };
@@ -342,8 +478,14 @@ export class FakeKubeApi {
     if (req.method !== 'GET' || !match) {
       return { refusal: [404, 'NotFound', 'the server could not find the requested resource'] };
     }
-    const [, prefix, namespace, resource] = match as unknown as [string, string, string, ResourceKind];
-    if (RESOURCES[resource].prefix !== prefix) {
+    const [, prefix, namespaceText, resource] = match as unknown as [
+      string,
+      string,
+      string | undefined,
+      ResourceKind,
+    ];
+    const namespace = namespaceText ?? null;
+    if (RESOURCES[resource].prefix !== prefix || (RESOURCES[resource].clusterScoped && namespace !== null)) {
       return { refusal: [404, 'NotFound', 'no such resource in this group'] };
     }
     const failure = this.#failures.get(resource) ?? this.#failures.get('*');
@@ -353,7 +495,7 @@ export class FakeKubeApi {
         refusal: [
           403,
           'Forbidden',
-          `${resource} is forbidden: User "system:serviceaccount:${namespace}:tollgate" cannot ${verb} resource "${resource}" in the namespace "${namespace}"`,
+          `${resource} is forbidden: User "system:serviceaccount:apps:tollgate" cannot ${verb} resource "${resource}" ${namespace === null ? 'at the cluster scope' : `in the namespace "${namespace}"`}`,
         ],
       };
     }
@@ -372,7 +514,7 @@ export class FakeKubeApi {
 
   #watch(
     resource: ResourceKind,
-    namespace: string,
+    namespace: string | null,
     matches: (object: StoredObject) => boolean,
     query: Record<string, string>,
     res: http.ServerResponse,
@@ -440,6 +582,18 @@ function objectKey(resource: ResourceKind, namespace: string, name: string): str
   return `${resource}/${namespace}/${name}`;
 }
 
+/** RFC 7386 JSON merge patch. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const result: Record<string, unknown> =
+    typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as object) } : {};
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key];
+    else result[key] = mergePatch(result[key], value);
+  }
+  return result;
+}
+
 function writeEvent(res: http.ServerResponse, event: { type: string; object: unknown }): void {
   if (!res.writableEnded) res.write(`${JSON.stringify(event)}\n`);
 }
@@ -479,7 +633,7 @@ function sendStatus(res: http.ServerResponse, code: number, reason: string, mess
  * `a`, `!a`, comma = and); field selectors on metadata.name and metadata.namespace.
  */
 function selectorMatcher(
-  namespace: string,
+  namespace: string | null,
   labelSelector: string | undefined,
   fieldSelector: string | undefined,
 ): (object: StoredObject) => boolean {
@@ -497,7 +651,9 @@ function selectorMatcher(
     }
   }
   return (object) =>
-    object.metadata.namespace === namespace && labelTests.test(object) && fieldTests.test(object);
+    (namespace === null || object.metadata.namespace === namespace) &&
+    labelTests.test(object) &&
+    fieldTests.test(object);
 }
 
 function parseSelector(
@@ -590,5 +746,106 @@ export function configMap(spec: {
   return new ConfigMap({
     metadata: { name: spec.name, namespace: spec.namespace ?? 'default' },
     data: spec.data,
+  });
+}
+
+/** The IngressClass the chart ships: Tollgate's controller, optionally the cluster's default class. */
+export function ingressClass(
+  spec: { name?: string; controller?: string; isDefault?: boolean } = {},
+): IngressClass {
+  return new IngressClass({
+    metadata: {
+      name: spec.name ?? 'tollgate',
+      ...(spec.isDefault ? { annotations: { 'ingressclass.kubernetes.io/is-default-class': 'true' } } : {}),
+    },
+    spec: { controller: spec.controller ?? 'tollgate.io/ingress-controller' },
+  });
+}
+
+/** A ClusterIP Service with the given ports (`port` in front of `targetPort`). */
+export function service(spec: {
+  name: string;
+  namespace?: string;
+  ports: Array<{ name?: string; port: number; targetPort?: number | string }>;
+  clusterIP?: string;
+  loadBalancer?: Array<{ ip?: string; hostname?: string }>;
+}): Service {
+  return new Service({
+    metadata: { name: spec.name, namespace: spec.namespace ?? 'default' },
+    spec: {
+      type: spec.loadBalancer ? 'LoadBalancer' : 'ClusterIP',
+      clusterIP: spec.clusterIP ?? '10.96.0.10',
+      selector: { app: spec.name },
+      ports: spec.ports.map((port) => ({
+        ...(port.name ? { name: port.name } : {}),
+        port: port.port,
+        targetPort: port.targetPort ?? port.port,
+        protocol: 'TCP',
+      })),
+    },
+    ...(spec.loadBalancer ? { status: { loadBalancer: { ingress: spec.loadBalancer } } } : {}),
+  });
+}
+
+/** A Secret with string data (stored base64, as the API server does). */
+export function secret(spec: {
+  name: string;
+  namespace?: string;
+  type?: string;
+  data: Record<string, string>;
+}): Secret {
+  return new Secret({
+    metadata: { name: spec.name, namespace: spec.namespace ?? 'default' },
+    type: spec.type ?? 'Opaque',
+    data: Object.fromEntries(
+      Object.entries(spec.data).map(([key, value]) => [key, Buffer.from(value).toString('base64')]),
+    ),
+  });
+}
+
+export interface IngressPathSpec {
+  path?: string;
+  pathType?: 'Prefix' | 'Exact' | 'ImplementationSpecific';
+  service: string;
+  port: number | string;
+}
+
+/** An Ingress: rules by host (empty host = no host), optional TLS and defaultBackend. */
+export function ingress(spec: {
+  name: string;
+  namespace?: string;
+  className?: string | null;
+  annotations?: Record<string, string>;
+  rules?: Array<{ host?: string; paths: IngressPathSpec[] }>;
+  tls?: Array<{ hosts: string[]; secretName: string }>;
+  defaultBackend?: { service: string; port: number | string };
+}): Ingress {
+  const backend = (target: { service: string; port: number | string }) => ({
+    service: {
+      name: target.service,
+      port: typeof target.port === 'number' ? { number: target.port } : { name: target.port },
+    },
+  });
+  return new Ingress({
+    metadata: {
+      name: spec.name,
+      namespace: spec.namespace ?? 'default',
+      ...(spec.annotations ? { annotations: spec.annotations } : {}),
+    },
+    spec: {
+      ...(spec.className === null ? {} : { ingressClassName: spec.className ?? 'tollgate' }),
+      ...(spec.tls ? { tls: spec.tls } : {}),
+      ...(spec.defaultBackend ? { defaultBackend: backend(spec.defaultBackend) } : {}),
+      rules: (spec.rules ?? []).map((rule) => ({
+        ...(rule.host ? { host: rule.host } : {}),
+        http: {
+          paths: rule.paths.map((path) => ({
+            path: path.path ?? '/',
+            pathType: path.pathType ?? 'Prefix',
+            backend: backend(path),
+          })),
+        },
+      })),
+    },
   });
 }

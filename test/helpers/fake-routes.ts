@@ -4,8 +4,11 @@ import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/type
  * Frozen Route / RoutingTable / UpstreamServer values for unit tests of modules that consume a
  * compiled table (balance, sticky, health) without going through config parsing and compilation.
  */
+const PLAIN = Object.freeze({ tls: null, protocol: 'auto' as const, key: 'plain' });
+
 export function fakeServer(address: string, id = `id-${address}`): UpstreamServer {
-  return Object.freeze({ id, address, origin: `http://${address}` });
+  const origin = `http://${address}`;
+  return Object.freeze({ id, address, origin, transport: PLAIN, poolKey: origin });
 }
 
 export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>): Route {
@@ -13,12 +16,18 @@ export function fakeRoute(fields: Partial<Route> & Pick<Route, 'id' | 'servers'>
   return Object.freeze({
     hostKey,
     prefix,
+    exact: false,
+    unavailable: null,
     service: null,
     auth: null,
     toHttps: false,
     rateLimit: null,
     sticky: null,
     healthCheck: null,
+    redirectTo: null,
+    authFailureLimit: null,
+    requestHeaders: null,
+    responseHeaders: null,
     ...fields,
     servers: Object.freeze([...fields.servers]),
   });

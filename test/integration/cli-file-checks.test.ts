@@ -49,6 +49,9 @@ interface BrokenCase {
   main?: string[];
   /** The authorization of the one route (default none). */
   authorization?: string;
+  /** The route's servers (default one plain server) and extra lines of its path. */
+  servers?: string;
+  pathLines?: string[];
   /** Files written beside main.yaml. */
   files?: Record<string, string | Buffer>;
   /** The issue both commands print: `main.yaml:LINE:` or `upstreams.yaml:LINE:` plus the rest. */
@@ -109,6 +112,20 @@ const CASES: BrokenCase[] = [
     needsTls: true,
   },
   {
+    name: 'tls_certificates: the second pair a key of another certificate',
+    main: [
+      'proxy_address_tls: "127.0.0.1:0"',
+      'tls_certificates:',
+      '  - {certificate: cert.pem, key: key.pem}',
+      '  - certificate: cert.pem',
+      '    key: other.pem',
+    ],
+    files: { 'cert.pem': tls?.a.cert ?? '', 'key.pem': tls?.a.key ?? '', 'other.pem': tls?.b.key ?? '' },
+    expected:
+      /main\.yaml:8:10: tls_certificates\[1\]\.key: the private key in \S+\/other\.pem does not match the certificate in \S+\/cert\.pem/,
+    needsTls: true,
+  },
+  {
     name: 'masterkey_file missing',
     main: ['masterkey_file: masterkey'],
     expected: /main\.yaml:4:17: masterkey_file: cannot read \S+\/masterkey: no such file/,
@@ -118,6 +135,32 @@ const CASES: BrokenCase[] = [
     main: ['masterkey_file: masterkey'],
     files: { masterkey: '\n' },
     expected: /main\.yaml:4:17: masterkey_file: \S+\/masterkey is empty/,
+  },
+  {
+    name: 'upstream_ca_file missing',
+    main: ['upstream_ca_file: upstream-ca.pem'],
+    expected: /main\.yaml:4:19: upstream_ca_file: cannot read \S+\/upstream-ca\.pem: no such file/,
+  },
+  {
+    name: 'upstream_ca_file without a certificate',
+    main: ['upstream_ca_file: upstream-ca.pem'],
+    files: { 'upstream-ca.pem': 'not a bundle\n' },
+    expected: /main\.yaml:4:19: upstream_ca_file: \S+\/upstream-ca\.pem holds no PEM certificate/,
+  },
+  {
+    name: 'upstream_tls ca_file missing',
+    servers: '"https://127.0.0.1:3443"',
+    pathLines: ['upstream_tls: { ca_file: path-ca.pem }'],
+    expected: /upstreams\.yaml:6:\d+: \S+upstream_tls\.ca_file: cannot read \S+\/path-ca\.pem: no such file/,
+  },
+  {
+    name: 'upstream_tls client key of another certificate',
+    servers: '"https://127.0.0.1:3443"',
+    pathLines: ['upstream_tls: { certificate: client.pem, key: client.key }'],
+    files: { 'client.pem': tls?.a.cert ?? '', 'client.key': tls?.b.key ?? '' },
+    expected:
+      /upstreams\.yaml:6:\d+: \S+upstream_tls\.key: the private key in \S+\/client\.key does not match the certificate in \S+\/client\.pem/,
+    needsTls: true,
   },
   {
     name: 'jwks_file missing',
@@ -157,8 +200,9 @@ describe('validate and start refuse the same broken files alike', () => {
           '  app.test:',
           '    paths:',
           '      "/":',
-          '        servers: ["127.0.0.1:3000"]',
+          `        servers: [${broken.servers ?? '"127.0.0.1:3000"'}]`,
           ...(broken.authorization ? [`        authorization: ${broken.authorization}`] : []),
+          ...(broken.pathLines ?? []).map((line) => `        ${line}`),
           '',
         ].join('\n'),
       );

@@ -42,6 +42,9 @@ describe('workers: 2 behave as one Tollgate (the real process)', () => {
     assert.equal(sumOf(metrics, 'tollgate_requests_total', 'route="app.test/"', 'status="200"'), 100);
     assert.equal(sample(metrics, 'tollgate_request_duration_seconds_count{route="app.test/"}'), 100);
     assert.equal(sample(metrics, 'tollgate_workers_serving'), 2);
+    // Every process samples its event loop; the primary serves their sum as one histogram.
+    assert.ok((sample(metrics, 'tollgate_event_loop_delay_seconds_count') ?? 0) > 0);
+    assert.ok(sample(metrics, 'tollgate_event_loop_delay_seconds_bucket{le="+Inf"}') !== undefined);
     // Asked again, nothing is counted twice.
     assert.equal(
       sumOf(await tollgate.metrics(), 'tollgate_requests_total', 'route="app.test/"', 'status="200"'),

@@ -5,20 +5,22 @@ import { createBasicAuthenticator } from '../../src/auth/basic.ts';
 import {
   CheckGate,
   costOf,
+  FairCheckGate,
   hashPassword,
-  MAX_WAITING_CHECKS_PER_POLICY,
+  MAX_WAITING_CHECKS_PER_CLIENT,
   PasswordChecksOverloaded,
   type PasswordHash,
+  type StoredHash,
   verifyPassword,
 } from '../../src/auth/password.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
 import type { ProxyRequest } from '../../src/pipeline/request.ts';
 
-function request(headers: IncomingHttpHeaders): ProxyRequest {
-  return { req: { headers }, subject: null, consumedHeaders: [] } as unknown as ProxyRequest;
+function request(headers: IncomingHttpHeaders, clientIp = '10.0.0.1'): ProxyRequest {
+  return { req: { headers }, subject: null, consumedHeaders: [], clientIp } as unknown as ProxyRequest;
 }
-const basic = (user: string, password: string) =>
-  request({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` });
+const basic = (user: string, password: string, clientIp?: string) =>
+  request({ authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` }, clientIp);
 
 /** A promise and the function that settles it, for holding a task open until the test says so. */
 function deferred() {
@@ -84,7 +86,7 @@ describe('basic auth costs the same whoever asks', () => {
     };
     const work: string[][] = [];
     let current: string[] = [];
-    const verify = (password: string, hash: string | PasswordHash) => {
+    const verify = (password: string, hash: string | StoredHash) => {
       current.push(costOf(hash as PasswordHash));
       return verifyPassword(password, hash);
     };
@@ -128,7 +130,7 @@ describe('basic auth costs the same whoever asks', () => {
     assert.equal(hashed, 0);
   });
 
-  it('refuses with auth_overloaded past the policy queue, while another policy still checks', async () => {
+  it("refuses with auth_overloaded past one client's queue, while other clients and policies still check", async () => {
     const hash = await hashPassword('pw', 10);
     const policy: AuthorizationConfig = {
       type: 'basic',
@@ -136,22 +138,84 @@ describe('basic auth costs the same whoever asks', () => {
       keys: [],
     };
     const hold = deferred();
+    const verified: string[] = [];
     const flooded = createBasicAuthenticator(policy, {
-      verify: async () => {
-        await hold.promise;
-        return false;
+      verify: async (password, stored) => {
+        verified.push(password);
+        if (password.startsWith('guess')) await hold.promise;
+        return verifyPassword(password, stored);
       },
     });
     const other = createBasicAuthenticator(policy);
-    // One running plus the full queue, each with a different password so no answer is cached.
-    const pending = Array.from({ length: MAX_WAITING_CHECKS_PER_POLICY + 1 }, (_, i) =>
-      flooded(basic('u', `guess-${i}`)),
+    // One running plus the flooder's full queue, each with a different password so no answer is cached.
+    const pending = Array.from({ length: MAX_WAITING_CHECKS_PER_CLIENT + 1 }, (_, i) =>
+      flooded(basic('u', `guess-${i}`, '10.6.6.6')),
     );
-    assert.equal(await flooded(basic('u', 'one-too-many')), 'auth_overloaded');
+    assert.equal(await flooded(basic('u', 'one-too-many', '10.6.6.6')), 'auth_overloaded');
+    // Another client of the flooded policy still gets a place, served before the flood's queue.
+    const fair = basic('u', 'pw', '10.0.0.2');
+    const fairCheck = flooded(fair);
     const req = basic('u', 'pw');
     assert.equal(await other(req), null);
     assert.equal(req.subject, 'u');
     hold.release();
+    assert.equal(await fairCheck, null);
+    assert.equal(fair.subject, 'u');
     for (const reason of await Promise.all(pending)) assert.equal(reason, 'invalid_credentials');
+    // The other client waited for the running check and one turn of the flooder, not for its queue.
+    assert.deepEqual(verified.slice(0, 3), ['guess-0', 'guess-1', 'pw']);
+  });
+
+  it('one credential arriving many times at once is hashed once', async () => {
+    const hash = await hashPassword('pw', 10);
+    let hashed = 0;
+    const authenticate = createBasicAuthenticator(
+      { type: 'basic', users: [{ username: 'u', password: null, passwordHash: hash }], keys: [] },
+      {
+        verify: async (password, stored) => {
+          hashed++;
+          return verifyPassword(password, stored);
+        },
+      },
+    );
+    const requests = Array.from({ length: 40 }, (_, i) => basic('u', 'pw', `10.0.0.${i}`));
+    const reasons = await Promise.all(requests.map((req) => authenticate(req)));
+    assert.deepEqual(new Set(reasons), new Set([null]));
+    assert.equal(hashed, 1);
+  });
+});
+
+describe('FairCheckGate: one at a time, round robin over clients', () => {
+  it('serves waiting clients in turn, not in arrival order', async () => {
+    const gate = new FairCheckGate(10, 100);
+    const hold = deferred();
+    const order: string[] = [];
+    const running = gate.run('first', async () => {
+      await hold.promise;
+      order.push('first');
+    });
+    const queued = [
+      ...['a1', 'a2', 'a3'].map((name) => gate.run('a', async () => void order.push(name))),
+      gate.run('b', async () => void order.push('b1')),
+    ];
+    assert.equal(gate.waiting, 4);
+    hold.release();
+    await Promise.all([running, ...queued]);
+    assert.deepEqual(order, ['first', 'a1', 'b1', 'a2', 'a3']);
+  });
+
+  it('a full client queue refuses that client only', async () => {
+    const gate = new FairCheckGate(1, 100);
+    const hold = deferred();
+    const running = gate.run('x', () => hold.promise);
+    const queued = gate.run('x', async () => {});
+    await assert.rejects(
+      gate.run('x', async () => {}),
+      PasswordChecksOverloaded,
+    );
+    const other = gate.run('y', async () => 'y');
+    hold.release();
+    assert.equal(await other, 'y');
+    await Promise.all([running, queued]);
   });
 });

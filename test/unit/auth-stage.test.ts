@@ -19,7 +19,7 @@ function harness(options: { masterkey?: string | null; tokenParam?: string } = {
   const logger = createLogger('info', { write: (line: string) => lines.push(line) });
   let now = T0;
   let masterkey = options.masterkey === undefined ? MASTERKEY : options.masterkey;
-  const stage = createAuthStage({
+  const { stage } = createAuthStage({
     tokenParam: options.tokenParam ?? 'tollgatetoken',
     masterkey: () => masterkey,
     logger,
@@ -62,7 +62,7 @@ function answerOf(verdict: Verdict | Promise<Verdict>): Answer {
 
 const basicHeader = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
-const errorCode = (answer: Answer) => (JSON.parse(answer.body) as { error: string }).error;
+const errorCode = (answer: Answer) => (JSON.parse(String(answer.body)) as { error: string }).error;
 
 async function failures(method: string, reason: string): Promise<number> {
   const metric = await authFailuresTotal.get();

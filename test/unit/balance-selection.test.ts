@@ -85,7 +85,7 @@ describe('round robin', () => {
     const answer = balance(request) as Answer;
     assert.equal(answer.kind, 'answer');
     assert.equal(answer.status, 503);
-    assert.equal(JSON.parse(answer.body).error, 'no_healthy_upstream');
+    assert.equal(JSON.parse(String(answer.body)).error, 'no_healthy_upstream');
   });
 
   test('after the cool-down one request is the trial, alone when nothing else is up', () => {

@@ -35,10 +35,11 @@ describe("Aralez's example files", () => {
 
   it('upstreams.yaml: unknown keys list the known ones, jwt data and healthcheck are explained', async () => {
     const text = await readFile(UPSTREAMS, 'utf8');
-    const known = 'provider, masterkey, sticky_sessions, to_https, rate_limit, authorization, upstreams';
+    const known =
+      'auth_failure_limit, authorization, client_headers, masterkey, provider, rate_limit, ' +
+      'request_headers, response_headers, server_headers, sticky_sessions, to_https, upstreams';
     assert.deepEqual(problems(parseUpstreamsConfig(text, UPSTREAMS)), [
       `${UPSTREAMS}:6:1: x4xx_limit: unknown key 'x4xx_limit' (known keys: ${known})`,
-      `${UPSTREAMS}:7:1: client_headers: unknown key 'client_headers' (known keys: ${known})`,
       `${UPSTREAMS}:22:11: upstreams.myhost.mydomain.com.paths./foo.authorization.data: jwt takes no creds: tokens are verified with the masterkey`,
       `${UPSTREAMS}:26:9: upstreams.myhost.mydomain.com.paths./.well-known/acme-challenge.healthcheck: unknown key 'healthcheck' (did you mean 'health_check'?)`,
     ]);

@@ -14,6 +14,9 @@ const DEFAULTS: MainConfig = {
   proxyAddressTls: null,
   tlsCertificate: null,
   tlsKeyFile: null,
+  tlsCertificates: [],
+  http2Cleartext: false,
+  http2: { maxConcurrentStreams: 128, maxHeaderListBytes: 16384, maxResetsPerSecond: 100 },
   configAddress: { host: '0.0.0.0', port: 8081 },
   adminAddress: { host: '0.0.0.0', port: 9090 },
   upstreamsConf: '/etc/tollgate/upstreams.yaml',
@@ -90,6 +93,11 @@ describe('main.yaml: valid files', () => {
         shutdown_grace_seconds: 40
         rate_limit_redis: redis://redis:6379/0
         workers: 3
+        tls_certificates:
+          - {certificate: a.crt, key: a.key}
+          - {certificate: /certs/b.crt, key: /certs/b.key}
+        http2_cleartext: true
+        http2: {max_concurrent_streams: 64, max_header_list_bytes: 32768, max_resets_per_second: 20}
       `),
     );
     assert.deepEqual(config, {
@@ -98,6 +106,12 @@ describe('main.yaml: valid files', () => {
       proxyAddressTls: { host: '::', port: 443 },
       tlsCertificate: '/etc/tollgate/tls/cert.pem',
       tlsKeyFile: '/secrets/key.pem',
+      tlsCertificates: [
+        { certificate: '/etc/tollgate/a.crt', key: '/etc/tollgate/a.key' },
+        { certificate: '/certs/b.crt', key: '/certs/b.key' },
+      ],
+      http2Cleartext: true,
+      http2: { maxConcurrentStreams: 64, maxHeaderListBytes: 32768, maxResetsPerSecond: 20 },
       configAddress: { host: 'localhost', port: 8081 },
       adminAddress: { host: '0.0.0.0', port: 9090 },
       upstreamsConf: '/etc/routes/upstreams.yaml',
@@ -155,6 +169,17 @@ describe('main.yaml: valid files', () => {
 });
 
 describe('main.yaml: each kind of error names file:line:column and path', () => {
+  it('http2: known keys, integers in range; http2_cleartext a boolean', () => {
+    assert.deepEqual(
+      problems(parse('http2_cleartext: yes please\nhttp2:\n  max_concurrent_streams: 0\n  max_resets: 5\n')),
+      [
+        `${FILE}:1:18: http2_cleartext: expected true or false, got a string`,
+        `${FILE}:3:27: http2.max_concurrent_streams: 0 is out of range (must be >= 1 and <= 2147483647)`,
+        `${FILE}:4:3: http2.max_resets: unknown key 'max_resets' (did you mean 'max_resets_per_second'?)`,
+      ],
+    );
+  });
+
   it('upstream connection limits: positive integers, and a route share no larger than the total', () => {
     assert.deepEqual(
       problems(
@@ -291,6 +316,36 @@ describe('main.yaml: each kind of error names file:line:column and path', () => 
     assert.deepEqual(problems(parse('tls_certificate: cert.pem\ntls_key_file: key.pem\n')), [
       `${FILE}:1:1: tls_certificate: is set but proxy_address_tls is not, so TLS would stay off`,
       `${FILE}:2:1: tls_key_file: is set but proxy_address_tls is not, so TLS would stay off`,
+    ]);
+  });
+
+  it('tls_certificates: a non-empty list of {certificate, key}, enough for TLS on its own', () => {
+    assert.deepEqual(
+      valid(parse('proxy_address_tls: ":8443"\ntls_certificates: [{certificate: a.crt, key: a.key}]\n'))
+        .tlsCertificates,
+      [{ certificate: '/etc/tollgate/a.crt', key: '/etc/tollgate/a.key' }],
+    );
+    assert.deepEqual(problems(parse('proxy_address_tls: ":8443"\n')), [
+      `${FILE}:1:1: proxy_address_tls: TLS needs tls_certificate and tls_key_file (or tls_certificates) as well`,
+    ]);
+    assert.deepEqual(
+      problems(
+        parse(
+          'proxy_address_tls: ":8443"\ntls_certificates:\n  - {certificate: a.crt}\n  - {cert: b.crt, key: b.key}\n  - a.crt\n',
+        ),
+      ),
+      [
+        `${FILE}:3:5: tls_certificates[0].key: is required`,
+        `${FILE}:4:5: tls_certificates[1].certificate: is required`,
+        `${FILE}:4:6: tls_certificates[1].cert: unknown key 'cert' (did you mean 'certificate'?)`,
+        `${FILE}:5:5: tls_certificates[2]: expected a mapping, got a string`,
+      ],
+    );
+    assert.deepEqual(problems(parse('proxy_address_tls: ":8443"\ntls_certificates: []\n')), [
+      `${FILE}:2:19: tls_certificates: is empty; list at least one {certificate, key}`,
+    ]);
+    assert.deepEqual(problems(parse('tls_certificates: [{certificate: a.crt, key: a.key}]\n')), [
+      `${FILE}:1:1: tls_certificates: is set but proxy_address_tls is not, so TLS would stay off`,
     ]);
   });
 

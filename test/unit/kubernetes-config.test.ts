@@ -116,13 +116,52 @@ describe('main.yaml kubernetes:', () => {
       kubeconfig: '/etc/tollgate/kube/config',
       namespace: 'apps',
       upstreamsConfigMap: 'tollgate-upstreams',
+      ingressClass: null,
+      watchNamespaces: null,
+      publishService: null,
+      publishAddress: null,
     });
     assert.equal(valid(main('log_level: info\n')).kubernetes, undefined);
     assert.deepEqual(valid(main('kubernetes: {}\n')).kubernetes, {
       kubeconfig: null,
       namespace: null,
       upstreamsConfigMap: null,
+      ingressClass: null,
+      watchNamespaces: null,
+      publishService: null,
+      publishAddress: null,
     });
+  });
+
+  it('reads the Ingress controller settings, with file:line problems', () => {
+    const config = valid(
+      main(
+        'kubernetes:\n  ingress_class: tollgate\n  watch_namespaces: [apps, web]\n  publish_service: tollgate/tollgate\n',
+      ),
+    );
+    assert.equal(config.kubernetes?.ingressClass, 'tollgate');
+    assert.deepEqual(config.kubernetes?.watchNamespaces, ['apps', 'web']);
+    assert.deepEqual(config.kubernetes?.publishService, { namespace: 'tollgate', name: 'tollgate' });
+    assert.deepEqual(
+      valid(main('kubernetes:\n  publish_address: [203.0.113.7, lb.example.com]\n')).kubernetes
+        ?.publishAddress,
+      ['203.0.113.7', 'lb.example.com'],
+    );
+    assert.deepEqual(
+      problems(
+        main(
+          'kubernetes:\n  ingress_class: Tollgate\n  watch_namespaces: [apps, apps, Bad]\n  publish_service: tollgate\n  publish_address: []\n',
+        ),
+      ),
+      [
+        "/etc/tollgate/main.yaml:2:18: kubernetes.ingress_class: 'Tollgate' is not an IngressClass name (lower-case letters, digits, - and ., at most 253)",
+        "/etc/tollgate/main.yaml:3:28: kubernetes.watch_namespaces[1]: 'apps' is listed twice",
+        "/etc/tollgate/main.yaml:3:34: kubernetes.watch_namespaces[2]: 'Bad' is not a namespace name",
+        "/etc/tollgate/main.yaml:4:20: kubernetes.publish_service: 'tollgate' is not a Service written 'namespace/name'",
+        '/etc/tollgate/main.yaml:5:3: kubernetes.publish_address: set publish_service or publish_address, not both',
+        '/etc/tollgate/main.yaml:5:20: kubernetes.publish_address: must list at least one entry (leave the key out for the default)',
+      ],
+    );
   });
 
   it('refuses unknown keys and malformed names', () => {

@@ -59,7 +59,7 @@ describe('rate limit stage (memory)', () => {
     const answer = (await limiter.stage(fakeRequest(route, '10.0.0.1').request)) as Answer;
     assert.equal(answer.kind, 'answer');
     assert.equal(answer.status, 429);
-    assert.equal(JSON.parse(answer.body).error, 'rate_limited');
+    assert.equal(JSON.parse(String(answer.body)).error, 'rate_limited');
     assert.equal(answer.headers['retry-after'], '1');
     assert.equal(answer.headers['ratelimit-limit'], '3');
     assert.equal(answer.headers['ratelimit-remaining'], '0');

@@ -41,6 +41,10 @@ function path(prefix: string, servers: string[], extra: Partial<PathConfig> = {}
     authorization: null,
     rateLimit: null,
     healthCheck: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    redirectTo: null,
+    authFailureLimit: null,
     ...extra,
   };
 }
@@ -59,6 +63,9 @@ function config(hosts: HostConfig[], extra: Partial<UpstreamsConfig> = {}): Upst
     toHttps: false,
     rateLimit: null,
     authorization: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    authFailureLimit: null,
     hosts,
     ...extra,
   };

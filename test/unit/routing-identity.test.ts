@@ -69,6 +69,19 @@ describe('config identity', () => {
   });
 
   it('redacts exactly the secret fields the config types hold', () => {
-    assert.deepEqual([...SECRET_FIELDS].toSorted(), ['key', 'masterkey', 'password', 'passwordHash']);
+    assert.deepEqual([...SECRET_FIELDS].toSorted(), [
+      'key',
+      'masterkey',
+      'password',
+      'passwordHash',
+      'value',
+    ]);
+  });
+
+  it('header rule values do not enter it, their names do', () => {
+    const withHeader = (value: string, name = 'Authorization') =>
+      `${upstreams('s3cret')}request_headers:\n  set:\n    ${name}: "${value}"\n`;
+    assert.equal(identity(withHeader('Bearer a')), identity(withHeader('Bearer b')));
+    assert.notEqual(identity(withHeader('Bearer a')), identity(withHeader('Bearer a', 'X-Api-Key')));
   });
 });

@@ -9,14 +9,16 @@ import {
   stickySetCookie,
   stickyValue,
 } from '../../src/upstream/sticky.ts';
+import { fakeServer } from '../helpers/fake-routes.ts';
 
-const server = (id: string): UpstreamServer =>
-  Object.freeze({ id, address: `${id}:80`, origin: `http://${id}:80` });
+const server = (id: string): UpstreamServer => ({ ...fakeServer(`${id}:80`), id });
 const route = (servers: UpstreamServer[]): Route =>
   Object.freeze({
     id: 'h/',
     hostKey: 'h',
     prefix: '/',
+    exact: false,
+    unavailable: null,
     servers,
     service: null,
     auth: null,
@@ -24,6 +26,10 @@ const route = (servers: UpstreamServer[]): Route =>
     rateLimit: null,
     sticky: { maxAgeSeconds: null },
     healthCheck: null,
+    redirectTo: null,
+    authFailureLimit: null,
+    requestHeaders: null,
+    responseHeaders: null,
   });
 
 describe('reading the sticky cookie', () => {

@@ -139,7 +139,8 @@ function slicePort(
     }
     if (candidate.protocol !== undefined && candidate.protocol !== null && candidate.protocol !== 'TCP')
       continue;
-    if (typeof port === 'string' ? candidate.name === port : candidate.port === port) {
+    // A Service's only port may be unnamed: its slice port then has the name '' (or none at all).
+    if (typeof port === 'string' ? (candidate.name ?? '') === port : candidate.port === port) {
       if (validPort(candidate.port)) return candidate.port;
       drop({ reason: 'port', slice: name, value: `port ${describe(candidate.port)}` });
       return null;

@@ -30,3 +30,10 @@ export const endpointsDropped = new Gauge({
   labelNames: ['reason'] as const,
   registers: [registry],
 });
+
+export const ingressRejected = new Gauge({
+  name: 'tollgate_ingress_rejected',
+  help: '1 while this Ingress (or part of it) is not served as written: left out, closed, or losing a conflict (docs/ingress.md).',
+  labelNames: ['namespace', 'name'] as const,
+  registers: [registry],
+});

@@ -11,6 +11,8 @@ import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
+import { createIngressSource, type IngressSource } from './ingress/source.ts';
+import { mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import {
@@ -23,7 +25,11 @@ import {
 
 /** True when this config needs the Kubernetes API at all (docs/kubernetes.md). */
 export function usesKubernetes(main: MainConfig, upstreams: UpstreamsConfig): boolean {
-  return upstreams.provider === 'kubernetes' || Boolean(main.kubernetes?.upstreamsConfigMap);
+  return (
+    upstreams.provider === 'kubernetes' ||
+    Boolean(main.kubernetes?.upstreamsConfigMap) ||
+    Boolean(main.kubernetes?.ingressClass)
+  );
 }
 
 /** Every `service:` reference of a config, once each, in file order. */
@@ -48,6 +54,11 @@ export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConf
     (ref) =>
       `would watch EndpointSlices of Service ${ref.name} in ${where(ref)}, port ${typeof ref.port === 'number' ? ref.port : `named '${ref.port}'`}`,
   );
+  const ingressClass = main.kubernetes?.ingressClass;
+  if (ingressClass)
+    lines.push(
+      `would serve Ingresses of class ${ingressClass} in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
+    );
   const configMap = main.kubernetes?.upstreamsConfigMap;
   if (configMap)
     lines.push(
@@ -68,8 +79,10 @@ export interface KubernetesProviderOptions {
 }
 
 export interface KubernetesProvider {
-  /** compile for every apply: the config with the Services' current ready endpoints. */
+  /** compile for every apply: the config with the Ingress routes and the Services' current ready endpoints. */
   compile(config: UpstreamsConfig): RoutingTable;
+  /** The config with the Ingress routes merged in: what is compiled (and what workers are sent). */
+  effective(config: UpstreamsConfig): UpstreamsConfig;
   /** The ready servers of a `service:` reference now (what compile uses; a primary sends them on). */
   endpointsOf: EndpointLookup;
   /** Tells the provider a config went live (start, file reload, ConfigMap): watches follow it. */
@@ -108,7 +121,10 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
 
   const endpointsOf: EndpointLookup = (ref) =>
     endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
-  const compile = (config: UpstreamsConfig) => compileRoutingTable(config, endpointsOf);
+  let ingress: IngressSource | null = null;
+  const effective = (config: UpstreamsConfig) =>
+    mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []);
+  const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
 
   const applyConfigMap = (content: ConfigMapContent) => {
     if (applier === null) {
@@ -148,7 +164,32 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     onConfigMap: applyConfigMap,
   });
   const watchServicesOf = (config: UpstreamsConfig) =>
-    source.watchServices(serviceRefs(config).map((ref) => resolveServiceRef(ref, connection.namespace)));
+    source.watchServices(
+      serviceRefs(effective(config)).map((ref) => resolveServiceRef(ref, connection.namespace)),
+    );
+  const ingressClass = main.kubernetes?.ingressClass;
+  if (main.kubernetes && ingressClass) {
+    ingress = createIngressSource({
+      kubeConfig: connection.kubeConfig,
+      settings: { ...main.kubernetes, ingressClass },
+      logger,
+      tuning: options.tuning,
+      base: () => live,
+      onTranslation: (translation) => {
+        watchServicesOf(live);
+        const table = compile(live);
+        runtime.swapTable(table);
+        logger.info(
+          {
+            ingresses: translation.reports.size,
+            routes: table.routes.length,
+            hash: table.hash,
+          },
+          'ingress routes changed; routing table rebuilt',
+        );
+      },
+    });
+  }
   watchServicesOf(live);
   logger.info(
     {
@@ -167,10 +208,12 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
 
   return {
     compile,
+    effective,
     endpointsOf,
     configApplied(config) {
       live = config;
       watchServicesOf(config);
+      ingress?.baseChanged();
       if (!waitsForConfigMap(config)) {
         configArrived?.();
         configArrived = null;
@@ -180,8 +223,14 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       applier = next;
       for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
     },
-    whenSynced: () => Promise.all([source.whenSynced(), arrived]).then(() => {}),
-    synced: () => source.synced() && configArrived === null,
-    close: () => source.close(),
+    whenSynced: async () => {
+      await Promise.all([source.whenSynced(), ingress?.whenSynced(), arrived]);
+      // The Ingress routes named Services whose EndpointSlice watches started since.
+      await source.whenSynced();
+    },
+    synced: () => source.synced() && (ingress?.synced() ?? true) && configArrived === null,
+    close: async () => {
+      await Promise.all([source.close(), ingress?.close()]);
+    },
   };
 }

@@ -13,7 +13,13 @@ import type { Logger } from '../../log.ts';
 import type { WatchHealth } from './watch-health.ts';
 
 /** The two kinds of object Tollgate reads; also the `resource` label of the watch metrics. */
-export type WatchedResource = 'endpointslices' | 'configmaps';
+export type WatchedResource =
+  | 'endpointslices'
+  | 'configmaps'
+  | 'ingresses'
+  | 'ingressclasses'
+  | 'services'
+  | 'secrets';
 
 /** Why a list/watch cycle started over: the `reason` label of tollgate_kubernetes_watch_restarts_total. */
 export type RestartReason =
@@ -66,7 +72,7 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   resource: WatchedResource;
   /** Names what is watched in log lines, e.g. `EndpointSlices of web.apps`. */
   description: string;
-  /** The collection path, always namespaced: Tollgate never lists cluster-wide. */
+  /** The collection path: namespaced, except Ingresses (and their Services) when `watch_namespaces` is unset, and IngressClasses. */
   path: string;
   /** The typed list call of the client library, with the same selectors as the watch; pass it `options`. */
   list: (options: ConfigurationOptions) => Promise<KubernetesListObject<T>>;

@@ -1,0 +1,116 @@
+import type http from 'node:http';
+import type { Http2Server, ServerHttp2Session } from 'node:http2';
+import type { Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+
+/** RFC 9113 §3.4: the first 24 bytes every HTTP/2 client sends with prior knowledge. */
+export const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+export type FirstBytes = 'h2' | 'http/1.1' | 'undecided';
+
+/** What the first bytes of a plain connection say: the HTTP/2 preface, anything else, or not yet known. */
+export function classifyFirstBytes(head: Buffer): FirstBytes {
+  const n = Math.min(head.length, H2_PREFACE.length);
+  if (head.compare(H2_PREFACE, 0, n, 0, n) !== 0) return 'http/1.1';
+  return n === H2_PREFACE.length ? 'h2' : 'undecided';
+}
+
+/**
+ * Makes the plain HTTP/1.1 server also take HTTP/2 with prior knowledge (h2c) on the same port
+ * (docs/traffic.md "HTTP/2"): each new connection's first bytes are read until they either match the
+ * connection preface (the connection goes to `h2`) or do not (it goes to the HTTP/1.1 parser). The
+ * bytes already read are handed on with the connection, so neither server misses any.
+ *
+ * `Upgrade: h2c` is a different thing (an HTTP/1.1 request asking to switch) and is never honoured:
+ * see upstream/headers.ts, which never forwards `Upgrade` except for WebSockets.
+ */
+export function acceptCleartextHttp2(server: http.Server, h2: Http2Server): void {
+  const [http1Listener] = server.listeners('connection') as Array<(socket: Socket) => void>;
+  if (http1Listener === undefined) throw new Error('the HTTP/1.1 server has no connection listener');
+  server.removeListener('connection', http1Listener);
+  server.prependListener('connection', (socket: Socket) => {
+    let head: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      const kind = classifyFirstBytes(head);
+      if (kind === 'undecided') return;
+      socket.off('data', onData);
+      socket.pause();
+      if (kind === 'h2') {
+        h2.emit('connection', new PrefacedSocket(socket, head));
+        return;
+      }
+      http1Listener.call(server, socket);
+      // The HTTP/1.1 parser reads the socket from now on; what was read already is fed to it the way
+      // a read would have been (its 'data' listener), before any newer byte.
+      socket.emit('data', head);
+      socket.resume();
+    };
+    socket.on('data', onData);
+  });
+  h2.on('session', (session: ServerHttp2Session) => {
+    // node:http2 wraps a stream that is not a real socket (JSStreamSocket, whose `stream` is ours)
+    // and finds no address on it; lend it the TCP peer's (net.Socket reads `_peername` when its
+    // handle cannot say), so the pipeline reads req.socket.remoteAddress on every protocol alike.
+    const wrapper = session.socket as unknown as { stream?: unknown; _peername?: unknown };
+    const inner = wrapper.stream;
+    if (inner instanceof PrefacedSocket) {
+      wrapper._peername = {
+        address: inner.remoteAddress,
+        family: inner.remoteFamily,
+        port: inner.remotePort,
+      };
+    }
+  });
+}
+
+/**
+ * The TCP connection as a stream that first replays the bytes read to recognise the preface.
+ * node:http2 reads a real socket natively, which would skip bytes already read in JavaScript.
+ */
+class PrefacedSocket extends Duplex {
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+  readonly remoteFamily: string | undefined;
+  readonly socket: Socket;
+  #head: Buffer | null;
+
+  constructor(socket: Socket, head: Buffer) {
+    super({ allowHalfOpen: false });
+    this.socket = socket;
+    this.#head = head;
+    this.remoteAddress = socket.remoteAddress;
+    this.remotePort = socket.remotePort;
+    this.remoteFamily = socket.remoteFamily;
+    socket.on('data', (chunk: Buffer) => {
+      if (!this.push(chunk)) socket.pause();
+    });
+    socket.on('end', () => this.push(null));
+    socket.on('error', (error) => this.destroy(error));
+    socket.on('close', () => this.destroy());
+  }
+
+  override _read(): void {
+    if (this.#head !== null) {
+      const head = this.#head;
+      this.#head = null;
+      this.push(head);
+    }
+    this.socket.resume();
+  }
+
+  override _write(chunk: Buffer, encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    this.socket.write(chunk, encoding, callback);
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    this.socket.end(callback);
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    // A clean close first writes what the session queued last (its GOAWAY); an error cuts at once.
+    if (error) this.socket.destroy(error);
+    else this.socket.destroySoon();
+    callback(error);
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Route lookup in time independent of the number of routes (docs/routing.md, "How a request finds its
+ * route"): a Map of host key → that host's prefix map, and per host a Map of prefix → route.
+ *
+ * A prefix `p` matches a path when `path === p`, or when `path` starts with `p` and the next character
+ * is `/` (segment boundary), or when `p` is the root `/`. So the only prefixes that can match are the
+ * path itself and each `path.slice(0, i)` where `path[i] === '/'`: walking those from the longest to
+ * the shortest and asking the Map for each gives the longest match with one Map lookup per path
+ * segment, whatever the size of the table. Slices longer than the host's longest prefix are skipped
+ * without being made, so the common one-prefix-per-host table allocates nothing per request.
+ *
+ * This is exactly the earlier longest-first scan (`scanMatch` below, kept as the specification the
+ * unit tests compare against on random tables): same boundaries, same DEFAULT fallback (only for a
+ * host key that is not configured at all), and host keys are used as given (canonical, see
+ * routing/normalise).
+ */
+import { DEFAULT_HOST } from './normalise.ts';
+import type { Route } from './types.ts';
+
+const SLASH = 0x2f;
+
+/** One host's prefixes. */
+interface HostRoutes {
+  readonly byPrefix: ReadonlyMap<string, Route>;
+  /** The route of `/` (it matches every path), if the host has one. */
+  readonly root: Route | null;
+  /** Length of the host's longest prefix: no longer slice of a path can match. */
+  readonly longest: number;
+  /** Paths that match only themselves (an Ingress `pathType: Exact`), or null when the host has none. */
+  readonly exact: ReadonlyMap<string, Route> | null;
+}
+
+export type RouteMatcher = (host: string, path: string) => Route | null;
+
+/** Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). */
+export function buildMatcher(routes: readonly Route[]): RouteMatcher {
+  const grouped = groupByHost(routes);
+  const hosts = new Map<string, HostRoutes>();
+  for (const [hostKey, hostRoutes] of grouped) {
+    const byPrefix = new Map<string, Route>();
+    let root: Route | null = null;
+    let longest = 0;
+    let exact: Map<string, Route> | null = null;
+    for (const route of hostRoutes) {
+      if (route.exact) {
+        exact ??= new Map();
+        if (!exact.has(route.prefix)) exact.set(route.prefix, route);
+        continue;
+      }
+      // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
+      // held: keep that as the fallback rather than a map entry.
+      if (route.prefix.length === 1) root ??= route;
+      else if (!byPrefix.has(route.prefix)) byPrefix.set(route.prefix, route);
+      if (route.prefix.length > longest) longest = route.prefix.length;
+    }
+    hosts.set(hostKey, { byPrefix, root, longest, exact });
+  }
+  const defaultRoutes = hosts.get(DEFAULT_HOST);
+
+  return function match(host: string, path: string): Route | null {
+    // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
+    // like an nginx server block, a host key owns its whole namespace (docs/routing.md).
+    const candidates = hosts.get(host) ?? defaultRoutes;
+    if (candidates === undefined) return null;
+    const { byPrefix, longest } = candidates;
+    // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
+    if (candidates.exact !== null) {
+      const route = candidates.exact.get(path);
+      if (route !== undefined) return route;
+    }
+    if (byPrefix.size > 0) {
+      if (path.length <= longest) {
+        const exact = byPrefix.get(path);
+        if (exact !== undefined) return exact;
+      }
+      // Each `/` at index i ≥ 1 ends a candidate prefix path[0, i); start at the last one within reach.
+      let end = path.lastIndexOf('/', Math.min(longest, path.length - 1));
+      while (end > 0) {
+        const route = byPrefix.get(path.slice(0, end));
+        if (route !== undefined) return route;
+        end = path.lastIndexOf('/', end - 1);
+      }
+    }
+    return candidates.root;
+  };
+}
+
+/**
+ * The linear longest-prefix scan the matcher replaces: the specification it must agree with. Not used
+ * on the request path; the unit tests compare the two on random tables.
+ */
+export function scanMatcher(routes: readonly Route[]): RouteMatcher {
+  const byHost = groupByHost(routes);
+  for (const list of byHost.values()) list.sort((a, b) => b.prefix.length - a.prefix.length);
+  const defaultRoutes = byHost.get(DEFAULT_HOST);
+  return (host, path) => {
+    const candidates = byHost.get(host) ?? defaultRoutes;
+    if (candidates === undefined) return null;
+    const exact = candidates.find((route) => route.exact && route.prefix === path);
+    if (exact !== undefined) return exact;
+    for (const route of candidates) {
+      if (route.exact) continue;
+      const prefix = route.prefix;
+      if (prefix.length === 1) return route;
+      if (
+        path.startsWith(prefix) &&
+        (path.length === prefix.length || path.charCodeAt(prefix.length) === SLASH)
+      ) {
+        return route;
+      }
+    }
+    return null;
+  };
+}
+
+/** The routes of each host key, in config order. */
+function groupByHost(routes: readonly Route[]): Map<string, Route[]> {
+  const byHost = new Map<string, Route[]>();
+  for (const route of routes) {
+    const list = byHost.get(route.hostKey);
+    if (list === undefined) byHost.set(route.hostKey, [route]);
+    else list.push(route);
+  }
+  return byHost;
+}

@@ -1,0 +1,90 @@
+import type { X509Certificate } from 'node:crypto';
+import { createSecureContext, type SecureContext } from 'node:tls';
+
+/**
+ * The certificates the TLS listener chooses from by SNI (docs/traffic.md#several-certificates).
+ *
+ * Certificates come in sets, one per source: `files` (main.yaml's tls_certificate and
+ * tls_certificates, each pair reloaded on its own), and whatever else registers one (Kubernetes
+ * Secrets, say). A source replaces its whole set at once with `set`, or removes it with `delete`;
+ * the others are untouched. A handshake's server name is looked up as an exact name first (a
+ * certificate's DNS subject alternative names, else its common name), then as a one-label wildcard
+ * (`*.example.com` for `a.example.com`, not `a.b.example.com`); with no match (or no SNI) the
+ * listener's default, the first pair of main.yaml, is served. When several certificates claim a
+ * name, the earlier source wins, then the earlier certificate of the set.
+ */
+export interface ServedCertificate {
+  /** Lower-case DNS names it is served for; `*.` prefixes are wildcards. */
+  readonly names: readonly string[];
+  readonly context: SecureContext;
+}
+
+export class CertificateStore {
+  readonly #sources = new Map<string, readonly ServedCertificate[]>();
+  #exact = new Map<string, SecureContext>();
+  #wildcard = new Map<string, SecureContext>();
+
+  /** Replaces every certificate of `source` (order: earlier wins a name two certificates claim). */
+  set(source: string, certificates: readonly ServedCertificate[]): void {
+    this.#sources.set(source, certificates);
+    this.#index();
+  }
+
+  delete(source: string): void {
+    if (this.#sources.delete(source)) this.#index();
+  }
+
+  /** The context for a handshake's server name, or null for the listener's default. */
+  select(servername: string): SecureContext | null {
+    const name = servername.toLowerCase().replace(/\.$/, '');
+    const exact = this.#exact.get(name);
+    if (exact !== undefined) return exact;
+    const dot = name.indexOf('.');
+    if (dot <= 0) return null;
+    return this.#wildcard.get(name.slice(dot + 1)) ?? null;
+  }
+
+  /** For TLS servers' `SNICallback`. */
+  readonly sniCallback = (
+    servername: string,
+    callback: (error: Error | null, context?: SecureContext) => void,
+  ) => {
+    callback(null, this.select(servername) ?? undefined);
+  };
+
+  #index(): void {
+    const exact = new Map<string, SecureContext>();
+    const wildcard = new Map<string, SecureContext>();
+    for (const certificates of this.#sources.values()) {
+      for (const { names, context } of certificates) {
+        for (const name of names) {
+          if (name.startsWith('*.')) {
+            const parent = name.slice(2);
+            if (!wildcard.has(parent)) wildcard.set(parent, context);
+          } else if (!exact.has(name)) {
+            exact.set(name, context);
+          }
+        }
+      }
+    }
+    this.#exact = exact;
+    this.#wildcard = wildcard;
+  }
+}
+
+/** A certificate and key as served: its names and a ready context (the pair was checked before). */
+export function servedCertificate(cert: Buffer, key: Buffer, x509: X509Certificate): ServedCertificate {
+  return { names: certificateNames(x509), context: createSecureContext({ cert, key }) };
+}
+
+/** The DNS names a certificate is valid for: its DNS subject alternative names, else its CN. */
+export function certificateNames(x509: X509Certificate): string[] {
+  const names: string[] = [];
+  for (const entry of (x509.subjectAltName ?? '').split(',')) {
+    const trimmed = entry.trim();
+    if (trimmed.startsWith('DNS:')) names.push(trimmed.slice(4).toLowerCase());
+  }
+  if (names.length > 0) return names;
+  const cn = /(?:^|\n)CN=([^\n]+)/.exec(x509.subject)?.[1];
+  return cn ? [cn.trim().toLowerCase()] : [];
+}

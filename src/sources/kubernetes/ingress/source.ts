@@ -1,0 +1,374 @@
+import { hostname } from 'node:os';
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  NetworkingV1Api,
+  setHeaderOptions,
+  type V1Ingress,
+  type V1IngressClass,
+  type V1IngressLoadBalancerIngress,
+  type V1Secret,
+  type V1Service,
+} from '@kubernetes/client-node';
+import type { KubernetesSettings, UpstreamsConfig } from '../../../config/types.ts';
+import type { Logger } from '../../../log.ts';
+import { ingressRejected } from '../metrics.ts';
+import {
+  type ResourceWatch,
+  startResourceWatch,
+  type WatchedResource,
+  type WatchTuning,
+} from '../resource-watch.ts';
+import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
+import {
+  INGRESS_CONTROLLER,
+  type IngressReport,
+  type IngressTranslation,
+  isOurs,
+  ourClasses,
+  secretsOf,
+  translateIngresses,
+} from './translate.ts';
+
+export interface IngressSourceOptions {
+  kubeConfig: KubeConfig;
+  settings: KubernetesSettings & { ingressClass: string };
+  logger: Logger;
+  /** upstreams.yaml as live now: its routes win over Ingress routes. */
+  base: () => UpstreamsConfig;
+  /** A new translation, after any change (coalesced; never before every watch listed once). */
+  onTranslation: (translation: IngressTranslation) => void;
+  tuning?: Partial<WatchTuning>;
+}
+
+export interface IngressSource {
+  /** The last translation, or null before the first sync. */
+  translation(): IngressTranslation | null;
+  /** upstreams.yaml changed: translate again (its routes take precedence). */
+  baseChanged(): void;
+  synced(): boolean;
+  whenSynced(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const EMPTY: IngressTranslation = { hosts: [], certificates: [], reports: new Map() };
+
+/**
+ * The Ingress side of the Kubernetes source (docs/ingress.md): informers for IngressClasses,
+ * Ingresses and Services (in `watch_namespaces`, else cluster-wide), and one per Secret an Ingress
+ * of ours names (auth, TLS) — Secrets are read only by name, only when needed. It never compiles:
+ * each change gives a new translation to the provider, which merges and compiles it like a reload.
+ * It also writes back what it did: Events and `tollgate_ingress_rejected` for problems, and
+ * `status.loadBalancer` of served Ingresses.
+ */
+export function createIngressSource(options: IngressSourceOptions): IngressSource {
+  const { kubeConfig, settings, logger } = options;
+  const networking = kubeConfig.makeApiClient(NetworkingV1Api);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const health: WatchHealth = createWatchHealth(prometheusWatchMetrics);
+  const namespaces = settings.watchNamespaces ?? null;
+  let classes: readonly V1IngressClass[] = [];
+  const ingresses = new Map<string, readonly V1Ingress[]>();
+  const services = new Map<string, readonly V1Service[]>();
+  const secretWatches = new Map<string, { watch: ResourceWatch; object: V1Secret | undefined }>();
+  let publishedService: V1Service | undefined;
+  let last: IngressTranslation | null = null;
+  let reported = new Map<string, string>();
+  const statusWritten = new Map<string, string>();
+  let closed = false;
+  let scheduled = false;
+  const waiters: Array<() => void> = [];
+  const watches: ResourceWatch[] = [];
+
+  const watch = <T extends KubernetesObject>(
+    resource: WatchedResource,
+    description: string,
+    path: string,
+    list: (
+      callOptions: Parameters<typeof networking.listIngressClass>[1],
+    ) => Promise<KubernetesListObject<T>>,
+    onObjects: (objects: readonly T[]) => void,
+    fieldSelector?: string,
+  ) =>
+    startResourceWatch<T>({
+      kubeConfig,
+      resource,
+      description,
+      path,
+      list,
+      fieldSelector,
+      onObjects: (objects) => {
+        onObjects(objects);
+        schedule();
+      },
+      health,
+      logger,
+      tuning: options.tuning,
+    });
+
+  watches.push(
+    watch<V1IngressClass>(
+      'ingressclasses',
+      'IngressClasses',
+      '/apis/networking.k8s.io/v1/ingressclasses',
+      (o) => networking.listIngressClass({}, o),
+      (objects) => {
+        classes = objects;
+      },
+    ),
+  );
+  for (const namespace of namespaces ?? [null]) {
+    const where = namespace ?? 'every namespace';
+    const key = namespace ?? '*';
+    watches.push(
+      watch<V1Ingress>(
+        'ingresses',
+        `Ingresses in ${where}`,
+        namespace
+          ? `/apis/networking.k8s.io/v1/namespaces/${namespace}/ingresses`
+          : '/apis/networking.k8s.io/v1/ingresses',
+        (o) =>
+          namespace
+            ? networking.listNamespacedIngress({ namespace }, o)
+            : networking.listIngressForAllNamespaces({}, o),
+        (objects) => ingresses.set(key, objects),
+      ),
+      watch<V1Service>(
+        'services',
+        `Services in ${where}`,
+        namespace ? `/api/v1/namespaces/${namespace}/services` : '/api/v1/services',
+        (o) =>
+          namespace ? core.listNamespacedService({ namespace }, o) : core.listServiceForAllNamespaces({}, o),
+        (objects) => services.set(key, objects),
+      ),
+    );
+  }
+  const publish = settings.publishService ?? null;
+  if (publish) {
+    const fieldSelector = `metadata.name=${publish.name}`;
+    watches.push(
+      watch<V1Service>(
+        'services',
+        `Service ${publish.namespace}/${publish.name} (publish_service)`,
+        `/api/v1/namespaces/${publish.namespace}/services`,
+        (o) => core.listNamespacedService({ namespace: publish.namespace, fieldSelector }, o),
+        (objects) => {
+          publishedService = objects.find((item) => item.metadata?.name === publish.name);
+        },
+        fieldSelector,
+      ),
+    );
+  }
+
+  const watchSecrets = (wanted: ReadonlySet<string>) => {
+    for (const [key, entry] of secretWatches) {
+      if (wanted.has(key)) continue;
+      secretWatches.delete(key);
+      void entry.watch.stop();
+    }
+    for (const key of wanted) {
+      if (secretWatches.has(key)) continue;
+      const [namespace, name] = key.split('/') as [string, string];
+      const fieldSelector = `metadata.name=${name}`;
+      const entry: { watch?: ResourceWatch; object: V1Secret | undefined } = { object: undefined };
+      entry.watch = watch<V1Secret>(
+        'secrets',
+        `Secret ${key}`,
+        `/api/v1/namespaces/${namespace}/secrets`,
+        (o) => core.listNamespacedSecret({ namespace, fieldSelector }, o),
+        (objects) => {
+          entry.object = objects.find((item) => item.metadata?.name === name);
+        },
+        fieldSelector,
+      );
+      secretWatches.set(key, entry as { watch: ResourceWatch; object: V1Secret | undefined });
+    }
+  };
+
+  const allIngresses = () => [...ingresses.values()].flat();
+
+  function schedule(): void {
+    if (scheduled || closed) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      if (!closed) translate();
+    });
+  }
+
+  function translate(): void {
+    if (!watches.every((item) => item.synced)) return;
+    // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
+    const ours = ourClasses({ className: settings.ingressClass, classes });
+    const wanted = new Set(
+      allIngresses()
+        .filter((item) => isOurs(item, ours))
+        .flatMap(secretsOf),
+    );
+    watchSecrets(wanted);
+    if (![...secretWatches.values()].every((entry) => entry.watch.synced)) return;
+    const secrets = new Map<string, V1Secret>();
+    for (const [key, entry] of secretWatches) if (entry.object) secrets.set(key, entry.object);
+    const serviceMap = new Map<string, V1Service>();
+    for (const service of [...services.values()].flat())
+      serviceMap.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
+    const next = translateIngresses({
+      className: settings.ingressClass,
+      classes,
+      ingresses: allIngresses(),
+      services: serviceMap,
+      secrets,
+      base: options.base(),
+    });
+    last = next;
+    report(next.reports);
+    writeStatus(next.reports);
+    options.onTranslation(next);
+    for (const resolve of waiters.splice(0)) resolve();
+  }
+
+  /** Logs, Events and the gauge, for what changed since the last translation. */
+  function report(reports: ReadonlyMap<string, IngressReport>): void {
+    const now = new Map<string, string>();
+    for (const [key, item] of reports) {
+      const text = JSON.stringify([item.problems, item.warnings]);
+      now.set(key, text);
+      ingressRejected.set({ namespace: item.namespace, name: item.name }, item.problems.length > 0 ? 1 : 0);
+      if (reported.get(key) === text) continue;
+      if (item.problems.length > 0) {
+        logger.warn(
+          { ingress: key, problems: item.problems, warnings: item.warnings, served: item.served },
+          item.served ? 'ingress partly served' : 'ingress rejected: left out of the routing table',
+        );
+        void event(item, 'Warning', item.served ? 'PartlyServed' : 'Rejected', item.problems.join('; '));
+      } else if (item.warnings.length > 0) {
+        logger.warn({ ingress: key, warnings: item.warnings }, 'ingress served with warnings');
+        void event(item, 'Warning', 'Ignored', item.warnings.join('; '));
+      } else if (reported.has(key)) {
+        logger.info({ ingress: key }, 'ingress served');
+        void event(item, 'Normal', 'Served', 'served by Tollgate');
+      } else logger.info({ ingress: key }, 'ingress served');
+    }
+    for (const key of reported.keys()) {
+      if (now.has(key)) continue;
+      const [namespace, name] = key.split('/') as [string, string];
+      ingressRejected.remove({ namespace, name });
+    }
+    reported = now;
+  }
+
+  async function event(item: IngressReport, type: 'Normal' | 'Warning', reason: string, message: string) {
+    const ingress = allIngresses().find(
+      (candidate) =>
+        candidate.metadata?.namespace === item.namespace && candidate.metadata?.name === item.name,
+    );
+    const time = new Date();
+    try {
+      await core.createNamespacedEvent({
+        namespace: item.namespace,
+        body: {
+          metadata: { generateName: `${item.name}.`, namespace: item.namespace },
+          involvedObject: {
+            apiVersion: 'networking.k8s.io/v1',
+            kind: 'Ingress',
+            name: item.name,
+            namespace: item.namespace,
+            uid: ingress?.metadata?.uid,
+            resourceVersion: ingress?.metadata?.resourceVersion,
+          },
+          type,
+          reason,
+          // The API server caps an Event message at 1 KiB.
+          message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
+          source: { component: 'tollgate' },
+          reportingComponent: INGRESS_CONTROLLER,
+          reportingInstance: hostname(),
+          firstTimestamp: time,
+          lastTimestamp: time,
+          count: 1,
+        },
+      });
+    } catch (error) {
+      logger.warn(
+        { ingress: `${item.namespace}/${item.name}`, error: (error as Error).message?.split('\n', 1)[0] },
+        'could not record a Kubernetes Event',
+      );
+    }
+  }
+
+  /** The addresses Ingress status announces: publish_address, else the publish_service's. */
+  function publishedAddresses(): V1IngressLoadBalancerIngress[] | null {
+    if (settings.publishAddress) return settings.publishAddress.map(addressEntry);
+    if (!publish || publishedService === undefined) return null;
+    const balancer = publishedService.status?.loadBalancer?.ingress ?? [];
+    if (balancer.length > 0)
+      return balancer.map((entry) => (entry.ip ? { ip: entry.ip } : { hostname: entry.hostname }));
+    const clusterIp = publishedService.spec?.clusterIP;
+    return clusterIp && clusterIp !== 'None' ? [{ ip: clusterIp }] : null;
+  }
+
+  function writeStatus(reports: ReadonlyMap<string, IngressReport>): void {
+    const addresses = publishedAddresses();
+    if (addresses === null) return;
+    const wanted = JSON.stringify(addresses);
+    for (const [key, item] of reports) {
+      if (!item.served) continue;
+      const ingress = allIngresses().find(
+        (candidate) =>
+          candidate.metadata?.namespace === item.namespace && candidate.metadata?.name === item.name,
+      );
+      const current = JSON.stringify(
+        (ingress?.status?.loadBalancer?.ingress ?? []).map((entry) =>
+          entry.ip ? { ip: entry.ip } : { hostname: entry.hostname },
+        ),
+      );
+      if (current === wanted || statusWritten.get(key) === wanted) continue;
+      statusWritten.set(key, wanted);
+      networking
+        .patchNamespacedIngressStatus(
+          {
+            name: item.name,
+            namespace: item.namespace,
+            body: { status: { loadBalancer: { ingress: addresses } } },
+          },
+          setHeaderOptions('Content-Type', 'application/merge-patch+json'),
+        )
+        .then(
+          () => logger.info({ ingress: key, addresses }, 'ingress status written'),
+          (error: Error) => {
+            statusWritten.delete(key);
+            logger.warn(
+              { ingress: key, error: error.message?.split('\n', 1)[0] },
+              'could not write the Ingress status',
+            );
+          },
+        );
+    }
+  }
+
+  return {
+    translation: () => last,
+    baseChanged: () => schedule(),
+    synced: () => last !== null,
+    whenSynced: () =>
+      new Promise<void>((resolve) => {
+        if (last !== null) resolve();
+        else waiters.push(resolve);
+      }),
+    async close() {
+      closed = true;
+      await Promise.all([
+        ...watches.map((item) => item.stop()),
+        ...[...secretWatches.values()].map((entry) => entry.watch.stop()),
+      ]);
+    },
+  };
+}
+
+function addressEntry(address: string): V1IngressLoadBalancerIngress {
+  return /^[0-9.]+$/.test(address) || address.includes(':') ? { ip: address } : { hostname: address };
+}
+
+export { EMPTY as NO_INGRESS_ROUTES };

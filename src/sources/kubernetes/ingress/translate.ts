@@ -1,0 +1,473 @@
+import type {
+  V1Ingress,
+  V1IngressBackend,
+  V1IngressClass,
+  V1Secret,
+  V1Service,
+} from '@kubernetes/client-node';
+import type { ServiceRef } from '../../../config/service-ref.ts';
+import type {
+  AuthorizationConfig,
+  HostConfig,
+  PathConfig,
+  StickySessions,
+  UpstreamsConfig,
+} from '../../../config/types.ts';
+import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
+import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
+import { type IngressSettings, readAnnotations } from './annotations.ts';
+import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+
+/** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
+const FORWARD_TIMEOUT_MS = 5_000;
+
+/** `spec.controller` of the IngressClasses Tollgate serves (docs/ingress.md). */
+export const INGRESS_CONTROLLER = 'tollgate.io/ingress-controller';
+export const DEFAULT_CLASS_ANNOTATION = 'ingressclass.kubernetes.io/is-default-class';
+/** The pre-IngressClass way of naming a class, still honoured by every controller. */
+export const LEGACY_CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
+
+/** Everything a translation reads: objects as the API gave them, nothing fetched here. */
+export interface IngressInput {
+  /** main.yaml `kubernetes.ingress_class`. */
+  className: string;
+  classes: readonly V1IngressClass[];
+  ingresses: readonly V1Ingress[];
+  /** By `namespace/name`. */
+  services: ReadonlyMap<string, V1Service>;
+  /** By `namespace/name`; a Secret the watches listed and found absent is simply not in the map. */
+  secrets: ReadonlyMap<string, V1Secret>;
+  /** The routes of upstreams.yaml: they win over any Ingress for the same host and path. */
+  base: Pick<UpstreamsConfig, 'hosts'>;
+}
+
+/** A TLS certificate an Ingress asks to serve for its hosts by SNI. */
+export interface IngressCertificate {
+  /** `namespace/name` of the Secret. */
+  secret: string;
+  hosts: string[];
+  certificate: string;
+  key: string;
+}
+
+/** What one Ingress was told: problems make it rejected (tollgate_ingress_rejected = 1). */
+export interface IngressReport {
+  namespace: string;
+  name: string;
+  problems: string[];
+  warnings: string[];
+  /** Some of its paths are served (or closed with 503); false when it was left out entirely. */
+  served: boolean;
+}
+
+export interface IngressTranslation {
+  /** Host configs to merge into upstreams.yaml's (mergeIngressRoutes). */
+  hosts: HostConfig[];
+  certificates: IngressCertificate[];
+  /** Every Ingress of ours, by `namespace/name`. */
+  reports: Map<string, IngressReport>;
+}
+
+/** The IngressClass names Tollgate serves, and whether it also takes Ingresses naming no class. */
+export function ourClasses(input: Pick<IngressInput, 'className' | 'classes'>): {
+  names: Set<string>;
+  takesUnclassed: boolean;
+} {
+  const names = new Set<string>();
+  let takesUnclassed = false;
+  const configured = input.classes.find((item) => item.metadata?.name === input.className);
+  // The configured name is ours unless an IngressClass of that name belongs to another controller.
+  if (configured === undefined || configured.spec?.controller === INGRESS_CONTROLLER)
+    names.add(input.className);
+  for (const item of input.classes) {
+    if (item.spec?.controller !== INGRESS_CONTROLLER || !item.metadata?.name) continue;
+    names.add(item.metadata.name);
+    if (item.metadata.annotations?.[DEFAULT_CLASS_ANNOTATION] === 'true') takesUnclassed = true;
+  }
+  return { names, takesUnclassed };
+}
+
+/** True when this Ingress is Tollgate's to serve. */
+export function isOurs(ingress: V1Ingress, classes: ReturnType<typeof ourClasses>): boolean {
+  const named = ingress.spec?.ingressClassName ?? ingress.metadata?.annotations?.[LEGACY_CLASS_ANNOTATION];
+  return named === undefined ? classes.takesUnclassed : classes.names.has(named);
+}
+
+/** The Secrets an Ingress reads (auth and TLS), as `namespace/name`: what the watches must list. */
+export function secretsOf(ingress: V1Ingress): string[] {
+  const namespace = ingress.metadata?.namespace ?? 'default';
+  const names = new Set<string>();
+  for (const tls of ingress.spec?.tls ?? []) if (tls.secretName) names.add(`${namespace}/${tls.secretName}`);
+  const { settings } = readAnnotations(ingress.metadata?.annotations ?? {});
+  if (settings.authSecret !== undefined && ['basic', 'apikey'].includes(settings.authType ?? '')) {
+    const [first, second] = settings.authSecret.split('/');
+    // Another namespace's Secret is refused by the translation; it is never read.
+    if (second === undefined || first === namespace) names.add(`${namespace}/${second ?? first}`);
+  }
+  return [...names];
+}
+
+/** The key of a path in the conflict rules: host + path + whether it is exact. */
+const claimKey = (host: string, path: PathConfig) => `${host} ${path.exact ? '=' : ''}${path.prefix}`;
+
+/** Oldest first (creationTimestamp, then namespace/name): the order conflicts are decided in. */
+export function byAge(a: V1Ingress, b: V1Ingress): number {
+  const time = (ingress: V1Ingress) => {
+    const value = ingress.metadata?.creationTimestamp as unknown;
+    const ms = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
+    return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
+  };
+  const difference = time(a) - time(b);
+  if (difference !== 0) return difference;
+  const key = (ingress: V1Ingress) => `${ingress.metadata?.namespace}/${ingress.metadata?.name}`;
+  return key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
+}
+
+/**
+ * Turns the Ingress objects Tollgate serves into routes in upstreams.yaml's own terms
+ * (docs/ingress.md). Pure: the same objects give the same routes, in every replica. One Ingress that
+ * cannot be served is left out and reported; every other one keeps its routes. One whose
+ * authentication cannot be honoured keeps its paths, closed (503), never open.
+ */
+export function translateIngresses(input: IngressInput): IngressTranslation {
+  const classes = ourClasses(input);
+  const claimed = new Map<string, string>();
+  for (const host of input.base.hosts)
+    for (const path of host.paths) claimed.set(claimKey(host.name, path), 'upstreams.yaml');
+  const hosts = new Map<string, HostConfig>();
+  const certificates: IngressCertificate[] = [];
+  const reports = new Map<string, IngressReport>();
+
+  const ours = input.ingresses.filter((ingress) => isOurs(ingress, classes)).sort(byAge);
+  for (const ingress of ours) {
+    const namespace = ingress.metadata?.namespace ?? 'default';
+    const name = ingress.metadata?.name ?? '';
+    const id = `${namespace}/${name}`;
+    const report: IngressReport = { namespace, name, problems: [], warnings: [], served: false };
+    reports.set(id, report);
+    const built = buildIngress(ingress, input, report);
+    if (built === null) continue;
+    for (const [host, path] of built.paths) {
+      const key = claimKey(host, path);
+      const owner = claimed.get(key);
+      if (owner !== undefined) {
+        report.problems.push(
+          `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''} is already served by ${owner === 'upstreams.yaml' ? owner : `the older Ingress ${owner}`}`,
+        );
+        continue;
+      }
+      claimed.set(key, id);
+      const hostConfig = hosts.get(host) ?? { name: host, paths: [] };
+      hosts.set(host, hostConfig);
+      hostConfig.paths.push(path);
+      report.served = true;
+    }
+    certificates.push(...built.certificates);
+  }
+  return { hosts: [...hosts.values()], certificates, reports };
+}
+
+interface BuiltIngress {
+  paths: Array<[host: string, path: PathConfig]>;
+  certificates: IngressCertificate[];
+}
+
+/** One Ingress's paths, or null (after reporting why) when it cannot be served at all. */
+function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressReport): BuiltIngress | null {
+  const namespace = report.namespace;
+  const origin = `ingress/${namespace}/${report.name}`;
+  const annotations = readAnnotations(ingress.metadata?.annotations ?? {});
+  report.warnings.push(...annotations.warnings);
+  const problems = [...annotations.problems];
+  const settings = annotations.settings;
+
+  // TLS: the Secrets must exist and be usable; their hosts redirect plain HTTP unless told not to.
+  const certificates: IngressCertificate[] = [];
+  const tlsHosts = new Set<string>();
+  for (const [index, tls] of (ingress.spec?.tls ?? []).entries()) {
+    const hostsOfEntry: string[] = [];
+    for (const host of tls.hosts ?? []) {
+      const key = hostKey(host);
+      if (key.ok) hostsOfEntry.push(key.value);
+      else problems.push(`spec.tls[${index}].hosts: '${host}' ${key.reason}`);
+    }
+    for (const host of hostsOfEntry) tlsHosts.add(host);
+    if (!tls.secretName) {
+      problems.push(`spec.tls[${index}] names no secretName (a default certificate is not offered)`);
+      continue;
+    }
+    const secret = input.secrets.get(`${namespace}/${tls.secretName}`);
+    const pair = secret === undefined ? null : tlsPair(secret);
+    if (secret === undefined) problems.push(`TLS Secret ${namespace}/${tls.secretName} does not exist`);
+    else if (typeof pair === 'string') problems.push(`TLS Secret ${namespace}/${tls.secretName}: ${pair}`);
+    else if (pair !== null)
+      certificates.push({ secret: `${namespace}/${tls.secretName}`, hosts: hostsOfEntry, ...pair });
+  }
+
+  const auth = authorizationOf(settings, namespace, input.secrets);
+  report.warnings.push(...auth.warnings);
+  const closed = [...annotations.authProblems, ...auth.problems];
+
+  const paths: Array<[string, PathConfig]> = [];
+  const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
+    const prefix = exact ? exactPath(path) : normalisePrefix(path);
+    if (!prefix.ok) {
+      problems.push(`${where}.path '${path}' ${prefix.reason}`);
+      return;
+    }
+    const servers = backendOf(backend, namespace, input.services, where, problems, report.warnings);
+    if (servers === undefined) return;
+    const toHttps =
+      settings.forceToHttps === true ||
+      (tlsHosts.has(host) && settings.toHttps !== false) ||
+      settings.toHttps === true;
+    paths.push([
+      host,
+      {
+        prefix: prefix.value,
+        servers: [],
+        service: servers,
+        toHttps,
+        authorization: auth.policy,
+        rateLimit: settings.rateLimit ?? null,
+        healthCheck: null,
+        exact,
+        unavailable: closed.length > 0 ? closed.join('; ') : null,
+        stickySessions: stickyOf(settings.sticky),
+        origin,
+        requestHeaders: settings.requestHeaders ?? null,
+        responseHeaders: settings.responseHeaders ?? null,
+        redirectTo: null,
+        authFailureLimit: null,
+      },
+    ]);
+  };
+
+  for (const [ruleIndex, rule] of (ingress.spec?.rules ?? []).entries()) {
+    const where = `spec.rules[${ruleIndex}]`;
+    const key =
+      rule.host === undefined || rule.host === ''
+        ? ({ ok: true, value: DEFAULT_HOST } as const)
+        : hostKey(rule.host);
+    if (!key.ok) {
+      problems.push(`${where}.host '${rule.host}' ${key.reason}`);
+      continue;
+    }
+    const rulePaths = rule.http?.paths ?? [];
+    for (const [pathIndex, item] of rulePaths.entries()) {
+      const at = `${where}.http.paths[${pathIndex}]`;
+      const type = item.pathType;
+      if (type !== 'Prefix' && type !== 'Exact' && type !== 'ImplementationSpecific') {
+        problems.push(`${at}.pathType '${type}' is not Prefix, Exact or ImplementationSpecific`);
+        continue;
+      }
+      // ImplementationSpecific is read as Prefix; it alone may leave the path out (= '/').
+      const path = item.path ?? (type === 'ImplementationSpecific' ? '/' : undefined);
+      if (path === undefined) {
+        problems.push(`${at}.path is required for pathType ${type}`);
+        continue;
+      }
+      pathOf(key.value, path, type === 'Exact', item.backend, at);
+    }
+  }
+  const fallback = ingress.spec?.defaultBackend;
+  if (fallback) pathOf(DEFAULT_HOST, '/', false, fallback, 'spec.defaultBackend');
+  if (paths.length === 0 && problems.length === 0) problems.push('it has no rule and no defaultBackend');
+
+  if (problems.length > 0) {
+    report.problems.push(...problems, ...closed);
+    return null;
+  }
+  report.problems.push(...closed);
+  return { paths, certificates };
+}
+
+/** Host key of an Ingress host: a wildcard is refused (routing matches whole host names). */
+function hostKey(host: string): { ok: true; value: string } | { ok: false; reason: string } {
+  if (host.startsWith('*.'))
+    return { ok: false, reason: 'is a wildcard host, which Tollgate does not route' };
+  return normaliseHostKey(host);
+}
+
+/** An Exact path: the prefix form, keeping a trailing slash (`/a/` is not `/a`). */
+function exactPath(path: string): { ok: true; value: string } | { ok: false; reason: string } {
+  const prefix = normalisePrefix(path);
+  if (!prefix.ok || prefix.value === '/' || !path.endsWith('/')) return prefix;
+  return { ok: true, value: `${prefix.value}/` };
+}
+
+/**
+ * The Service reference of a backend, mapping the Service's port (as Kubernetes means it) to the
+ * name the EndpointSlice controller gives that port on every slice ('' for a Service's only,
+ * unnamed port). null: the Service or its port does not exist (yet): the path answers 503
+ * `no_ready_endpoints` until it does. undefined: the backend cannot be served (reported).
+ */
+function backendOf(
+  backend: V1IngressBackend,
+  namespace: string,
+  services: ReadonlyMap<string, V1Service>,
+  where: string,
+  problems: string[],
+  warnings: string[],
+): ServiceRef | null | undefined {
+  if (backend.resource !== undefined) {
+    problems.push(`${where}.backend: resource backends are not supported (name a Service)`);
+    return undefined;
+  }
+  const service = backend.service;
+  if (service === undefined || !service.name) {
+    problems.push(`${where}.backend names no Service`);
+    return undefined;
+  }
+  const wanted = service.port?.number ?? service.port?.name;
+  if (wanted === undefined) {
+    problems.push(`${where}.backend.service.port needs a number or a name`);
+    return undefined;
+  }
+  const object = services.get(`${namespace}/${service.name}`);
+  if (object === undefined) {
+    warnings.push(`Service ${namespace}/${service.name} does not exist: ${where} answers 503`);
+    return null;
+  }
+  if (object.spec?.type === 'ExternalName') {
+    problems.push(`${where}: Service ${service.name} is an ExternalName Service, which is not supported`);
+    return undefined;
+  }
+  const port = (object.spec?.ports ?? []).find((candidate) =>
+    typeof wanted === 'number' ? candidate.port === wanted : candidate.name === wanted,
+  );
+  if (port === undefined) {
+    warnings.push(`Service ${namespace}/${service.name} has no port ${wanted}: ${where} answers 503`);
+    return null;
+  }
+  return { name: service.name, namespace, port: port.name ?? '' };
+}
+
+interface AuthOutcome {
+  policy: AuthorizationConfig | null;
+  problems: string[];
+  warnings: string[];
+}
+
+/** The policy the auth annotations ask for, with its credentials read from the Ingress's Secret. */
+function authorizationOf(
+  settings: IngressSettings,
+  namespace: string,
+  secrets: ReadonlyMap<string, V1Secret>,
+): AuthOutcome {
+  const outcome: AuthOutcome = { policy: null, problems: [], warnings: [] };
+  const type = settings.authType;
+  if (type === undefined) return outcome;
+  const realm = settings.authRealm === undefined ? {} : { realm: settings.authRealm };
+  if (type === 'jwt') {
+    outcome.policy = { type: 'jwt', users: [], keys: [], ...realm };
+    return outcome;
+  }
+  if (type === 'forward') {
+    if (settings.authUrl === undefined) {
+      outcome.problems.push('auth-type forward needs an auth-url');
+      return outcome;
+    }
+    outcome.policy = {
+      type: 'forward',
+      users: [],
+      keys: [],
+      ...realm,
+      forward: {
+        url: settings.authUrl,
+        authRequestHeaders: [...DEFAULT_AUTH_REQUEST_HEADERS],
+        authResponseHeaders: settings.authResponseHeaders ?? [],
+        subjectHeader: null,
+        timeoutMs: FORWARD_TIMEOUT_MS,
+        signinUrl: settings.authSignin ?? null,
+      },
+    };
+    return outcome;
+  }
+  if (settings.authSecret === undefined) {
+    outcome.problems.push(`auth-type ${type} needs an auth-secret`);
+    return outcome;
+  }
+  const [first, second] = settings.authSecret.split('/');
+  if (second !== undefined && first !== namespace) {
+    outcome.problems.push(
+      `auth-secret ${settings.authSecret} is in another namespace (only the Ingress's own is read)`,
+    );
+    return outcome;
+  }
+  const secretName = `${namespace}/${second ?? first}`;
+  const secret = secrets.get(secretName);
+  if (secret === undefined) {
+    outcome.problems.push(`auth Secret ${secretName} does not exist`);
+    return outcome;
+  }
+  const data = decodeData(secret);
+  let parsed: ParsedCredentials<unknown>;
+  if (type === 'basic') {
+    const users =
+      settings.authSecretType === 'auth-map'
+        ? parseAuthMap(data)
+        : data.auth === undefined
+          ? { entries: [], problems: ["has no 'auth' key (htpasswd)"], warnings: [] }
+          : parseHtpasswd(data.auth);
+    parsed = users;
+    if (users.problems.length === 0)
+      outcome.policy = { type: 'basic', users: users.entries, keys: [], ...realm };
+  } else {
+    const keys =
+      data.keys === undefined
+        ? { entries: [], problems: ["has no 'keys' key (name:key lines)"], warnings: [] }
+        : parseApiKeys(data.keys);
+    parsed = keys;
+    if (keys.problems.length === 0)
+      outcome.policy = { type: 'apikey', users: [], keys: keys.entries, ...realm };
+  }
+  outcome.problems.push(...parsed.problems.map((problem) => `auth Secret ${secretName}: ${problem}`));
+  outcome.warnings.push(...parsed.warnings.map((warning) => `auth Secret ${secretName}: ${warning}`));
+  return outcome;
+}
+
+function decodeData(secret: V1Secret): Record<string, string> {
+  const data: Record<string, string> = {};
+  for (const [key, value] of Object.entries(secret.data ?? {}))
+    data[key] = Buffer.from(value, 'base64').toString('utf8');
+  for (const [key, value] of Object.entries(secret.stringData ?? {})) data[key] = value;
+  return data;
+}
+
+/** The PEM pair of a `kubernetes.io/tls` Secret, or what is wrong with it. */
+function tlsPair(secret: V1Secret): { certificate: string; key: string } | string {
+  if (secret.type !== undefined && secret.type !== 'kubernetes.io/tls')
+    return `is of type ${secret.type}, not kubernetes.io/tls`;
+  const data = decodeData(secret);
+  const certificate = data['tls.crt'];
+  const key = data['tls.key'];
+  if (!certificate?.includes('-----BEGIN CERTIFICATE-----')) return "'tls.crt' holds no PEM certificate";
+  if (!key?.includes('PRIVATE KEY-----')) return "'tls.key' holds no PEM private key";
+  return { certificate, key };
+}
+
+function stickyOf(sticky: IngressSettings['sticky']): StickySessions | null {
+  if (sticky === undefined || sticky === false) return null;
+  return { maxAgeSeconds: sticky };
+}
+
+/**
+ * upstreams.yaml's config with the Ingress routes added (translateIngresses already dropped those
+ * upstreams.yaml serves). A host both name gets the Ingress paths beside its own.
+ */
+export function mergeIngressRoutes(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
+  if (hosts.length === 0) return base;
+  const claimed = new Set<string>();
+  for (const host of base.hosts) for (const path of host.paths) claimed.add(claimKey(host.name, path));
+  const merged = base.hosts.map((host) => ({ ...host, paths: [...host.paths] }));
+  for (const host of hosts) {
+    // A translation made against the previous upstreams.yaml may name a path the new one took.
+    const paths = host.paths.filter((path) => !claimed.has(claimKey(host.name, path)));
+    if (paths.length === 0) continue;
+    const existing = merged.find((candidate) => candidate.name === host.name);
+    if (existing) existing.paths.push(...paths);
+    else merged.push({ name: host.name, paths });
+  }
+  return { ...base, hosts: merged };
+}

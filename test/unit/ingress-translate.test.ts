@@ -1,0 +1,390 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
+import bcrypt from 'bcryptjs';
+import { verifyPassword } from '../../src/auth/password.ts';
+import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
+import {
+  parseApiKeys,
+  parseAuthMap,
+  parseHtpasswd,
+} from '../../src/sources/kubernetes/ingress/credentials.ts';
+import {
+  type IngressInput,
+  mergeIngressRoutes,
+  secretsOf,
+  translateIngresses,
+} from '../../src/sources/kubernetes/ingress/translate.ts';
+import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
+
+const json = <T>(model: { toJSON(): unknown }) => structuredClone(model.toJSON()) as T;
+const withTime = (object: V1Ingress, iso: string): V1Ingress => ({
+  ...object,
+  metadata: { ...object.metadata, creationTimestamp: new Date(iso) },
+});
+
+function input(
+  ingresses: V1Ingress[],
+  extra: { secrets?: V1Secret[]; classes?: V1IngressClass[]; base?: IngressInput['base'] } = {},
+): IngressInput {
+  const services = [
+    json<V1Service>(
+      service({ name: 'web', namespace: 'apps', ports: [{ name: 'http', port: 80, targetPort: 8080 }] }),
+    ),
+    json<V1Service>(service({ name: 'bare', namespace: 'apps', ports: [{ port: 80, targetPort: 9000 }] })),
+  ];
+  return {
+    className: 'tollgate',
+    classes: extra.classes ?? [json<V1IngressClass>(ingressClass())],
+    ingresses,
+    services: new Map(services.map((s) => [`${s.metadata?.namespace}/${s.metadata?.name}`, s])),
+    secrets: new Map((extra.secrets ?? []).map((s) => [`${s.metadata?.namespace}/${s.metadata?.name}`, s])),
+    base: extra.base ?? { hosts: [] },
+  };
+}
+const one = (spec: Parameters<typeof ingress>[0]) => json<V1Ingress>(ingress({ namespace: 'apps', ...spec }));
+
+describe('translating Ingresses into routes', () => {
+  it('hosts, path types and the Service port mapped to the EndpointSlice port name', () => {
+    const result = translateIngresses(
+      input([
+        one({
+          name: 'a',
+          rules: [
+            {
+              host: 'Web.Example.com',
+              paths: [
+                { path: '/api/', service: 'web', port: 80 },
+                { path: '/exact/', pathType: 'Exact', service: 'web', port: 'http' },
+                { path: '/impl', pathType: 'ImplementationSpecific', service: 'bare', port: 80 },
+              ],
+            },
+            { paths: [{ service: 'web', port: 80 }] },
+          ],
+        }),
+      ]),
+    );
+    const [web, fallback] = result.hosts;
+    assert.equal(web?.name, 'web.example.com');
+    assert.deepEqual(
+      web?.paths.map((p) => [p.prefix, p.exact, p.service]),
+      [
+        ['/api', false, { name: 'web', namespace: 'apps', port: 'http' }],
+        ['/exact/', true, { name: 'web', namespace: 'apps', port: 'http' }],
+        ['/impl', false, { name: 'bare', namespace: 'apps', port: '' }],
+      ],
+    );
+    assert.equal(fallback?.name, 'DEFAULT');
+    assert.deepEqual(result.reports.get('apps/a')?.problems, []);
+  });
+
+  it('a missing Service or port answers 503 (no servers) and warns; resource backends are refused', () => {
+    const result = translateIngresses(
+      input([
+        one({
+          name: 'a',
+          rules: [
+            {
+              host: 'x.test',
+              paths: [
+                { service: 'nobody', port: 80 },
+                { path: '/p', service: 'web', port: 81 },
+              ],
+            },
+          ],
+        }),
+      ]),
+    );
+    assert.deepEqual(
+      result.hosts[0]?.paths.map((p) => p.service),
+      [null, null],
+    );
+    assert.equal(result.reports.get('apps/a')?.warnings.length, 2);
+    const resource = one({ name: 'r', rules: [] });
+    resource.spec = {
+      ingressClassName: 'tollgate',
+      rules: [
+        {
+          host: 'r.test',
+          http: {
+            paths: [
+              {
+                path: '/',
+                pathType: 'Prefix',
+                backend: { resource: { kind: 'Bucket', name: 'b', apiGroup: 'x' } },
+              },
+            ],
+          },
+        },
+      ],
+    };
+    const refused = translateIngresses(input([resource]));
+    assert.equal(refused.hosts.length, 0);
+    assert.match(refused.reports.get('apps/r')?.problems[0] ?? '', /resource backends are not supported/);
+  });
+
+  it('the oldest Ingress wins a host+path; upstreams.yaml wins over every Ingress', () => {
+    const base = {
+      hosts: [
+        {
+          name: 'x.test',
+          paths: [
+            {
+              prefix: '/file',
+              servers: [],
+              service: null,
+              toHttps: false,
+              authorization: null,
+              rateLimit: null,
+              healthCheck: null,
+              requestHeaders: null,
+              responseHeaders: null,
+              redirectTo: null,
+              authFailureLimit: null,
+            },
+          ],
+        },
+      ],
+    };
+    const newer = withTime(
+      one({
+        name: 'a-newer',
+        rules: [
+          {
+            host: 'x.test',
+            paths: [
+              { service: 'web', port: 80 },
+              { path: '/file', service: 'web', port: 80 },
+            ],
+          },
+        ],
+      }),
+      '2026-01-02T00:00:00Z',
+    );
+    const older = withTime(
+      one({ name: 'z-older', rules: [{ host: 'x.test', paths: [{ service: 'bare', port: 80 }] }] }),
+      '2026-01-01T00:00:00Z',
+    );
+    const result = translateIngresses(input([newer, older], { base }));
+    assert.deepEqual(
+      result.hosts[0]?.paths.map((p) => [p.prefix, p.origin]),
+      [['/', 'ingress/apps/z-older']],
+    );
+    const problems = result.reports.get('apps/a-newer')?.problems ?? [];
+    assert.match(problems[0] ?? '', /already served by the older Ingress apps\/z-older/);
+    assert.match(problems[1] ?? '', /already served by upstreams.yaml/);
+    // Same creation time: namespace/name decides.
+    const tie = translateIngresses(
+      input([withTime(newer, '2026-01-01T00:00:00Z'), withTime(older, '2026-01-01T00:00:00Z')]),
+    );
+    assert.equal(tie.hosts[0]?.paths[0]?.origin, 'ingress/apps/a-newer');
+    const merged = mergeIngressRoutes(
+      {
+        file: '',
+        hash: '',
+        provider: 'file',
+        masterkey: null,
+        stickySessions: null,
+        toHttps: false,
+        rateLimit: null,
+        authorization: null,
+        requestHeaders: null,
+        responseHeaders: null,
+        authFailureLimit: null,
+        hosts: base.hosts,
+      },
+      result.hosts,
+    );
+    assert.deepEqual(
+      merged.hosts[0]?.paths.map((p) => p.prefix),
+      ['/file', '/'],
+    );
+  });
+
+  it('classes: the configured name, classes of our controller, unclassed only with a default class', () => {
+    const unclassed = one({
+      name: 'u',
+      className: null,
+      rules: [{ host: 'u.test', paths: [{ service: 'web', port: 80 }] }],
+    });
+    const other = one({
+      name: 'o',
+      className: 'nginx',
+      rules: [{ host: 'o.test', paths: [{ service: 'web', port: 80 }] }],
+    });
+    assert.deepEqual([...translateIngresses(input([unclassed, other])).reports.keys()], []);
+    const defaultClass = json<V1IngressClass>(ingressClass({ name: 'tg', isDefault: true }));
+    assert.deepEqual(
+      [...translateIngresses(input([unclassed, other], { classes: [defaultClass] })).reports.keys()],
+      ['apps/u'],
+    );
+    const theirs = json<V1IngressClass>(
+      ingressClass({ name: 'tollgate', controller: 'k8s.io/ingress-nginx' }),
+    );
+    const mine = one({ name: 'm', rules: [{ host: 'm.test', paths: [{ service: 'web', port: 80 }] }] });
+    assert.deepEqual([...translateIngresses(input([mine], { classes: [theirs] })).reports.keys()], []);
+  });
+
+  it('auth annotations: Secrets read from the Ingress namespace only; missing or bad ones close the paths', () => {
+    const annotated = (annotations: Record<string, string>) =>
+      one({ name: 'a', annotations, rules: [{ host: 'a.test', paths: [{ service: 'web', port: 80 }] }] });
+    const users = json<V1Secret>(
+      secret({ name: 'users', namespace: 'apps', data: { auth: `u:${bcrypt.hashSync('p', 4)}` } }),
+    );
+    const ok = translateIngresses(
+      input([annotated({ 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'users' })], {
+        secrets: [users],
+      }),
+    );
+    const path = ok.hosts[0]?.paths[0];
+    assert.equal(path?.unavailable, null);
+    assert.equal(path?.authorization?.type, 'basic');
+    assert.equal(path?.authorization?.users[0]?.username, 'u');
+
+    for (const [annotations, message] of [
+      [
+        { 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'missing' },
+        /auth Secret apps\/missing does not exist/,
+      ],
+      [{ 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'other/users' }, /another namespace/],
+      [{ 'tollgate.io/auth-type': 'basic' }, /needs an auth-secret/],
+      [{ 'nginx.ingress.kubernetes.io/auth-type': 'digest' }, /digest authentication is not supported/],
+      [{ 'tollgate.io/auth-tpye': 'basic' }, /unknown annotation tollgate.io\/auth-tpye/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'on' }, /paths stay closed/],
+      [
+        { 'tollgate.io/auth-type': 'basic', 'nginx.ingress.kubernetes.io/auth-type': 'jwt' },
+        /conflicts with/,
+      ],
+    ] as const) {
+      const result = translateIngresses(input([annotated(annotations)], { secrets: [users] }));
+      const closed = result.hosts[0]?.paths[0];
+      assert.ok(closed?.unavailable, JSON.stringify(annotations));
+      assert.match(result.reports.get('apps/a')?.problems.join('; ') ?? '', message);
+    }
+    assert.deepEqual(
+      secretsOf(annotated({ 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'other/users' })),
+      [],
+    );
+  });
+
+  it('TLS: a kubernetes.io/tls Secret per host list, and plain HTTP redirected unless annotated otherwise', () => {
+    const pem = {
+      'tls.crt': '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n',
+      'tls.key': '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n',
+    };
+    const tls = json<V1Secret>(
+      secret({ name: 'cert', namespace: 'apps', type: 'kubernetes.io/tls', data: pem }),
+    );
+    const spec = {
+      name: 'a',
+      tls: [{ hosts: ['a.test'], secretName: 'cert' }],
+      rules: [
+        { host: 'a.test', paths: [{ service: 'web', port: 80 }] },
+        { host: 'b.test', paths: [{ service: 'web', port: 80 }] },
+      ],
+    };
+    const result = translateIngresses(input([one(spec)], { secrets: [tls] }));
+    assert.deepEqual(
+      result.certificates.map((c) => [c.secret, c.hosts]),
+      [['apps/cert', ['a.test']]],
+    );
+    assert.deepEqual(
+      result.hosts.map((h) => [h.name, h.paths[0]?.toHttps]),
+      [
+        ['a.test', true],
+        ['b.test', false],
+      ],
+    );
+    const off = translateIngresses(
+      input([one({ ...spec, annotations: { 'nginx.ingress.kubernetes.io/ssl-redirect': 'false' } })], {
+        secrets: [tls],
+      }),
+    );
+    assert.equal(off.hosts[0]?.paths[0]?.toHttps, false);
+    const forced = translateIngresses(
+      input([one({ ...spec, annotations: { 'nginx.ingress.kubernetes.io/force-ssl-redirect': 'true' } })], {
+        secrets: [tls],
+      }),
+    );
+    assert.equal(forced.hosts[1]?.paths[0]?.toHttps, true);
+    const missing = translateIngresses(input([one(spec)]));
+    assert.equal(missing.hosts.length, 0, 'a missing TLS Secret leaves the Ingress out');
+    assert.match(missing.reports.get('apps/a')?.problems[0] ?? '', /TLS Secret apps\/cert does not exist/);
+  });
+});
+
+describe('annotations', () => {
+  it('traffic annotations in both spellings; bad values reported; unknown nginx ones ignored with a warning', () => {
+    const read = readAnnotations({
+      'nginx.ingress.kubernetes.io/limit-rps': '5',
+      'nginx.ingress.kubernetes.io/affinity': 'cookie',
+      'nginx.ingress.kubernetes.io/proxy-body-size': '8m',
+      'nginx.ingress.kubernetes.io/server-snippet': 'x',
+      'kubectl.kubernetes.io/last-applied-configuration': '{}',
+    });
+    assert.deepEqual(read.settings, { rateLimit: 5, sticky: null });
+    assert.deepEqual(read.warnings, [
+      'nginx.ingress.kubernetes.io/proxy-body-size ignored: not supported by Tollgate',
+      'nginx.ingress.kubernetes.io/server-snippet ignored: snippets are never executed',
+    ]);
+    assert.deepEqual(readAnnotations({ 'tollgate.io/rate-limit': 'lots' }).problems, [
+      'tollgate.io/rate-limit: expected a whole number of requests per second',
+    ]);
+    assert.deepEqual(readAnnotations({ 'tollgate.io/sticky-sessions': '3600' }).settings, { sticky: 3600 });
+    assert.equal(
+      readAnnotations({ 'tollgate.io/auth-url': 'http://auth.svc/check' }).settings.authType,
+      'forward',
+    );
+    assert.match(
+      readAnnotations({ 'tollgate.io/auth-url': 'http://x/$(id)' }).authProblems[0] ?? '',
+      /characters/,
+    );
+    assert.match(readAnnotations({ 'tollgate.io/auth-realm': 'a"b' }).authProblems[0] ?? '', /without "/);
+    assert.deepEqual(
+      readAnnotations({ 'tollgate.io/request-headers': '{"set":{"X-A":"1"},"remove":["X-B"]}' }).settings
+        .requestHeaders,
+      { set: [{ name: 'x-a', value: '1' }], add: [], remove: ['x-b'] },
+    );
+    assert.match(
+      readAnnotations({ 'tollgate.io/request-headers': '{"set":{"X-Tollgate-Subject":"admin"}}' })
+        .problems[0] ?? '',
+      /written or guarded by Tollgate/,
+    );
+    assert.match(
+      readAnnotations({ 'tollgate.io/auth-response-headers': 'X-User, X-Forwarded-For' }).authProblems[0] ??
+        '',
+      /written or guarded by Tollgate/,
+    );
+  });
+});
+
+describe('credentials from Secrets', () => {
+  it('htpasswd: bcrypt and scrypt accepted, $apr1$ and {SHA} with a warning, plain text refused', async () => {
+    const sha = `{SHA}${createHash('sha1').update('shapw').digest('base64')}`;
+    const apr = execFileSync('openssl', ['passwd', '-apr1', 'aprpw'], { encoding: 'utf8' }).trim();
+    const parsed = parseHtpasswd(`# users\nb:${bcrypt.hashSync('bpw', 4)}\na:${apr}\ns:${sha}\n`);
+    assert.deepEqual(parsed.problems, []);
+    assert.equal(parsed.warnings.length, 2);
+    const hashOf = (name: string) => parsed.entries.find((u) => u.username === name)?.passwordHash as string;
+    const { parseStoredHash } = await import('../../src/auth/password.ts');
+    for (const [user, password] of [
+      ['b', 'bpw'],
+      ['a', 'aprpw'],
+      ['s', 'shapw'],
+    ]) {
+      const hash = parseStoredHash(hashOf(user as string));
+      assert.ok(hash, user);
+      assert.equal(await verifyPassword(password as string, hash), true, user);
+      assert.equal(await verifyPassword(`${password}x`, hash), false, user);
+    }
+    assert.match(parseHtpasswd('eve:plaintext').problems[0] ?? '', /plain text is refused/);
+    assert.match(parseHtpasswd('').problems[0] ?? '', /no user/);
+    assert.deepEqual(
+      parseAuthMap({ u: bcrypt.hashSync('x', 4) }).entries.map((e) => e.username),
+      ['u'],
+    );
+    assert.deepEqual(parseApiKeys('ci:abc\n\nbad line\n').problems, ["line 3 is not 'name:key'"]);
+  });
+});
