@@ -22,12 +22,26 @@ const read = (path: string) => readFileSync(join(ROOT, path), 'utf8');
 const sources = () => filesUnder('src', '.ts').map((path) => ({ path, text: read(path) }));
 const docs = () => ['README.md', ...filesUnder('docs', '.md')].map((path) => ({ path, text: read(path) }));
 
-/** Metric name → the source file registering it (`name: 'tollgate_…'`). */
+/**
+ * Metric name → the source file registering it: `name: 'tollgate_…'`, or `name: SOME_CONST` with
+ * `SOME_CONST = 'tollgate_…'` declared in src/.
+ */
 function metricsInCode(): Map<string, string> {
   const found = new Map<string, string>();
-  for (const { path, text } of sources()) {
+  const constants = new Map<string, string>();
+  const all = sources();
+  for (const { text } of all) {
+    for (const match of text.matchAll(/\bconst ([A-Z][A-Z0-9_]*)\s*=\s*'(tollgate_[a-z0-9_]+)'/g)) {
+      constants.set(String(match[1]), String(match[2]));
+    }
+  }
+  for (const { path, text } of all) {
     for (const match of text.matchAll(/\bname:\s*'(tollgate_[a-z0-9_]+)'/g))
       found.set(String(match[1]), path);
+    for (const match of text.matchAll(/\bname:\s*([A-Z][A-Z0-9_]*)\b/g)) {
+      const name = constants.get(String(match[1]));
+      if (name !== undefined) found.set(name, path);
+    }
   }
   return found;
 }
