@@ -2,7 +2,8 @@
  * One-off HTTP requests of the bench (readiness, checks, the token API). node:http rather than
  * fetch because fetch does not let a caller choose the Host header, and routing depends on it.
  */
-import { request } from 'node:http';
+import { request as plainRequest } from 'node:http';
+import { request as tlsRequest } from 'node:https';
 import type { Started } from './processes.ts';
 
 export interface Answer {
@@ -15,11 +16,15 @@ export function httpRequest(
   options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const outgoing = request(url, {
-      method: options.method ?? 'GET',
-      headers: options.headers ?? {},
-      agent: false,
-    });
+    // The TLS targets serve a self-signed certificate made for the run.
+    const outgoing = url.startsWith('https:')
+      ? tlsRequest(url, {
+          method: options.method ?? 'GET',
+          headers: options.headers ?? {},
+          agent: false,
+          rejectUnauthorized: false,
+        })
+      : plainRequest(url, { method: options.method ?? 'GET', headers: options.headers ?? {}, agent: false });
     outgoing.setTimeout(options.timeoutMs ?? 5000, () =>
       outgoing.destroy(new Error(`no answer from ${url} in time`)),
     );

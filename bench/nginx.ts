@@ -86,6 +86,23 @@ ${httpTemps(dir)}
 `;
 }
 
+/**
+ * nginx terminating TLS with HTTP/2 on (and http/1.1 by ALPN), proxying over HTTP/1.1 keep-alive.
+ * Debian's nginx 1.22 predates the `http2 on;` directive: `listen … ssl http2` says the same.
+ */
+export function proxyConfigH2(
+  dir: string,
+  port: number,
+  upstreamPort: number,
+  certificate: string,
+  key: string,
+): string {
+  return proxyConfig(dir, port, upstreamPort).replace(
+    `listen 127.0.0.1:${port};`,
+    `listen 127.0.0.1:${port} ssl http2;\n    ssl_certificate ${certificate};\n    ssl_certificate_key ${key};`,
+  );
+}
+
 export function startNginx(binary: string, name: string, config: (dir: string) => string): Started {
   const dir = makeTempDir(`tollgate-bench-${name}-`);
   const confPath = join(dir, 'nginx.conf');

@@ -8,9 +8,10 @@
  * marked `paced`, the table and bench/results/latest.json. See bench/README.md.
  */
 
+import { h2load, h2loadBinary } from './h2load.ts';
 import { waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
-import { nginxBinary, proxyConfig, startNginx } from './nginx.ts';
+import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
 import { startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
 import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
 import { freePort, type Started } from './processes.ts';
@@ -23,6 +24,7 @@ import {
   manyHostsRequest,
   manyPathsRequest,
   type RunningTollgate,
+  selfSignedCertificate,
   startTollgate,
   tollgateBuilt,
 } from './tollgate.ts';
@@ -135,6 +137,23 @@ function peerTarget(
   };
 }
 
+/** The one-process Tollgate with a TLS listener, shared by its h2 and HTTP/1.1 targets. */
+async function tlsTarget(context: BenchContext, protocol: 'h2' | 'http/1.1'): Promise<RunningTarget> {
+  const binary = h2loadBinary();
+  if (binary === null)
+    throw new Error('h2load is needed for the HTTP/2 targets (apt-get install nghttp2-client)');
+  const tollgate = await context.shared('tollgate-tls', () =>
+    startTollgate(context.upstreamPort, { tls: true }),
+  );
+  return {
+    label: protocol === 'h2' ? 'tollgate h2' : 'tollgate HTTP/1.1 over TLS',
+    url: `${tollgate.tlsBase}/`,
+    headers: host,
+    processes: [tollgate.process],
+    generator: h2load(binary, protocol),
+  };
+}
+
 const one = (): number => 1;
 const every = (context: BenchContext): number => context.workers;
 
@@ -226,6 +245,31 @@ export const TARGETS: readonly TargetDefinition[] = [
       processes: [tollgate.process],
     };
   }),
+  // HTTP/2 over TLS (docs/traffic.md#http2), all driven by h2load: Tollgate's TLS listener speaking
+  // h2 and HTTP/1.1, and nginx with `http2 on`.
+  tollgateTarget('tollgate-h2', (context) => tlsTarget(context, 'h2')),
+  tollgateTarget('tollgate-h1-tls', (context) => tlsTarget(context, 'http/1.1')),
+  {
+    id: 'nginx-h2',
+    async start(context) {
+      const binary = nginxBinary();
+      const h2loadPath = h2loadBinary();
+      if (binary === null || h2loadPath === null) return { skip: 'nginx or h2load not installed' };
+      const port = await freePort();
+      const started = startNginx(binary, 'nginx-h2', (dir) => {
+        const { tls_certificate, tls_key_file } = selfSignedCertificate(dir);
+        return proxyConfigH2(dir, port, context.upstreamPort, tls_certificate, tls_key_file);
+      });
+      await waitForHttp(`https://127.0.0.1:${port}/`, started);
+      return {
+        label: 'nginx h2 (1 worker)',
+        url: `https://127.0.0.1:${port}/`,
+        headers: host,
+        processes: [started],
+        generator: h2load(h2loadPath, 'h2'),
+      };
+    },
+  },
   // Every core: N = BENCH_WORKERS (docs/workers.md).
   peerTarget('nginx-workers', NGINX, every),
   peerTarget('haproxy-workers', HAPROXY, every),
@@ -416,6 +460,28 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate-workers',
     metric: 'throughput',
     note: "the cluster module's round-robin against the kernel spreading connections",
+  },
+  // HTTP/2 over TLS, h2load on both sides.
+  {
+    name: 'tollgate h2 / tollgate HTTP/1.1 (TLS)',
+    numerator: 'tollgate-h2',
+    denominator: 'tollgate-h1-tls',
+    metric: 'throughput',
+    goal: 0.8,
+  },
+  {
+    name: 'tollgate h2 / nginx h2',
+    numerator: 'tollgate-h2',
+    denominator: 'nginx-h2',
+    metric: 'throughput',
+    note: 'Node against C, both terminating TLS and speaking h2',
+  },
+  {
+    name: 'tollgate h2 / nginx h2',
+    numerator: 'tollgate-h2',
+    denominator: 'nginx-h2',
+    metric: 'cpu',
+    note: 'Node against C',
   },
   // Latency at a moderate, fixed rate.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'paced-p99', goal: 2 },

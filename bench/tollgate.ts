@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 /**
  * Tollgate as a bench target: the built dist/main.js with a temp config routing `bench.local` to the
  * upstream, once without auth (`/`) and once behind JWT (`/jwt`), plus a token from its token API.
@@ -40,6 +41,8 @@ export interface RunningTollgate {
   /** http://127.0.0.1:<proxy port> */
   readonly base: string;
   readonly proxyPort: number;
+  /** https://127.0.0.1:<TLS port> when started with `tls`, else null. */
+  readonly tlsBase: string | null;
   readonly apiPort: number;
   readonly masterkey: string;
   /** A token of the external issuer that `/issuer` trusts. */
@@ -63,6 +66,8 @@ export interface TollgateSetup {
    * hosts with `/` each.
    */
   routes?: 'bench' | 'many-paths' | 'many-hosts';
+  /** Also a TLS listener (ALPN h2 + http/1.1) with a fresh self-signed certificate. */
+  tls?: boolean;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -93,10 +98,19 @@ export async function startTollgate(
   const dir = makeTempDir('tollgate-bench-tollgate-');
   const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const masterkey = randomBytes(24).toString('base64url');
+  const tlsPort = setup.tls ? await freePort() : null;
+  const tlsLines =
+    tlsPort === null
+      ? []
+      : [
+          `proxy_address_tls: "127.0.0.1:${tlsPort}"`,
+          ...Object.entries(selfSignedCertificate(dir)).map(([key, path]) => `${key}: "${path}"`),
+        ];
   writeFileSync(
     join(dir, 'main.yaml'),
     [
       `proxy_address_http: "127.0.0.1:${proxyPort}"`,
+      ...tlsLines,
       `config_address: "127.0.0.1:${apiPort}"`,
       `admin_address: "127.0.0.1:${adminPort}"`,
       'log_level: warn',
@@ -140,6 +154,7 @@ export async function startTollgate(
     process: started,
     base,
     proxyPort,
+    tlsBase: tlsPort === null ? null : `https://127.0.0.1:${tlsPort}`,
     apiPort,
     masterkey,
     issuerToken: issuer.token,
@@ -148,6 +163,34 @@ export async function startTollgate(
       if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);
     },
   };
+}
+
+/** A self-signed EC certificate for BENCH_HOST in `dir`: main.yaml's tls_certificate and tls_key_file. */
+export function selfSignedCertificate(dir: string): { tls_certificate: string; tls_key_file: string } {
+  const certificate = join(dir, 'tls.crt');
+  const key = join(dir, 'tls.key');
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      certificate,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${BENCH_HOST}`,
+    ],
+    { stdio: 'ignore' },
+  );
+  return { tls_certificate: certificate, tls_key_file: key };
 }
 
 /** A token from the token API, reused for every request of the JWT run. */

@@ -98,15 +98,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
         if (sockets.size === 0) onAllClosed?.();
       });
     });
+    // One listener function per server, not a closure per response, and `on` rather than `once`
+    // (a response closes exactly once): this runs for every request (docs/benchmark.md).
+    function untrack(this: ServerResponse) {
+      openResponses.delete(this);
+      // A keep-alive connection whose response went out before the drain goes idle now: close it
+      // (once Node has marked it idle, hence the next turn of the loop).
+      if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
+    }
     const track = (_req: IncomingMessage, res: ServerResponse) => {
       if (draining) closeAfterResponse(res);
       openResponses.add(res);
-      res.once('close', () => {
-        openResponses.delete(res);
-        // A keep-alive connection whose response went out before the drain goes idle now: close it
-        // (once Node has marked it idle, hence the next turn of the loop).
-        if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
-      });
+      res.on('close', untrack);
     };
     server.prependListener('request', track);
     // Where the app answers `Expect: 100-continue` itself, those requests arrive as 'checkContinue'

@@ -1,6 +1,7 @@
-import { decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { decodeJwt, errors, jwtVerify } from 'jose';
 import type { ExternalIssuer } from '../config/types.ts';
 import type { Clock } from './clock.ts';
+import type { KeySet } from './jwks.ts';
 import type { TokenChecker } from './jwt.ts';
 import {
   CLOCK_SKEW_SECONDS,
@@ -66,13 +67,16 @@ export interface ExternalCheckerOptions {
  */
 export function createExternalChecker(
   issuer: ExternalIssuer,
-  keys: JWTVerifyGetKey,
+  keys: KeySet,
   options: ExternalCheckerOptions,
 ): TokenChecker {
   const maxEntries = options.cacheEntries ?? 10_000;
   const verified = new Map<string, VerifiedToken>();
+  // Verifications made with the keys of this generation; a refresh that changed the keys empties it.
+  let cachedGeneration = keys.generation();
 
   async function verify(token: string): Promise<TokenCheck> {
+    const generation = keys.generation();
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
     try {
       ({ payload } = await jwtVerify(token, keys, {
@@ -101,11 +105,17 @@ export function createExternalChecker(
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);
     }
-    verified.set(token, result);
+    // Keys changed while this one was verified: it must not outlive them in the cache.
+    if (generation === keys.generation()) verified.set(token, result);
     return result;
   }
 
   return (token) => {
+    keys.refreshIfDue();
+    if (keys.generation() !== cachedGeneration) {
+      verified.clear();
+      cachedGeneration = keys.generation();
+    }
     const cached = verified.get(token);
     if (cached !== undefined) {
       if (options.now() < cached.expiresAt + CLOCK_SKEW_SECONDS) return cached;

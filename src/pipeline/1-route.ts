@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { normaliseHost, normaliseTarget } from '../routing/normalise.ts';
+import { type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/client-address.ts';
 import type { ProxyRequest } from './request.ts';
@@ -40,16 +40,9 @@ export function routeRequest(
     isTrustedProxy,
   );
   const target = normaliseTarget(req.url ?? '');
-  const unrouted = (verdict: Answer): Unrouted => ({
-    ok: false,
-    verdict,
-    clientIp: address.clientIp,
-    path: target.ok ? target.path : null,
-    query: target.ok ? target.query : '',
-  });
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
-    return unrouted(refuse('bad_request', {}, 'more than one Host header'));
+    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp, target);
   }
   // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
   // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
@@ -60,19 +53,28 @@ export function routeRequest(
     hostHeader !== undefined &&
     authority.toLowerCase() !== hostHeader.toLowerCase()
   ) {
-    return unrouted(refuse('bad_request', {}, 'the :authority and Host headers name different hosts'));
+    return unrouted(
+      refuse('bad_request', {}, 'the :authority and Host headers name different hosts'),
+      address.clientIp,
+      target,
+    );
   }
   const rawHost = authority ?? hostHeader;
   const host = normaliseHost(rawHost);
-  if (host === null) return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'));
-  if (!target.ok) return unrouted(refuse('bad_path'));
+  if (host === null)
+    return unrouted(
+      refuse('bad_request', {}, 'the Host header is missing or malformed'),
+      address.clientIp,
+      target,
+    );
+  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
   const route = table.match(host, target.path);
-  if (route === null) return unrouted(refuse('not_found'));
+  if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
   if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
-    return unrouted(refuse('bad_path'));
+    return unrouted(refuse('bad_path'), address.clientIp, target);
   }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
@@ -119,6 +121,17 @@ function withoutPathParameters(path: string): string {
     if (name !== '') names.push(name);
   }
   return `/${names.join('/')}`;
+}
+
+/** A refusal before routing. A plain function, not a closure made for every request. */
+function unrouted(verdict: Answer, clientIp: string, target: NormalisedPath): Unrouted {
+  return {
+    ok: false,
+    verdict,
+    clientIp,
+    path: target.ok ? target.path : null,
+    query: target.ok ? target.query : '',
+  };
 }
 
 function hasDuplicateHost(rawHeaders: readonly string[]): boolean {

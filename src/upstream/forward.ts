@@ -3,12 +3,12 @@ import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
-import { hasBody } from '../local-response.ts';
+import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
-import { isGrpcContentType, tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
+import { tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -112,7 +112,7 @@ function dispatch(
   const { req, res } = request;
   const withBody = upgrade === null && hasBody(req);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
-  const grpc = upgrade === null && isGrpcContentType(req.headers['content-type']);
+  const grpc = upgrade === null && isGrpcRequest(req);
   const wire = upgrade === null ? wireFor(server, grpc) : wireFor(server, false);
   const options: Dispatcher.DispatchOptions & { servername?: string } = {
     origin: server.origin,
@@ -129,9 +129,12 @@ function dispatch(
   if (call !== null) {
     options.headersTimeout = 0;
     options.bodyTimeout = 0;
+    // Each request message keeps the call alive; read through an iterator, so backpressure still holds.
+    if (withBody) options.body = call.observe(req) as unknown as Dispatcher.DispatchOptions['body'];
   }
 
   let controller: Dispatcher.DispatchController | null = null;
+  let trailersOnly: { statusCode: number; outgoing: IncomingHttpHeaders } | null = null;
   let responded = false;
   let finished = false;
   let clientGone = false;
@@ -147,7 +150,8 @@ function dispatch(
     clientGone = true;
     controller?.abort(new Error('client closed the connection'));
   };
-  res.once('close', onClientGone);
+  // `on`: a response closes once, and done() removes it; `once` would allocate a wrapper per request.
+  res.on('close', onClientGone);
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(ctrl) {
@@ -170,6 +174,11 @@ function dispatch(
         request.responseHeaders,
         request.route.responseHeaders,
       );
+      if (call !== null && headers['grpc-status'] !== undefined) {
+        // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
+        trailersOnly = { statusCode, outgoing };
+        return;
+      }
       // HTTP/2 has no reason phrase (node:http2 warns when given one).
       if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
@@ -178,10 +187,18 @@ function dispatch(
     onResponseData(ctrl, chunk) {
       request.responseBytes += chunk.length;
       call?.alive();
+      if (trailersOnly !== null) {
+        res.writeHead(trailersOnly.statusCode, trailersOnly.outgoing);
+        trailersOnly = null;
+      }
       if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
     },
     onResponseEnd(_ctrl, trailers) {
       done();
+      if (trailersOnly !== null) {
+        endTrailersOnly(res, trailersOnly.statusCode, trailersOnly.outgoing);
+        return;
+      }
       // gRPC's status travels in trailers (docs/traffic.md#grpc); an HTTP/1.1 client gets them when
       // the response is chunked.
       const relayed = clientTrailers(trailers);
@@ -253,6 +270,23 @@ function dispatch(
   deps.pools.get(server, wire).dispatch(options, handler);
 }
 
+/**
+ * A gRPC answer with no body, its status in the headers: on HTTP/2 it must be one HEADERS frame
+ * ending the stream (the compatibility API would add an empty DATA frame, which gRPC clients read
+ * as a response missing its trailers).
+ */
+function endTrailersOnly(res: ProxyRequest['res'], statusCode: number, outgoing: IncomingHttpHeaders): void {
+  if (res.destroyed) return;
+  const stream = http2StreamOf(res);
+  if (stream === null || stream.headersSent) {
+    res.writeHead(statusCode, outgoing);
+    res.end();
+    return;
+  }
+  res.statusCode = statusCode;
+  stream.respond({ ...outgoing, ':status': statusCode }, { endStream: true });
+}
+
 /** Trailers worth passing on (hop-by-hop ones never are); null when there are none. */
 function clientTrailers(trailers: Record<string, string | string[] | undefined> | null | undefined) {
   if (trailers === null || trailers === undefined) return null;
@@ -281,6 +315,8 @@ interface GrpcCall {
   readonly expired: boolean;
   /** A message went either way: the idle timer starts again. */
   alive(): void;
+  /** The request body, passed on unchanged, each chunk counting as a sign of life. */
+  observe(body: AsyncIterable<Buffer>): AsyncIterable<Buffer>;
   stop(): void;
 }
 
@@ -313,16 +349,22 @@ function grpcCall(
     else idle.refresh();
   };
   alive();
-  request.req.on('data', alive);
+  let stopped = false;
   return {
     get expired() {
       return expired;
     },
     alive,
+    async *observe(body) {
+      for await (const chunk of body) {
+        if (!stopped) alive();
+        yield chunk;
+      }
+    },
     stop() {
+      stopped = true;
       if (deadline !== null) clearTimeout(deadline);
       if (idle !== null) clearTimeout(idle);
-      request.req.off('data', alive);
     },
   };
 }

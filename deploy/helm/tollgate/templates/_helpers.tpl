@@ -256,8 +256,22 @@ upstreams.yaml is found beside main.yaml by default.
 {{- if and $c.rateLimitRedis (not $c.rateLimitRedisSecret.name) }}
 {{- $_ := set $main "rate_limit_redis" $c.rateLimitRedis }}
 {{- end }}
+{{- $kube := dict }}
 {{- if and .Values.kubernetes.enabled .Values.kubernetes.upstreamsFromApi }}
-{{- $_ := set $main "kubernetes" (dict "upstreams_configmap" (include "tollgate.upstreamsConfigMapName" .)) }}
+{{- $_ := set $kube "upstreams_configmap" (include "tollgate.upstreamsConfigMapName" .) }}
+{{- end }}
+{{- $ic := .Values.ingressController }}
+{{- if $ic.enabled }}
+{{- $_ := set $kube "ingress_class" $ic.className }}
+{{- with $ic.watchNamespaces }}{{ $_ := set $kube "watch_namespaces" . }}{{ end }}
+{{- if $ic.publishAddress }}
+{{- $_ := set $kube "publish_address" $ic.publishAddress }}
+{{- else }}
+{{- $_ := set $kube "publish_service" (include "tollgate.publishService" .) }}
+{{- end }}
+{{- end }}
+{{- if $kube }}
+{{- $_ := set $main "kubernetes" $kube }}
 {{- end }}
 {{- include "tollgate.checkConfigExtra" . }}
 {{- include "tollgate.checkRateLimitRedis" . }}
@@ -354,4 +368,13 @@ is not OOM-killed exactly when it is busiest (docs/workers.md#memory).
 {{- if $r -}}
 {{- toYaml $r -}}
 {{- end -}}
+
+{{/* `namespace/name` of the Service whose address Ingress status announces (docs/ingress.md#status). */}}
+{{- define "tollgate.publishService" -}}
+{{- .Values.ingressController.publishService | default (printf "%s/%s" .Release.Namespace (include "tollgate.fullname" .)) }}
+{{- end }}
+
+{{/* True when the pods talk to the API: the provider, or the Ingress controller. */}}
+{{- define "tollgate.usesApi" -}}
+{{- or .Values.kubernetes.enabled .Values.ingressController.enabled }}
 {{- end }}
