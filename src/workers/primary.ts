@@ -95,6 +95,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     upstreams: config.upstreams,
     masterkey: prepared.masterkeys.current(),
     endpoints: [],
+    certificates: [],
   };
   // upstreams.yaml as live, before any Ingress route is merged in.
   let base = config.upstreams;
@@ -322,6 +323,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       upstreams: served,
       masterkey: masterkeys.current(),
       endpoints: endpointsOf(served),
+      certificates: kubernetes?.certificates() ?? [],
     };
     hash = nextHash;
     for (const slot of slots) {
