@@ -368,6 +368,7 @@ is not OOM-killed exactly when it is busiest (docs/workers.md#memory).
 {{- if $r -}}
 {{- toYaml $r -}}
 {{- end -}}
+{{- end }}
 
 {{/* `namespace/name` of the Service whose address Ingress status announces (docs/ingress.md#status). */}}
 {{- define "tollgate.publishService" -}}
