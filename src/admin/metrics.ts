@@ -53,6 +53,12 @@ export const authFailuresTotal = new Counter({
   registers: [registry],
 });
 
+export const passwordChecksTotal = new Counter({
+  name: 'tollgate_password_checks_total',
+  help: 'Hashed Basic passwords actually checked (scrypt runs; cached and shared answers are not counted).',
+  registers: [registry],
+});
+
 export const forwardAuthDuration = new Histogram({
   name: 'tollgate_forward_auth_duration_seconds',
   help: 'Time a forward-auth check took, by route and result (allowed, denied, error).',
