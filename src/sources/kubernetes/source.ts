@@ -108,7 +108,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
           },
           (error: unknown) => {
             logger.warn(
-              { service: id, error: (error as Error).message?.split('\n', 1)[0] },
+              { kubernetes_service: id, error: (error as Error).message?.split('\n', 1)[0] },
               'could not read the Service to map its port number (RBAC: get services)',
             );
           },
