@@ -30,6 +30,7 @@ import type { RoutingTable } from './routing/types.ts';
 import { createRuntime, type Runtime } from './runtime.ts';
 import { createUpstreamsApplier, type UpstreamsApplier } from './sources/apply-upstreams.ts';
 import { createFileWatcher, type FileWatcher } from './sources/files.ts';
+import { createIngressCertificates } from './sources/kubernetes/ingress/certificates.ts';
 import {
   type KubernetesProvider,
   startKubernetesProvider,
@@ -203,6 +204,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   });
 
   let tls: TlsContextProvider | null = null;
+  // A worker's Ingress TLS certificates, as the primary sends them (docs/ingress.md#tls).
+  const ingressCertificates = createIngressCertificates(logger);
   const tlsPairs = tlsPairsOf(main);
   if (tlsPairs.length > 0) {
     try {
@@ -303,6 +306,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
               runtime,
               logger,
               ownListeners: () => [own.proxy, own.api, own.admin, ...(own.proxyTls ? [own.proxyTls] : [])],
+              certificates: tls?.store ?? null,
             });
           } catch (error) {
             throw new StartError(`tollgate: kubernetes: ${(error as Error).message}`);
@@ -391,7 +395,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       hotReload.trigger(reason);
       await hotReload.settled();
     },
-    applyConfig({ upstreams, masterkey, endpoints }) {
+    applyConfig({ upstreams, masterkey, endpoints, certificates }) {
+      if (tls) ingressCertificates.update(tls.store, certificates);
       const servers = new Map(endpoints);
       const next = compileRoutingTable(upstreams, (ref) => servers.get(serviceRefText(ref)) ?? []);
       // The worker's main.yaml names no masterkey source (the primary resolved it), so the key

@@ -3,9 +3,9 @@
  * forwarder (upstream/headers.ts, which drops and writes them) and config validation (header rules and
  * forward-auth header lists may not touch them), so the two can never disagree.
  *
- * Names are compared normalised: lower case with `_` read as `-`, because upstreams that map headers
- * to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject` and `X-Tollgate-Subject` as the
- * same HTTP_X_TOLLGATE_SUBJECT.
+ * Names are compared normalised: lower case with `_` and `.` read as `-`, because upstreams that map
+ * headers to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject`, `X.Tollgate.Subject` and
+ * `X-Tollgate-Subject` as the same HTTP_X_TOLLGATE_SUBJECT.
  */
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection and never cross the proxy. */
@@ -58,10 +58,13 @@ export const FROM_TRUSTED_PROXIES_ONLY: ReadonlySet<string> = new Set([
   'front-end-https',
 ]);
 
-/** Lower case, `_` read as `-`: the name as CGI-style upstreams will see it. */
+/**
+ * Lower case, `_` and `.` read as `-`: the name as CGI-style upstreams will see it (some frameworks
+ * map `.` to `_` in variable names as they do `-`, so `X.Tollgate.Subject` must count as ours too).
+ */
 export function normaliseHeaderName(name: string): string {
   const lower = name.toLowerCase();
-  return lower.includes('_') ? lower.replaceAll('_', '-') : lower;
+  return lower.includes('_') || lower.includes('.') ? lower.replaceAll(/[_.]/g, '-') : lower;
 }
 
 /** A name Tollgate drops from clients and writes itself, or never forwards (normalised input). */

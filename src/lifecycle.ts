@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { MainConfig } from './config/types.ts';
 import { http2StreamOf } from './local-response.ts';
-import type { Logger } from './log.ts';
+import { flushLogs, type Logger } from './log.ts';
 import type { Runtime } from './runtime.ts';
 
 /** What the drain needs from a listener; http.Server and https.Server both fit. */
@@ -98,15 +98,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
         if (sockets.size === 0) onAllClosed?.();
       });
     });
+    // One listener function per server, not a closure per response, and `on` rather than `once`
+    // (a response closes exactly once): this runs for every request (docs/benchmark.md).
+    function untrack(this: ServerResponse) {
+      openResponses.delete(this);
+      // A keep-alive connection whose response went out before the drain goes idle now: close it
+      // (once Node has marked it idle, hence the next turn of the loop).
+      if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
+    }
     const track = (_req: IncomingMessage, res: ServerResponse) => {
       if (draining) closeAfterResponse(res);
       openResponses.add(res);
-      res.once('close', () => {
-        openResponses.delete(res);
-        // A keep-alive connection whose response went out before the drain goes idle now: close it
-        // (once Node has marked it idle, hence the next turn of the loop).
-        if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
-      });
+      res.on('close', untrack);
     };
     server.prependListener('request', track);
     // Where the app answers `Expect: 100-continue` itself, those requests arrive as 'checkContinue'
@@ -130,6 +133,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     // Readiness never turned on (a failed or interrupted start): nobody is routing here, no delay.
     const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
+    const graceEnds = Date.now() + delayMs + graceMs;
     logger.info(
       {
         signal,
@@ -177,10 +181,9 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       server.closeAllConnections();
     }
     logger.info({ connections_cut: cut }, 'shutdown complete');
-    await new Promise<void>((resolve) => {
-      logger.flush(() => resolve());
-      setTimeout(resolve, 500).unref();
-    });
+    // Log lines still buffered get what is left of the grace period, never more: a stdout nobody
+    // reads must not hold the exit (docs/observability.md#when-stdout-stalls).
+    await flushLogs(logger, graceEnds - Date.now());
   };
 
   return {

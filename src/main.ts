@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: V8 settings must be in place before anything else allocates (src/v8-flags.ts).
+import './v8-flags.ts';
 import { runCli } from './cli.ts';
 
 // runCli settles only when the command is over (a running proxy settles it once shut down), so exit

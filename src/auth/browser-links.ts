@@ -1,7 +1,8 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { AuthRedirect } from './authenticator.ts';
 import type { Clock } from './clock.ts';
+import { takeQueryParam } from './query.ts';
 import type { ScopeEntry } from './scope.ts';
 import type { VerifiedToken } from './tokens.ts';
 
@@ -51,6 +52,29 @@ function cookiePath(prefix: string): string {
 /** Marks the response to a query-token request: never cached by others, never leaks the URL. */
 export function markQueryTokenResponse(request: ProxyRequest): void {
   request.responseHeaders = { ...request.responseHeaders, ...QUERY_TOKEN_RESPONSE_HEADERS };
+}
+
+/**
+ * Marks every answer to a request whose URL carries the token parameter in any spelling (docs/tokens.md),
+ * whatever answers it: Tollgate itself (401, 404, 429, a redirect…) through the headers set on `res`,
+ * an upstream through the overrides applied last to its headers. Open routes too: the URL holds a
+ * credential either way, and the page must not leak it in a Referer or sit in a shared cache.
+ */
+export function markIfUrlCarriesToken(
+  url: string | undefined,
+  tokenParam: string,
+  res: ServerResponse,
+  request: ProxyRequest | null,
+): void {
+  const question = url?.indexOf('?') ?? -1;
+  if (url === undefined || question === -1) return;
+  const hash = url.indexOf('#', question);
+  const query = url.slice(question + 1, hash === -1 ? undefined : hash);
+  const taken = takeQueryParam(query, tokenParam);
+  if (taken.value === null && taken.rest === query) return;
+  for (const [name, value] of Object.entries(QUERY_TOKEN_RESPONSE_HEADERS))
+    if (!res.headersSent) res.setHeader(name, value);
+  if (request !== null) markQueryTokenResponse(request);
 }
 
 export function createBrowserLinks(options: { cookieName: string; now: Clock }): BrowserLinks {

@@ -1,17 +1,48 @@
-import { decodeJwt, errors, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { decodeJwt, errors, jwtVerify } from 'jose';
 import type { ExternalIssuer } from '../config/types.ts';
 import type { Clock } from './clock.ts';
+import type { KeySet } from './jwks.ts';
 import type { TokenChecker } from './jwt.ts';
 import {
   CLOCK_SKEW_SECONDS,
   EXPIRED,
-  INVALID,
   isValidOwner,
   MAX_TOKEN_LENGTH,
   TOKEN_ISSUER,
   type TokenCheck,
+  type TokenRefusalDetail,
   type VerifiedToken,
 } from './tokens.ts';
+
+/** One frozen refusal per detail, so a refusal allocates nothing. */
+const REFUSALS = new Map<TokenRefusalDetail, TokenCheck>();
+export function invalidBecause(detail: TokenRefusalDetail): TokenCheck {
+  let refusal = REFUSALS.get(detail);
+  if (refusal === undefined) {
+    refusal = Object.freeze({ ok: false, reason: 'token_invalid', detail });
+    REFUSALS.set(detail, refusal);
+  }
+  return refusal;
+}
+
+/** What jose's error says about why a token failed, in the words of the log (never the token). */
+function refusalOf(error: unknown): TokenCheck {
+  if (error instanceof errors.JWTExpired) return EXPIRED;
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === 'aud') return invalidBecause('wrong_audience');
+    if (error.claim === 'iss') return invalidBecause('wrong_issuer');
+    if (error.claim === 'nbf' && error.reason === 'check_failed') return invalidBecause('not_yet_valid');
+    return invalidBecause('missing_claim');
+  }
+  if (error instanceof errors.JWKSNoMatchingKey) return invalidBecause('unknown_kid');
+  if (error instanceof errors.JWSSignatureVerificationFailed) return invalidBecause('bad_signature');
+  if (error instanceof errors.JOSEAlgNotAllowed) return invalidBecause('algorithm_not_allowed');
+  if (error instanceof errors.JWKSTimeout || !(error instanceof errors.JOSEError)) {
+    // The key set could not be had (issuer unreachable, no keys yet): not the token's fault.
+    return invalidBecause('keys_unavailable');
+  }
+  return invalidBecause('malformed');
+}
 
 /**
  * Tokens from an external OpenID issuer (docs/tokens.md#external-issuers): signature by one of the
@@ -36,13 +67,16 @@ export interface ExternalCheckerOptions {
  */
 export function createExternalChecker(
   issuer: ExternalIssuer,
-  keys: JWTVerifyGetKey,
+  keys: KeySet,
   options: ExternalCheckerOptions,
 ): TokenChecker {
   const maxEntries = options.cacheEntries ?? 10_000;
   const verified = new Map<string, VerifiedToken>();
+  // Verifications made with the keys of this generation; a refresh that changed the keys empties it.
+  let cachedGeneration = keys.generation();
 
   async function verify(token: string): Promise<TokenCheck> {
+    const generation = keys.generation();
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
     try {
       ({ payload } = await jwtVerify(token, keys, {
@@ -54,10 +88,11 @@ export function createExternalChecker(
         requiredClaims: ['exp'],
       }));
     } catch (error) {
-      return error instanceof errors.JWTExpired ? EXPIRED : INVALID;
+      return refusalOf(error);
     }
     const subject = payload[issuer.subjectClaim];
-    if (!isValidOwner(subject) || typeof payload.exp !== 'number') return INVALID;
+    if (!isValidOwner(subject)) return invalidBecause('bad_subject');
+    if (typeof payload.exp !== 'number') return invalidBecause('missing_claim');
     const result: VerifiedToken = Object.freeze({
       ok: true,
       owner: subject,
@@ -70,18 +105,24 @@ export function createExternalChecker(
       const oldest = verified.keys().next();
       if (!oldest.done) verified.delete(oldest.value);
     }
-    verified.set(token, result);
+    // Keys changed while this one was verified: it must not outlive them in the cache.
+    if (generation === keys.generation()) verified.set(token, result);
     return result;
   }
 
   return (token) => {
+    keys.refreshIfDue();
+    if (keys.generation() !== cachedGeneration) {
+      verified.clear();
+      cachedGeneration = keys.generation();
+    }
     const cached = verified.get(token);
     if (cached !== undefined) {
       if (options.now() < cached.expiresAt + CLOCK_SKEW_SECONDS) return cached;
       verified.delete(token);
       return EXPIRED;
     }
-    if (token.length > MAX_TOKEN_LENGTH * 4 || !COMPACT_JWS.test(token)) return INVALID;
+    if (token.length > MAX_TOKEN_LENGTH * 4 || !COMPACT_JWS.test(token)) return invalidBecause('malformed');
     return verify(token);
   };
 }
@@ -98,10 +139,10 @@ export function createIssuerDispatch(checkers: ReadonlyMap<string, TokenChecker>
     try {
       iss = decodeJwt(token).iss;
     } catch {
-      return INVALID;
+      return invalidBecause('malformed');
     }
     const checker = typeof iss === 'string' ? checkers.get(iss) : undefined;
-    return checker === undefined ? INVALID : checker(token);
+    return checker === undefined ? invalidBecause('untrusted_issuer') : checker(token);
   };
 }
 

@@ -28,7 +28,18 @@ export interface RemoteKeySetOptions {
   nowMs?: () => number;
 }
 
-export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): JWTVerifyGetKey {
+/**
+ * A key set with what a verification cache needs to stay true to it: `generation()` changes whenever
+ * a refresh brought a different set of keys (a key removed must stop verifying at once, cached
+ * verifications included), and `refreshIfDue()` starts the periodic refresh from a cache hit, so a
+ * busy cache cannot keep the keys from ever being refreshed.
+ */
+export interface KeySet extends JWTVerifyGetKey {
+  generation(): number;
+  refreshIfDue(): void;
+}
+
+export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): KeySet {
   const cooldownMs = options.cooldownMs ?? UNKNOWN_KID_COOLDOWN_MS;
   const refreshMs = options.refreshMs ?? REFRESH_INTERVAL_MS;
   const nowMs = options.nowMs ?? Date.now;
@@ -42,10 +53,18 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
   let lastUnknownKidRefresh = Number.NEGATIVE_INFINITY;
   let lastFirstFetch = Number.NEGATIVE_INFINITY;
 
+  let generation = 0;
+  let heldKeys = '';
+
   const reload = async (why: string): Promise<void> => {
     lastFetch = nowMs();
     try {
       await remote.reload();
+      const keys = JSON.stringify(remote.jwks() ?? null);
+      if (keys !== heldKeys) {
+        heldKeys = keys;
+        generation += 1;
+      }
       jwksRefreshesTotal.inc({ issuer: options.issuer, result: 'success' });
       options.logger.info({ event: 'jwks_refreshed', issuer: options.issuer, why }, 'issuer keys fetched');
     } catch (error) {
@@ -58,16 +77,17 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
     }
   };
   const haveKeys = () => remote.jwks() !== undefined;
+  const refreshIfDue = (now: number) => {
+    if (haveKeys() && now - lastFetch >= refreshMs && !remote.reloading) reload('periodic').catch(() => {});
+  };
 
-  return async (header, token) => {
+  const getKey = async (...[header, token]: Parameters<JWTVerifyGetKey>) => {
     const now = nowMs();
     if (!haveKeys()) {
       if (now - lastFirstFetch < cooldownMs) throw new errors.JWKSNoMatchingKey();
       lastFirstFetch = now;
       await reload('first use');
-    } else if (now - lastFetch >= refreshMs && !remote.reloading) {
-      reload('periodic').catch(() => {});
-    }
+    } else refreshIfDue(now);
     try {
       return await remote(header, token);
     } catch (error) {
@@ -78,10 +98,18 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): J
       return remote(header, token);
     }
   };
+  return Object.assign(getKey, {
+    generation: () => generation,
+    refreshIfDue: () => refreshIfDue(nowMs()),
+  });
 }
 
 /** A key set read from a file (a mounted ConfigMap): re-read when the configuration is reloaded. */
-export function createFileKeySet(path: string): JWTVerifyGetKey {
-  // The reader validation uses (config/file-checks), so a key set that validated loads here.
-  return createLocalJWKSet(readJwksFile(path));
+export function createFileKeySet(path: string): KeySet {
+  // The reader validation uses (config/file-checks), so a key set that validated loads here. A changed
+  // file comes with a reload, which builds new checkers (and caches) around a new key set.
+  return Object.assign(createLocalJWKSet(readJwksFile(path)), {
+    generation: () => 0,
+    refreshIfDue: () => {},
+  });
 }

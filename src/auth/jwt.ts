@@ -30,13 +30,36 @@ export function createJwtAuthenticator(deps: {
   /** The exchange of a link token for a cookie; null when the route turned it off. */
   browserLinks: BrowserLinks | null;
 }): Authenticator {
+  /**
+   * A link cookie this browser already holds that is valid for another subject: a link navigation
+   * must not replace it (an attacker's link would otherwise log the victim in as the attacker for
+   * that path, login CSRF); the link is then served as by a script, without the exchange.
+   */
+  const holdsOtherSubject = (
+    checker: TokenChecker,
+    cookie: string | null | undefined,
+    owner: string,
+  ): boolean | Promise<boolean> => {
+    if (cookie == null || cookie === '') return false;
+    const decide = (held: TokenCheck) =>
+      held.ok && !deps.revocations.isRevoked(held.jti) && held.owner !== owner;
+    const held = checker(cookie);
+    return held instanceof Promise ? held.then(decide, () => false) : decide(held);
+  };
+
   const settle = (
     request: ProxyRequest,
     check: TokenCheck,
     token: string,
     source: TokenSource,
-  ): AuthOutcome => {
-    if (!check.ok) return check.reason;
+    checker: TokenChecker,
+    cookie: string | null | undefined,
+  ): AuthOutcome | Promise<AuthOutcome> => {
+    if (!check.ok) {
+      // For the log line only; the answer stays the generic reason (docs/tokens.md).
+      if (check.detail !== undefined) request.authDetail = check.detail;
+      return check.reason;
+    }
     if (deps.revocations.isRevoked(check.jti)) return 'token_revoked';
     const scopeEntry = check.scope === null ? null : matchScope(check.scope, request.host, request.path);
     if (check.scope !== null && scopeEntry === null) return 'token_out_of_scope';
@@ -44,8 +67,11 @@ export function createJwtAuthenticator(deps: {
     if (source === 'header') request.consumedHeaders.push('authorization');
     if (source === 'query') {
       markQueryTokenResponse(request);
-      if (deps.browserLinks !== null && isBrowserNavigation(request.req)) {
-        return deps.browserLinks.exchange(request, token, check, scopeEntry);
+      const links = deps.browserLinks;
+      if (links !== null && isBrowserNavigation(request.req)) {
+        const exchange = (keep: boolean) => (keep ? null : links.exchange(request, token, check, scopeEntry));
+        const keep = holdsOtherSubject(checker, cookie, check.owner);
+        return keep instanceof Promise ? keep.then(exchange) : exchange(keep);
       }
     }
     return null;
@@ -68,8 +94,9 @@ export function createJwtAuthenticator(deps: {
     if (checker === null) return 'token_invalid';
     const check = checker(token);
     const found = token;
+    const cookie = carriers?.fromCookie;
     return check instanceof Promise
-      ? check.then((c) => settle(request, c, found, source))
-      : settle(request, check, found, source);
+      ? check.then((c) => settle(request, c, found, source, checker, cookie))
+      : settle(request, check, found, source, checker, cookie);
   };
 }

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import type { JWTVerifyGetKey } from 'jose';
 import type {
   AuthMethod,
   AuthorizationConfig,
@@ -14,8 +13,8 @@ import { createBasicAuthenticator } from './basic.ts';
 import { createBrowserLinks } from './browser-links.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { createForwardMethod } from './forward.ts';
-import { createExternalChecker, createIssuerDispatch } from './issuers.ts';
-import { createFileKeySet, createRemoteKeySet } from './jwks.ts';
+import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
+import { createFileKeySet, createRemoteKeySet, type KeySet } from './jwks.ts';
 import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createTokenVerifier, INVALID, TOKEN_ISSUER, type TokenVerifier } from './tokens.ts';
@@ -127,9 +126,9 @@ function createJwtMethod(deps: AuthMethodDeps): (policy: AuthorizationConfig) =>
     return verifier;
   };
   const tollgateChecker: TokenChecker = (token) => currentVerifier()?.check(token) ?? INVALID;
-  const remoteKeySets = new Map<string, JWTVerifyGetKey>();
+  const remoteKeySets = new Map<string, KeySet>();
 
-  const keysFor = (issuer: ExternalIssuer): JWTVerifyGetKey | null => {
+  const keysFor = (issuer: ExternalIssuer): KeySet | null => {
     if (issuer.jwksUri !== null) {
       let keys = remoteKeySets.get(issuer.jwksUri);
       if (keys === undefined) {
@@ -163,7 +162,9 @@ function createJwtMethod(deps: AuthMethodDeps): (policy: AuthorizationConfig) =>
       const keys = keysFor(issuer);
       checkers.set(
         issuer.issuer,
-        keys === null ? () => INVALID : createExternalChecker(issuer, keys, { now }),
+        keys === null
+          ? () => invalidBecause('keys_unavailable')
+          : createExternalChecker(issuer, keys, { now }),
       );
     }
     const checker = createIssuerDispatch(checkers);

@@ -5,8 +5,9 @@
  * Removed: every parameter that any upstream framework could read as the token parameter, not only
  * the exact name: a percent-encoded name (`tollgate%74oken`), another letter case (`TOLLGATETOKEN`,
  * for case-insensitive parsers) and array/hash forms (`tollgatetoken[]`, `tollgatetoken[0]`, as PHP
- * and Rack read them). None of those is accepted as a token, but none reaches the upstream or the
- * access log either.
+ * and Rack read them), and any of these after a `;` inside a parameter (`a=1;tollgatetoken=T`: servers
+ * that split queries on `;` as well as `&` read it as its own parameter). None of those is accepted as
+ * a token, but none reaches the upstream or the access log either.
  */
 export function takeQueryParam(query: string, name: string): { value: string | null; rest: string } {
   if (query === '') return { value: null, rest: query };
@@ -18,7 +19,15 @@ export function takeQueryParam(query: string, name: string): { value: string | n
   const kept: string[] = [];
   let value: string | null = null;
   let found = false;
-  for (const part of parts) {
+  for (let part of parts) {
+    if (part.includes(';')) {
+      const matrix = withoutMatrixToken(part, name, lowerName);
+      if (matrix !== part) {
+        found = true;
+        part = matrix;
+        if (part === '') continue;
+      }
+    }
     const equals = part.indexOf('=');
     const rawName = equals === -1 ? part : part.slice(0, equals);
     const decodedName = rawName.includes('%') ? safeDecode(rawName) : rawName;
@@ -32,6 +41,24 @@ export function takeQueryParam(query: string, name: string): { value: string | n
     }
   }
   return found ? { value, rest: kept.join('&') } : { value: null, rest: query };
+}
+
+/**
+ * A `&`-separated part with every `;`-separated piece after the first that names the parameter (in
+ * any spelling) taken out; the first piece stays for the caller to judge. The part itself when none.
+ */
+function withoutMatrixToken(part: string, name: string, lowerName: string): string {
+  const pieces = part.split(';');
+  const kept = [pieces[0] as string];
+  for (let i = 1; i < pieces.length; i++) {
+    const piece = pieces[i] as string;
+    const equals = piece.indexOf('=');
+    const rawName = equals === -1 ? piece : piece.slice(0, equals);
+    const decodedName = rawName.includes('%') ? safeDecode(rawName) : rawName;
+    if (decodedName === name || (decodedName !== null && isVariantOf(decodedName, lowerName))) continue;
+    kept.push(piece);
+  }
+  return kept.length === pieces.length ? part : kept.join(';');
 }
 
 /** `name` in another case, or followed by a bracketed suffix (`name[]`, `name[x]`). */

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { markIfUrlCarriesToken } from '../auth/browser-links.ts';
 import type { Clock } from '../auth/clock.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { MainConfig } from '../config/types.ts';
@@ -66,7 +67,11 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     return refuse('internal_error');
   };
   return {
-    route: (req, res, startedAt) => routeRequest(req, res, deps.table(), isTrustedProxy, startedAt),
+    route: (req, res, startedAt) => {
+      const routed = routeRequest(req, res, deps.table(), isTrustedProxy, startedAt);
+      markIfUrlCarriesToken(req.url, main.tokenParam, res, routed.ok ? routed.request : null);
+      return routed;
+    },
     run(request) {
       try {
         const verdict = runStages(stages, request, 0);

@@ -37,24 +37,28 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const routed = pipeline.route(req, res, startedAt);
     if (!routed.ok) {
       refuse(res, routed.verdict, expectsContinue);
-      recorder.unrouted(req, res, startedAt, routed.clientIp);
+      recorder.unrouted(req, res, startedAt, routed);
       return;
     }
     const { request } = routed;
-    res.once('close', () => recorder.routed(request));
-    const admit = (verdict: Verdict) => {
-      // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
-      if (verdict.kind !== 'pass') return refuse(res, verdict, expectsContinue);
-      try {
-        forward(request);
-      } catch (error) {
-        logger.error({ err: error }, 'request failed inside the proxy');
-        respond(res, refusal('internal_error'));
-      }
-    };
+    // `on`, not `once`: a response closes exactly once, and `once` wraps the listener anew for every
+    // request (docs/benchmark.md: per-request allocations).
+    res.on('close', () => recorder.routed(request));
     const verdict = pipeline.run(request);
-    if (verdict instanceof Promise) verdict.then(admit);
-    else admit(verdict);
+    if (verdict instanceof Promise) verdict.then((settled) => admit(request, settled, expectsContinue));
+    else admit(request, verdict, expectsContinue);
+  };
+
+  /** Defined once, not per request: the synchronous (common) path allocates no closure for it. */
+  const admit = (request: ProxyRequest, verdict: Verdict, expectsContinue: boolean) => {
+    // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
+    if (verdict.kind !== 'pass') return refuse(request.res, verdict, expectsContinue);
+    try {
+      forward(request);
+    } catch (error) {
+      logger.error({ err: error }, 'request failed inside the proxy');
+      respond(request.res, refusal('internal_error'));
+    }
   };
 
   return {

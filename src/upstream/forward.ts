@@ -3,12 +3,12 @@ import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
-import { hasBody } from '../local-response.ts';
+import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
-import { isGrpcContentType, tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
+import { tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -112,7 +112,7 @@ function dispatch(
   const { req, res } = request;
   const withBody = upgrade === null && hasBody(req);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
-  const grpc = upgrade === null && isGrpcContentType(req.headers['content-type']);
+  const grpc = upgrade === null && isGrpcRequest(req);
   const wire = upgrade === null ? wireFor(server, grpc) : wireFor(server, false);
   const options: Dispatcher.DispatchOptions & { servername?: string } = {
     origin: server.origin,
@@ -132,6 +132,7 @@ function dispatch(
   }
 
   let controller: Dispatcher.DispatchController | null = null;
+  let trailersOnly: { statusCode: number; outgoing: IncomingHttpHeaders } | null = null;
   let responded = false;
   let finished = false;
   let clientGone = false;
@@ -139,6 +140,7 @@ function dispatch(
     finished = true;
     call?.stop();
     res.off('close', onClientGone);
+    if (withBody) req.off('aborted', onClientGone);
     release();
   };
   const onClientGone = () => {
@@ -147,12 +149,19 @@ function dispatch(
     clientGone = true;
     controller?.abort(new Error('client closed the connection'));
   };
-  res.once('close', onClientGone);
+  // `on`: a response closes once, and done() removes it; `once` would allocate a wrapper per request.
+  res.on('close', onClientGone);
+  // A request body the client abandoned must never look complete upstream: node:http2's compatibility
+  // request ends its body cleanly when the stream is reset (a content-length the DATA frames
+  // contradict, RST_STREAM), and says so only by 'aborted', before that end.
+  if (withBody) req.on('aborted', onClientGone);
+  if ((req as { aborted?: boolean }).aborted === true) onClientGone();
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(ctrl) {
       controller = ctrl;
-      if (res.destroyed) onClientGone();
+      if (clientGone) ctrl.abort(new Error('client closed the connection'));
+      else if (res.destroyed) onClientGone();
     },
     onResponseStart(ctrl, statusCode, headers, statusMessage) {
       if (statusCode < 200) {
@@ -170,6 +179,11 @@ function dispatch(
         request.responseHeaders,
         request.route.responseHeaders,
       );
+      if (call !== null && headers['grpc-status'] !== undefined) {
+        // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
+        trailersOnly = { statusCode, outgoing };
+        return;
+      }
       // HTTP/2 has no reason phrase (node:http2 warns when given one).
       if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
       else res.writeHead(statusCode, outgoing);
@@ -178,10 +192,18 @@ function dispatch(
     onResponseData(ctrl, chunk) {
       request.responseBytes += chunk.length;
       call?.alive();
+      if (trailersOnly !== null) {
+        res.writeHead(trailersOnly.statusCode, trailersOnly.outgoing);
+        trailersOnly = null;
+      }
       if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
     },
     onResponseEnd(_ctrl, trailers) {
       done();
+      if (trailersOnly !== null) {
+        endTrailersOnly(res, trailersOnly.statusCode, trailersOnly.outgoing);
+        return;
+      }
       // gRPC's status travels in trailers (docs/traffic.md#grpc); an HTTP/1.1 client gets them when
       // the response is chunked.
       const relayed = clientTrailers(trailers);
@@ -253,6 +275,23 @@ function dispatch(
   deps.pools.get(server, wire).dispatch(options, handler);
 }
 
+/**
+ * A gRPC answer with no body, its status in the headers: on HTTP/2 it must be one HEADERS frame
+ * ending the stream (the compatibility API would add an empty DATA frame, which gRPC clients read
+ * as a response missing its trailers).
+ */
+function endTrailersOnly(res: ProxyRequest['res'], statusCode: number, outgoing: IncomingHttpHeaders): void {
+  if (res.destroyed) return;
+  const stream = http2StreamOf(res);
+  if (stream === null || stream.headersSent) {
+    res.writeHead(statusCode, outgoing);
+    res.end();
+    return;
+  }
+  res.statusCode = statusCode;
+  stream.respond({ ...outgoing, ':status': statusCode }, { endStream: true });
+}
+
 /** Trailers worth passing on (hop-by-hop ones never are); null when there are none. */
 function clientTrailers(trailers: Record<string, string | string[] | undefined> | null | undefined) {
   if (trailers === null || trailers === undefined) return null;
@@ -313,7 +352,16 @@ function grpcCall(
     else idle.refresh();
   };
   alive();
-  request.req.on('data', alive);
+  // Each request message is a sign of life too, watched on the HTTP/2 stream under the request once
+  // the request flows (node:http2's compatibility request reads that stream only from then on, and a
+  // listener added earlier would take the data from it). gRPC clients speak HTTP/2; over HTTP/1.1
+  // only the response's messages count.
+  const stream = http2StreamOf(request.req);
+  const watch = () => stream?.on('data', alive);
+  if (stream !== null) {
+    if (request.req.readableFlowing === true) watch();
+    else request.req.once('resume', watch);
+  }
   return {
     get expired() {
       return expired;
@@ -322,7 +370,8 @@ function grpcCall(
     stop() {
       if (deadline !== null) clearTimeout(deadline);
       if (idle !== null) clearTimeout(idle);
-      request.req.off('data', alive);
+      stream?.off('data', alive);
+      request.req.off('resume', watch);
     },
   };
 }

@@ -14,9 +14,9 @@ import type { HeaderRules } from '../routing/header-rules.ts';
 /**
  * Header hygiene (docs/security.md "Headers sent upstream").
  *
- * Names are compared normalised: lower case with `_` read as `-`, because upstreams that map headers
- * to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject` and `X-Tollgate-Subject` as the
- * same HTTP_X_TOLLGATE_SUBJECT.
+ * Names are compared normalised: lower case with `_` and `.` read as `-`, because upstreams that map
+ * headers to CGI-style variables (WSGI, PHP, Rack) see `X_Tollgate_Subject`, `X.Tollgate.Subject` and
+ * `X-Tollgate-Subject` as the same HTTP_X_TOLLGATE_SUBJECT.
  *
  * - Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection and never cross the proxy.
  * - Our own headers (X-Tollgate-*, X-Forwarded-For/Proto/Host) are always dropped from the client and
@@ -56,7 +56,9 @@ function connectionTokens(value: string | string[] | undefined): Set<string> | n
 function forwardable(name: string, normalised: string, peerTrusted: boolean): boolean {
   if (HOP_BY_HOP.has(normalised) || OURS.has(normalised) || normalised.startsWith(OUR_PREFIX)) return false;
   if (REROUTING.has(normalised)) return false;
-  if (FROM_TRUSTED_PROXIES_ONLY.has(normalised)) return peerTrusted && !name.includes('_');
+  // A spelling with `_` or `.` is no proxy's: only someone hoping the upstream folds it onto the real one.
+  if (FROM_TRUSTED_PROXIES_ONLY.has(normalised))
+    return peerTrusted && !name.includes('_') && !name.includes('.');
   return true;
 }
 

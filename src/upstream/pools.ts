@@ -25,11 +25,6 @@ export type Wire = 'h1' | 'alpn' | 'h2' | 'h2c';
 /** Streams per HTTP/2 connection we open before another connection is used (servers allow ≥ 100). */
 const H2_STREAMS_PER_CONNECTION = 100;
 
-/** `content-type: application/grpc`, `application/grpc+proto`, … */
-export function isGrpcContentType(contentType: string | undefined): boolean {
-  return contentType !== undefined && /^application\/grpc(?:[+;]|$)/i.test(contentType);
-}
-
 /**
  * The one place the protocol to a server is chosen (docs/traffic.md#http2-to-upstreams), from the
  * path's `upstream_protocol` compiled onto the server: `auto` uses ALPN on TLS servers and HTTP/1.1

@@ -1,5 +1,6 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { MainConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import type { CertificatePem } from '../sources/kubernetes/ingress/certificates.ts';
 
 /**
  * What the primary and its workers say to each other over the cluster IPC channel
@@ -25,6 +26,11 @@ export interface ConfigSnapshot {
    * the reference as written: the primary alone watches the API.
    */
   endpoints: Array<[reference: string, servers: ServerAddress[]]>;
+  /**
+   * TLS certificates from the Secrets Ingresses name (docs/ingress.md#tls), served by SNI beside
+   * main.yaml's: the primary alone reads them from the API.
+   */
+  certificates: CertificatePem[];
 }
 
 /** The proxy ports a worker is bound to (port 0 in main.yaml: the first worker's choice, see primary). */

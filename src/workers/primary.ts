@@ -9,7 +9,7 @@ import { serviceRefText } from '../config/service-ref.ts';
 import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { formatAddress, listen } from '../listen.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { abandonLogs, createLogger, type Logger } from '../log.ts';
 import { createRuntime } from '../runtime.ts';
 import {
   type KubernetesProvider,
@@ -95,6 +95,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     upstreams: config.upstreams,
     masterkey: prepared.masterkeys.current(),
     endpoints: [],
+    certificates: [],
   };
   // upstreams.yaml as live, before any Ingress route is merged in.
   let base = config.upstreams;
@@ -322,6 +323,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       upstreams: served,
       masterkey: masterkeys.current(),
       endpoints: endpointsOf(served),
+      certificates: kubernetes?.certificates() ?? [],
     };
     hash = nextHash;
     for (const slot of slots) {
@@ -486,6 +488,8 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     close,
     kill() {
       for (const slot of slots) slot.worker?.process.kill('SIGKILL');
+      // Exiting at once: log lines stdout has not taken are given up, never waited for.
+      abandonLogs(logger);
     },
   };
 }

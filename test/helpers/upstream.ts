@@ -10,6 +10,18 @@ export interface RecordedRequest {
   bodyBytes: number;
 }
 
+/** What the default upstream answers: the request as it arrived (JSON). */
+export interface Echo {
+  url: string;
+  headers: Record<string, string | undefined>;
+}
+
+/** The headers a browser sends with a top-level page load (Fetch Metadata). */
+export const NAVIGATE: Readonly<Record<string, string>> = {
+  'sec-fetch-mode': 'navigate',
+  'sec-fetch-dest': 'document',
+};
+
 export interface Upstream {
   readonly port: number;
   /** `http://127.0.0.1:port` */

@@ -3,15 +3,9 @@ import { before, describe, it } from 'node:test';
 import { testScope } from '../helpers/scope.ts';
 import { mintToken } from '../helpers/token-api.ts';
 import { request, type Tollgate } from '../helpers/tollgate.ts';
-import type { Upstream } from '../helpers/upstream.ts';
+import { type Echo, NAVIGATE, type Upstream } from '../helpers/upstream.ts';
 
 const MASTERKEY = 'browser-links-masterkey-2d8e';
-const NAVIGATE = { 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' };
-
-interface Echo {
-  url: string;
-  headers: Record<string, string | undefined>;
-}
 
 describe('shared links in a browser: the link token is exchanged for a cookie', () => {
   const scope = testScope();

@@ -3,14 +3,9 @@ import { before, describe, it } from 'node:test';
 import { testScope } from '../helpers/scope.ts';
 import { mintToken } from '../helpers/token-api.ts';
 import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
-import type { Upstream } from '../helpers/upstream.ts';
+import type { Echo, Upstream } from '../helpers/upstream.ts';
 
 const MASTERKEY = 'hygiene-test-masterkey-91f0';
-
-interface Echo {
-  url: string;
-  headers: Record<string, string | undefined>;
-}
 
 describe('no token reaches an upstream or a log, whatever the route and spelling', () => {
   const scope = testScope();

@@ -17,6 +17,7 @@ import {
   secretsOf,
   translateIngresses,
 } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { selfSigned } from '../helpers/certs.ts';
 import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
 
 const json = <T>(model: { toJSON(): unknown }) => structuredClone(model.toJSON()) as T;
@@ -270,10 +271,9 @@ describe('translating Ingresses into routes', () => {
   });
 
   it('TLS: a kubernetes.io/tls Secret per host list, and plain HTTP redirected unless annotated otherwise', () => {
-    const pem = {
-      'tls.crt': '-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n',
-      'tls.key': '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n',
-    };
+    const pair = selfSigned('a.test');
+    const other = selfSigned('a.test');
+    const pem = { 'tls.crt': pair.cert.toString(), 'tls.key': pair.key.toString() };
     const tls = json<V1Secret>(
       secret({ name: 'cert', namespace: 'apps', type: 'kubernetes.io/tls', data: pem }),
     );
@@ -309,6 +309,27 @@ describe('translating Ingresses into routes', () => {
       }),
     );
     assert.equal(forced.hosts[1]?.paths[0]?.toHttps, true);
+    const mismatched = json<V1Secret>(
+      secret({
+        name: 'cert',
+        namespace: 'apps',
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': pair.cert.toString(), 'tls.key': other.key.toString() },
+      }),
+    );
+    assert.match(
+      translateIngresses(input([one(spec)], { secrets: [mismatched] })).reports.get('apps/a')?.problems[0] ??
+        '',
+      /'tls.key' is not the key of 'tls.crt'/,
+    );
+    const noHosts = translateIngresses(
+      input([one({ ...spec, tls: [{ hosts: [], secretName: 'cert' }] })], { secrets: [tls] }),
+    );
+    assert.deepEqual(
+      noHosts.certificates[0]?.hosts,
+      ['a.test'],
+      "no hosts listed: the certificate's own names",
+    );
     const missing = translateIngresses(input([one(spec)]));
     assert.equal(missing.hosts.length, 0, 'a missing TLS Secret leaves the Ingress out');
     assert.match(missing.reports.get('apps/a')?.problems[0] ?? '', /TLS Secret apps\/cert does not exist/);

@@ -8,7 +8,7 @@ import { parseUpstreamsConfig } from '../../src/config/load.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
 import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { parseGrpcTimeout } from '../../src/upstream/forward.ts';
-import { isGrpcContentType, wireFor } from '../../src/upstream/pools.ts';
+import { wireFor } from '../../src/upstream/pools.ts';
 import { problems, valid, yaml } from '../fixtures/config/problems.ts';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 
@@ -176,15 +176,6 @@ describe('the protocol to a server', () => {
       assert.equal(wireFor(server, false), expected, `${servers} ${protocol}`);
       assert.equal(wireFor(server, true), expected, `${servers} ${protocol} gRPC`);
     }
-  });
-
-  it('recognises gRPC by its content type', () => {
-    assert.equal(isGrpcContentType('application/grpc'), true);
-    assert.equal(isGrpcContentType('application/grpc+proto'), true);
-    assert.equal(isGrpcContentType('Application/GRPC;charset=utf-8'), true);
-    assert.equal(isGrpcContentType('application/grpc-web'), false);
-    assert.equal(isGrpcContentType('application/json'), false);
-    assert.equal(isGrpcContentType(undefined), false);
   });
 });
 

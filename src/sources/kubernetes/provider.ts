@@ -1,4 +1,4 @@
-import { sha256Hex } from '../../config/load.ts';
+import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
 import {
   resolveServiceRef,
   type ServiceRef,
@@ -11,8 +11,10 @@ import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
+import type { CertificateStore } from '../certificate-store.ts';
+import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
-import { mergeIngressRoutes } from './ingress/translate.ts';
+import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import {
@@ -68,6 +70,8 @@ export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConf
 }
 
 export interface KubernetesProviderOptions {
+  /** The TLS listener's SNI store (none without a TLS listener): Ingress TLS Secrets are added to it. */
+  certificates?: CertificateStore | null;
   main: MainConfig;
   /** The config live at start. */
   initial: UpstreamsConfig;
@@ -85,6 +89,8 @@ export interface KubernetesProvider {
   effective(config: UpstreamsConfig): UpstreamsConfig;
   /** The ready servers of a `service:` reference now (what compile uses; a primary sends them on). */
   endpointsOf: EndpointLookup;
+  /** The Ingress TLS certificates now (what the SNI store has; a primary sends them on). */
+  certificates(): CertificatePem[];
   /** Tells the provider a config went live (start, file reload, ConfigMap): watches follow it. */
   configApplied(config: UpstreamsConfig): void;
   /** Hands ConfigMap contents to the shared apply path (parse → validate → compile → swap). */
@@ -107,6 +113,13 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     namespace: main.kubernetes?.namespace,
   });
   let live = options.initial;
+  // Started without an upstreams.yaml file: not ready until the ConfigMap's copy went live.
+  let configArrived: (() => void) | null = null;
+  const arrived = waitsForConfigMap(live)
+    ? new Promise<void>((resolve) => {
+        configArrived = resolve;
+      })
+    : null;
   let endpoints: EndpointSnapshot = new Map();
   let applier: UpstreamsApplier | null = null;
   // ConfigMap content that arrived before the apply path existed (listen() attaches it).
@@ -115,6 +128,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   const endpointsOf: EndpointLookup = (ref) =>
     endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
   let ingress: IngressSource | null = null;
+  const servedCertificates = createIngressCertificates(logger);
   const effective = (config: UpstreamsConfig) =>
     mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []);
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
@@ -169,6 +183,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       tuning: options.tuning,
       base: () => live,
       onTranslation: (translation) => {
+        if (options.certificates)
+          servedCertificates.update(options.certificates, certificatesOf(translation));
         watchServicesOf(live);
         const table = compile(live);
         runtime.swapTable(table);
@@ -192,28 +208,50 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     },
     'kubernetes provider started',
   );
+  if (arrived !== null) {
+    logger.info(
+      { file: live.file, configmap: main.kubernetes?.upstreamsConfigMap },
+      'no upstreams.yaml file: not ready until the upstreams ConfigMap is read through the API',
+    );
+  }
 
   return {
     compile,
     effective,
+    certificates: () => {
+      const translation = ingress?.translation();
+      return translation ? certificatesOf(translation) : [];
+    },
     endpointsOf,
     configApplied(config) {
       live = config;
       watchServicesOf(config);
       ingress?.baseChanged();
+      if (!waitsForConfigMap(config)) {
+        configArrived?.();
+        configArrived = null;
+      }
     },
     attach(next) {
       applier = next;
       for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
     },
     whenSynced: async () => {
-      await Promise.all([source.whenSynced(), ingress?.whenSynced()]);
+      await Promise.all([source.whenSynced(), ingress?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
       await source.whenSynced();
     },
-    synced: () => source.synced() && (ingress?.synced() ?? true),
+    synced: () => source.synced() && (ingress?.synced() ?? true) && configArrived === null,
     close: async () => {
       await Promise.all([source.close(), ingress?.close()]);
     },
   };
+}
+
+function certificatesOf(translation: IngressTranslation): CertificatePem[] {
+  return translation.certificates.map((item) => ({
+    names: item.hosts,
+    certificate: item.certificate,
+    key: item.key,
+  }));
 }

@@ -1,3 +1,4 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import type {
   V1Ingress,
   V1IngressBackend,
@@ -15,6 +16,7 @@ import type {
 } from '../../../config/types.ts';
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
+import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 
@@ -45,7 +47,9 @@ export interface IngressInput {
 export interface IngressCertificate {
   /** `namespace/name` of the Secret. */
   secret: string;
+  /** The names it is served for: the hosts of its `spec.tls` entry, else the certificate's own names. */
   hosts: string[];
+  /** PEM, checked: the certificate parses and the key is its key. */
   certificate: string;
   key: string;
 }
@@ -200,8 +204,11 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
     const pair = secret === undefined ? null : tlsPair(secret);
     if (secret === undefined) problems.push(`TLS Secret ${namespace}/${tls.secretName} does not exist`);
     else if (typeof pair === 'string') problems.push(`TLS Secret ${namespace}/${tls.secretName}: ${pair}`);
-    else if (pair !== null)
-      certificates.push({ secret: `${namespace}/${tls.secretName}`, hosts: hostsOfEntry, ...pair });
+    else if (pair !== null) {
+      const hosts =
+        hostsOfEntry.length > 0 ? hostsOfEntry : certificateNames(new X509Certificate(pair.certificate));
+      certificates.push({ secret: `${namespace}/${tls.secretName}`, hosts, ...pair });
+    }
   }
 
   const auth = authorizationOf(settings, namespace, input.secrets);
@@ -444,6 +451,12 @@ function tlsPair(secret: V1Secret): { certificate: string; key: string } | strin
   const key = data['tls.key'];
   if (!certificate?.includes('-----BEGIN CERTIFICATE-----')) return "'tls.crt' holds no PEM certificate";
   if (!key?.includes('PRIVATE KEY-----')) return "'tls.key' holds no PEM private key";
+  try {
+    const x509 = new X509Certificate(certificate);
+    if (!x509.checkPrivateKey(createPrivateKey(key))) return "'tls.key' is not the key of 'tls.crt'";
+  } catch (error) {
+    return `the certificate or key does not load (${(error as Error).message})`;
+  }
   return { certificate, key };
 }
 

@@ -1,0 +1,54 @@
+import { createHash } from 'node:crypto';
+import { createSecureContext, type SecureContext } from 'node:tls';
+import type { Logger } from '../../../log.ts';
+import type { CertificateStore, ServedCertificate } from '../../certificate-store.ts';
+
+/** The SNI store's source name for certificates from Ingress TLS Secrets (docs/ingress.md#tls). */
+export const INGRESS_CERTIFICATES = 'kubernetes-ingress';
+
+export interface CertificatePem {
+  /** Lower-case names it is served for. */
+  names: readonly string[];
+  certificate: string;
+  key: string;
+}
+
+export interface IngressCertificates {
+  /** Makes `store`'s Ingress set exactly `certificates` (contexts reused for unchanged pairs). */
+  update(store: CertificateStore, certificates: readonly CertificatePem[]): void;
+}
+
+/**
+ * Ingress TLS Secrets in the TLS listener's SNI store, beside main.yaml's pairs (which win a name
+ * both claim: they are the operator's). A Secret's new content replaces its context at the next
+ * handshake; connections already open keep theirs. Contexts are built once per distinct pair.
+ */
+export function createIngressCertificates(logger: Logger): IngressCertificates {
+  let contexts = new Map<string, SecureContext>();
+  return {
+    update(store, certificates) {
+      const next = new Map<string, SecureContext>();
+      const served: ServedCertificate[] = [];
+      for (const item of certificates) {
+        const id = createHash('sha256').update(item.certificate).update('\0').update(item.key).digest('hex');
+        let context = next.get(id) ?? contexts.get(id);
+        if (context === undefined) {
+          try {
+            context = createSecureContext({ cert: item.certificate, key: item.key });
+          } catch (error) {
+            logger.warn(
+              { names: item.names, error: (error as Error).message },
+              'ingress TLS certificate not loaded',
+            );
+            continue;
+          }
+          logger.info({ names: item.names }, 'ingress TLS certificate loaded');
+        }
+        next.set(id, context);
+        served.push({ names: item.names, context });
+      }
+      contexts = next;
+      store.set(INGRESS_CERTIFICATES, served);
+    },
+  };
+}
