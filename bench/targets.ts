@@ -8,11 +8,12 @@
  * marked `paced`, the table and bench/results/latest.json. See bench/README.md.
  */
 
+import { BENCH_SESSION_COOKIE } from './auth-session.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
 import { waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
 import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
-import { startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
+import { startBenchAuthService, startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
 import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
 import { freePort, type Started } from './processes.ts';
 import {
@@ -70,9 +71,16 @@ export interface TargetDefinition {
 
 const host = { host: BENCH_HOST };
 
-/** The one-process Tollgate serving `/`, `/jwt` and `/issuer` (shared by three targets). */
+/** The forward-auth service the shared Tollgate's `/forward` route asks (bench/reference/auth-service.ts). */
+function sharedAuthService(context: BenchContext): Promise<{ port: number; started: Started }> {
+  return context.shared('auth-service', () => startBenchAuthService());
+}
+
+/** The one-process Tollgate serving `/`, `/jwt`, `/issuer` and `/forward` (shared by four targets). */
 function sharedTollgate(context: BenchContext): Promise<RunningTollgate> {
-  return context.shared('tollgate-1', () => startTollgate(context.upstreamPort));
+  return context.shared('tollgate-1', async () =>
+    startTollgate(context.upstreamPort, { forwardAuthPort: (await sharedAuthService(context)).port }),
+  );
 }
 
 function tollgateTarget(
@@ -222,6 +230,19 @@ export const TARGETS: readonly TargetDefinition[] = [
       headers: { ...host, authorization: `Bearer ${tollgate.issuerToken}` },
       processes: [tollgate.process],
       verify: () => tollgate.expectUnauthorized('/issuer'),
+    };
+  }),
+  // Forward auth (docs/authentication.md#forward-auth): one check per request against an auth
+  // service on loopback; the service's CPU is charged to the target too.
+  tollgateTarget('tollgate-forward', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    const authService = await sharedAuthService(context);
+    return {
+      label: 'tollgate + forward auth (auth service on loopback)',
+      url: `${tollgate.base}/forward`,
+      headers: { ...host, cookie: BENCH_SESSION_COOKIE },
+      processes: [tollgate.process, authService.started],
+      verify: () => tollgate.expectUnauthorized('/forward'),
     };
   }),
   // Route lookup at scale (docs/routing.md): the same process work but a large table.
@@ -375,6 +396,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'throughput',
     goal: 0.9,
+  },
+  {
+    name: 'tollgate+forward auth / tollgate',
+    numerator: 'tollgate-forward',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    note: 'one extra HTTP round trip per request, to a Node auth service on the same 2 cores',
   },
   {
     name: 'tollgate+issuer JWT / tollgate',

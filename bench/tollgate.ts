@@ -68,6 +68,8 @@ export interface TollgateSetup {
   routes?: 'bench' | 'many-paths' | 'many-hosts';
   /** Also a TLS listener (ALPN h2 + http/1.1) with a fresh self-signed certificate. */
   tls?: boolean;
+  /** Port of the bench's forward-auth service: adds a `/forward` route (`type: forward`) asking it. */
+  forwardAuthPort?: number;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -139,6 +141,7 @@ export async function startTollgate(
             '        authorization:',
             '          type: jwt',
             ...issuerRouteYaml(server, issuer.jwksFile),
+            ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
           ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
   const started = startProcess(
@@ -163,6 +166,19 @@ export async function startTollgate(
       if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);
     },
   };
+}
+
+/** The upstreams.yaml lines of the `/forward` path: oauth2-proxy's contract, the recipe of docs/authentication.md. */
+function forwardRouteYaml(server: string, authPort: number): string[] {
+  return [
+    '      "/forward":',
+    `        servers: [${server}]`,
+    '        authorization:',
+    '          type: forward',
+    `          url: "http://127.0.0.1:${authPort}/oauth2/auth"`,
+    '          auth_response_headers: [X-Auth-Request-User]',
+    '          subject_header: X-Auth-Request-User',
+  ];
 }
 
 /** A self-signed EC certificate for BENCH_HOST in `dir`: main.yaml's tls_certificate and tls_key_file. */

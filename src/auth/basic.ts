@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { passwordChecksTotal } from '../admin/metrics.ts';
 import type { AuthorizationConfig } from '../config/types.ts';
 import {
   type Authenticator,
@@ -15,6 +16,7 @@ import {
   PasswordChecksOverloaded,
   parseStoredHash,
   type StoredHash,
+  suspectThreads,
   verifyPassword,
 } from './password.ts';
 
@@ -22,6 +24,10 @@ import {
 const SUCCESS_TTL_MS = 60_000;
 const FAILURE_TTL_MS = 10_000;
 const MAX_CACHED_CHECKS = 1_000;
+/** A client with this many failed hash checks within SUSPECT_WINDOW_MS waits behind the others. */
+const SUSPECT_AFTER_FAILURES = 3;
+const SUSPECT_WINDOW_MS = 60_000;
+const MAX_TRACKED_CLIENTS = 10_000;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 
 interface BasicUserCheck {
@@ -50,7 +56,6 @@ export function createBasicAuthenticator(
 ): Authenticator {
   const nowMs = options.nowMs ?? Date.now;
   const verify = options.verify ?? verifyPassword;
-  const policyGate = new FairCheckGate();
   const users = new Map<string, BasicUserCheck>();
   for (const user of policy.users) {
     users.set(user.username, {
@@ -67,6 +72,25 @@ export function createBasicAuthenticator(
   const anyHashed = decoys.size > 0;
   const dummyDigest = sha256(randomBytes(32));
   const checks = new Map<string, { subject: string | null; until: number }>();
+  /** Recent failed hash checks by client IP (docs/security.md "Password floods"). */
+  const failuresByClient = new Map<string, { count: number; until: number }>();
+  const isSuspect = (client: string): boolean => {
+    const record = failuresByClient.get(client);
+    return record !== undefined && record.until > nowMs() && record.count >= SUSPECT_AFTER_FAILURES;
+  };
+  const recordFailure = (client: string): void => {
+    const now = nowMs();
+    let record = failuresByClient.get(client);
+    if (record === undefined || record.until <= now) {
+      if (failuresByClient.size >= MAX_TRACKED_CLIENTS) {
+        failuresByClient.delete(failuresByClient.keys().next().value as string);
+      }
+      record = { count: 0, until: now + SUSPECT_WINDOW_MS };
+      failuresByClient.set(client, record);
+    }
+    record.count++;
+  };
+  const policyGate = new FairCheckGate({ isSuspect });
   /** Checks running or queued, by credential digest: the same credential is hashed once at a time. */
   const inFlight = new Map<string, Promise<string | null | 'overloaded'>>();
 
@@ -113,12 +137,18 @@ export function createBasicAuthenticator(
   ): Promise<string | null | 'overloaded'> {
     let ok: boolean;
     try {
-      ok = await policyGate.run(client, () => hashingThreads.run(() => uniformCheck(password, user)));
+      const hash = () =>
+        hashingThreads.run(() => {
+          passwordChecksTotal.inc();
+          return uniformCheck(password, user);
+        });
+      ok = await policyGate.run(client, () => (isSuspect(client) ? suspectThreads.run(hash) : hash()));
     } catch (error) {
       if (error instanceof PasswordChecksOverloaded) return 'overloaded';
       throw error;
     }
     const subject = ok && user ? user.subject : null;
+    if (subject === null) recordFailure(client);
     remember(cacheKey, subject);
     return subject;
   }

@@ -122,65 +122,124 @@ export class CheckGate {
 
 /**
  * The process-wide gate in front of the thread pool. Each policy queues behind its own gate first
- * (one check at a time, a bounded queue), so this one never holds more than one waiter per policy:
- * guesses flooding one route cannot make another route's checks wait behind them.
+ * (at most one check of suspect clients and one of the others at a time, bounded queues), so this
+ * one never holds more than two waiters per policy: guesses flooding one route cannot make another
+ * route's checks wait behind them.
  */
 export const hashingThreads = new CheckGate(MAX_CONCURRENT_CHECKS, Number.POSITIVE_INFINITY);
 
 /**
- * A policy's own gate: one check at a time, served round robin over the clients waiting, each with a
- * queue of at most MAX_WAITING_CHECKS_PER_CLIENT (docs/security.md "Password floods"). A client
- * flooding guesses only lengthens its own queue: another client's check waits for at most the check
- * running and one turn of each other waiting client, never behind the whole flood.
+ * Checks of suspect clients (recent failures, see FairCheckGate), all policies together, take at
+ * most one of hashingThreads' slots: the other always serves everyone else.
+ */
+export const suspectThreads = new CheckGate(1, Number.POSITIVE_INFINITY);
+
+/**
+ * A policy's own gate (docs/security.md "Password floods"): checks are served round robin over the
+ * clients waiting, each with a queue of at most MAX_WAITING_CHECKS_PER_CLIENT, so a client flooding
+ * guesses only lengthens its own queue. Clients the caller marks as suspect (recent failed checks)
+ * go through a lane of their own: one suspect check and one other check may run at once (both still
+ * behind the process-wide `hashingThreads`), so another client's login never waits for the flood,
+ * not even for the flood's check that is running.
  */
 export class FairCheckGate {
-  #busy = false;
-  /** Waiting checks by client, in turn order: a client served goes to the back (Map insertion order). */
-  readonly #queues = new Map<string, Array<() => void>>();
-  #waiting = 0;
+  readonly #lanes: { normal: RoundRobinLane; suspect: RoundRobinLane };
   readonly #maxPerClient: number;
   readonly #maxWaiting: number;
-  constructor(maxPerClient = MAX_WAITING_CHECKS_PER_CLIENT, maxWaiting = MAX_WAITING_CHECKS_PER_POLICY) {
-    this.#maxPerClient = maxPerClient;
-    this.#maxWaiting = maxWaiting;
+  readonly #isSuspect: (client: string) => boolean;
+  constructor(
+    options: { maxPerClient?: number; maxWaiting?: number; isSuspect?: (client: string) => boolean } = {},
+  ) {
+    this.#maxPerClient = options.maxPerClient ?? MAX_WAITING_CHECKS_PER_CLIENT;
+    this.#maxWaiting = options.maxWaiting ?? MAX_WAITING_CHECKS_PER_POLICY;
+    this.#isSuspect = options.isSuspect ?? (() => false);
+    // Checks queued before their client turned suspect wait behind everyone else's in their lane.
+    this.#lanes = { normal: new RoundRobinLane(this.#isSuspect), suspect: new RoundRobinLane() };
   }
 
   /** Runs `task` at `client`'s turn; throws PasswordChecksOverloaded when its queue is full. */
-  async run<T>(client: string, task: () => Promise<T>): Promise<T> {
-    if (this.#busy) {
-      const queue = this.#queues.get(client) ?? [];
-      if (queue.length >= this.#maxPerClient || this.#waiting >= this.#maxWaiting) {
-        throw new PasswordChecksOverloaded();
-      }
-      if (queue.length === 0) this.#queues.set(client, queue);
-      this.#waiting++;
-      await new Promise<void>((resolve) => queue.push(resolve));
-    } else {
-      this.#busy = true;
+  run<T>(client: string, task: () => Promise<T>): Promise<T> {
+    // Checks are independent requests: a client that turns suspect sends its next ones to that lane
+    // at once (a flooder's queue in the other lane, always refilled, would never drain).
+    const lane = this.#isSuspect(client) ? this.#lanes.suspect : this.#lanes.normal;
+    if (lane.queued(client) >= this.#maxPerClient || this.waiting >= this.#maxWaiting) {
+      if (lane.busy) return Promise.reject(new PasswordChecksOverloaded());
     }
+    return lane.run(client, task);
+  }
+
+  get waiting(): number {
+    return this.#lanes.normal.waiting + this.#lanes.suspect.waiting;
+  }
+}
+
+/**
+ * One check at a time; waiting checks served one per client in turn, `demoted` clients last. The one
+ * exception: a check of a client that is not demoted does not wait for a demoted client's check that
+ * is already running (one queued before its client turned suspect); it runs beside it.
+ */
+class RoundRobinLane {
+  #running = 0;
+  #runningDemoted = 0;
+  readonly #demoted: (client: string) => boolean;
+  /** Waiting checks by client, in turn order: a client served goes to the back (Map insertion order). */
+  readonly #queues = new Map<string, Array<() => void>>();
+  waiting = 0;
+  constructor(demoted: (client: string) => boolean = () => false) {
+    this.#demoted = demoted;
+  }
+
+  get busy(): boolean {
+    return this.#running > 0;
+  }
+
+  queued(client: string): number {
+    return this.#queues.get(client)?.length ?? 0;
+  }
+
+  async run<T>(client: string, task: () => Promise<T>): Promise<T> {
+    const besideDemoted = this.#running === 1 && this.#runningDemoted === 1 && !this.#demoted(client);
+    if (this.#running > 0 && !besideDemoted) {
+      let queue = this.#queues.get(client);
+      if (queue === undefined) {
+        queue = [];
+        this.#queues.set(client, queue);
+      }
+      this.waiting++;
+      // #next counts this check as running before it resolves.
+      await new Promise<void>((resolve) => (queue as Array<() => void>).push(resolve));
+    } else {
+      this.#running++;
+    }
+    const demoted = this.#demoted(client);
+    if (demoted) this.#runningDemoted++;
     try {
       return await task();
     } finally {
+      this.#running--;
+      if (demoted) this.#runningDemoted--;
       this.#next();
     }
   }
 
   #next(): void {
-    const first = this.#queues.entries().next();
-    if (first.done) {
-      this.#busy = false;
-      return;
+    if (this.#running > 0) return;
+    let chosen: [string, Array<() => void>] | undefined;
+    for (const entry of this.#queues) {
+      chosen ??= entry;
+      if (!this.#demoted(entry[0])) {
+        chosen = entry;
+        break;
+      }
     }
-    const [client, queue] = first.value;
+    if (chosen === undefined) return;
+    const [client, queue] = chosen;
     const resolve = queue.shift() as () => void;
     this.#queues.delete(client);
     if (queue.length > 0) this.#queues.set(client, queue);
-    this.#waiting--;
+    this.waiting--;
+    this.#running++;
     resolve();
-  }
-
-  get waiting(): number {
-    return this.#waiting;
   }
 }
 

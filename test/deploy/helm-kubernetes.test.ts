@@ -67,7 +67,7 @@ describe('helm chart: Kubernetes provider RBAC', () => {
     assert.equal(find(manifests, 'ServiceAccount').automountServiceAccountToken, false);
   });
 
-  test('provider on: one namespaced Role reading EndpointSlices only, bound to the pods’ ServiceAccount', async () => {
+  test('provider on: one namespaced Role reading EndpointSlices (and getting Services), bound to the pods’ ServiceAccount', async () => {
     const manifests = await render(INGRESS_TO_TWO_SERVICES);
     await validateAll(manifests);
     assert.deepEqual(findAll(manifests, 'ClusterRole'), []);
@@ -80,6 +80,7 @@ describe('helm chart: Kubernetes provider RBAC', () => {
     const [role] = roles as [Manifest];
     assert.deepEqual(role.rules, [
       { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ_ONLY },
+      { apiGroups: [''], resources: ['services'], verbs: ['get'] },
     ]);
 
     const binding = find(manifests, 'RoleBinding');
@@ -114,11 +115,12 @@ describe('helm chart: Kubernetes provider RBAC', () => {
     assert.ok(upstreamsMap.data['upstreams.yaml'].includes('provider: kubernetes'));
     assert.deepEqual(find(manifests, 'Role').rules, [
       { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ_ONLY },
+      { apiGroups: [''], resources: ['services'], verbs: ['get'] },
       { apiGroups: [''], resources: ['configmaps'], resourceNames: [configMapName], verbs: READ_ONLY },
     ]);
   });
 
-  test('serviceNamespaces: an EndpointSlice-only Role and binding in each, for the release’s ServiceAccount', async () => {
+  test('serviceNamespaces: an EndpointSlice (and Service get) Role and binding in each, for the release’s ServiceAccount', async () => {
     const manifests = await render({
       ...INGRESS_TO_TWO_SERVICES,
       kubernetes: { enabled: true, upstreamsFromApi: true, serviceNamespaces: ['backend', 'edge'] },
@@ -129,6 +131,7 @@ describe('helm chart: Kubernetes provider RBAC', () => {
     const backend = roles.find((r) => r.metadata.namespace === 'backend') as Manifest;
     assert.deepEqual(backend.rules, [
       { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ_ONLY },
+      { apiGroups: [''], resources: ['services'], verbs: ['get'] },
     ]);
     for (const binding of findAll(manifests, 'RoleBinding')) {
       assert.equal(binding.roleRef.name, backend.metadata.name);

@@ -109,6 +109,8 @@ const PATH =
   /^(\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1|\/api\/v1)(?:\/namespaces\/([a-z0-9-]+))?\/(endpointslices|configmaps|services|secrets|ingresses|ingressclasses)$/;
 const STATUS_PATH =
   /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([a-z0-9-]+)\/ingresses\/([a-z0-9.-]+)\/status$/;
+const OBJECT_PATH =
+  /^(\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1|\/api\/v1)\/namespaces\/([a-z0-9-]+)\/(endpointslices|configmaps|services|secrets|ingresses)\/([a-z0-9.-]+)$/;
 const EVENTS_PATH = /^\/api\/v1\/namespaces\/([a-z0-9-]+)\/events$/;
 
 /** An Event as Tollgate posted it. */
@@ -382,6 +384,11 @@ export class FakeKubeApi {
       this.#write(req, res, url);
       return;
     }
+    const single = req.method === 'GET' ? OBJECT_PATH.exec(url.pathname) : null;
+    if (single) {
+      this.#getObject(req, res, single as unknown as [string, string, string, ResourceKind, string]);
+      return;
+    }
     const route = this.#route(req, url, query);
     if ('refusal' in route) {
       sendStatus(res, ...route.refusal);
@@ -402,6 +409,30 @@ export class FakeKubeApi {
         items,
       });
     }
+  }
+
+  /** GET of one object (`read` in the client library). */
+  #getObject(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    [, prefix, namespace, resource, name]: [string, string, string, ResourceKind, string],
+  ): void {
+    const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (presented === undefined || !this.#acceptedTokens.has(presented)) {
+      sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      return;
+    }
+    const failure = this.#failures.get(resource) ?? this.#failures.get('*');
+    if (failure) {
+      sendStatus(res, failure, failure === 403 ? 'Forbidden' : 'InternalError', 'refused on demand');
+      return;
+    }
+    const object =
+      RESOURCES[resource].prefix === prefix
+        ? this.#objects.get(objectKey(resource, namespace, name))
+        : undefined;
+    if (object === undefined) sendStatus(res, 404, 'NotFound', `${resource} "${name}" not found`);
+    else sendJson(res, 200, object);
   }
 
   /** PATCH of an Ingress status, POST of an Event; anything else written is refused. */

@@ -8,6 +8,7 @@ import {
   startAuthelia,
   startOauth2Proxy,
 } from '../helpers/auth-services.ts';
+import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import {
   type RefusedAddress,
   refusedAddress,
@@ -72,7 +73,7 @@ describe('forward auth through the proxy process', () => {
     };
     const servers = [upstream.address];
     tollgate = await startTollgate({
-      main: { log_level: 'info' },
+      main: { log_level: 'info', http2_cleartext: true },
       upstreams: {
         upstreams: {
           [HOST]: {
@@ -297,6 +298,37 @@ describe('forward auth through the proxy process', () => {
       metrics,
       /tollgate_forward_auth_duration_seconds_count\{route="app\.example\.com\/slow",result="error"\} 1/,
     );
+  });
+
+  it('HTTP/2 requests go through the same check: refused, relayed; allowed, with the body intact', async () => {
+    const session = await connectHttp2(tollgate.proxyUrl, HOST);
+    try {
+      const base = { ':authority': HOST, ':scheme': 'http' };
+      const before = upstream.requests.length;
+      const refusedH2 = await h2Request(session, { ...base, ':method': 'GET', ':path': '/oauth/h2' });
+      assert.equal(refusedH2.status, 401);
+      assert.equal(refusedH2.body.toString(), 'Unauthorized');
+      assert.equal(upstream.requests.length, before);
+      const checks = oauth2.checks.length;
+      const body = 'h2-body-'.repeat(4096);
+      const allowed = await h2Request(
+        session,
+        { ...base, ':method': 'POST', ':path': '/oauth/h2?q=1', cookie: OAUTH2_PROXY_COOKIE },
+        [body.slice(0, 10_000), body.slice(10_000)],
+      );
+      assert.equal(allowed.status, 200);
+      const echo = allowed.json<Echo>();
+      assert.equal(echo.bodyBytes, body.length);
+      assert.equal(echo.headers['x-auth-request-user'], 'alice');
+      const check = oauth2.checks[checks];
+      assert.equal(check?.method, 'GET');
+      assert.equal(check?.bodyBytes, 0);
+      assert.equal(check?.headers['x-forwarded-method'], 'POST');
+      assert.equal(check?.headers['x-forwarded-host'], HOST);
+      assert.equal(check?.headers['x-forwarded-uri'], '/oauth/h2?q=1');
+    } finally {
+      session.close();
+    }
   });
 
   it('keeps connections to the auth service alive', async () => {

@@ -166,6 +166,32 @@ describe('basic auth costs the same whoever asks', () => {
     assert.deepEqual(verified.slice(0, 3), ['guess-0', 'guess-1', 'pw']);
   });
 
+  it('a client that keeps failing is checked beside the others, never ahead of them', async () => {
+    const hash = await hashPassword('pw', 10);
+    const hold = deferred();
+    let holding = false;
+    const authenticate = createBasicAuthenticator(
+      { type: 'basic', users: [{ username: 'u', password: null, passwordHash: hash }], keys: [] },
+      {
+        verify: async (password, stored) => {
+          if (holding && password.startsWith('guess')) await hold.promise;
+          return verifyPassword(password, stored);
+        },
+      },
+    );
+    // Three failures make 10.6.6.6 a suspect for a minute.
+    for (let i = 0; i < 3; i++)
+      assert.equal(await authenticate(basic('u', `wrong-${i}`, '10.6.6.6')), 'invalid_credentials');
+    holding = true;
+    const flood = Array.from({ length: 4 }, (_, i) => authenticate(basic('u', `guess-${i}`, '10.6.6.6')));
+    // The flood's check is running and its queue is full; another client's login does not wait for it.
+    const fair = basic('u', 'pw', '10.0.0.2');
+    assert.equal(await authenticate(fair), null);
+    assert.equal(fair.subject, 'u');
+    hold.release();
+    for (const reason of await Promise.all(flood)) assert.equal(reason, 'invalid_credentials');
+  });
+
   it('one credential arriving many times at once is hashed once', async () => {
     const hash = await hashPassword('pw', 10);
     let hashed = 0;
@@ -187,7 +213,7 @@ describe('basic auth costs the same whoever asks', () => {
 
 describe('FairCheckGate: one at a time, round robin over clients', () => {
   it('serves waiting clients in turn, not in arrival order', async () => {
-    const gate = new FairCheckGate(10, 100);
+    const gate = new FairCheckGate({ maxPerClient: 10, maxWaiting: 100 });
     const hold = deferred();
     const order: string[] = [];
     const running = gate.run('first', async () => {
@@ -205,7 +231,7 @@ describe('FairCheckGate: one at a time, round robin over clients', () => {
   });
 
   it('a full client queue refuses that client only', async () => {
-    const gate = new FairCheckGate(1, 100);
+    const gate = new FairCheckGate({ maxPerClient: 1, maxWaiting: 100 });
     const hold = deferred();
     const running = gate.run('x', () => hold.promise);
     const queued = gate.run('x', async () => {});

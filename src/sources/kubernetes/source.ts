@@ -1,4 +1,10 @@
-import { CoreV1Api, DiscoveryV1Api, type V1ConfigMap, type V1EndpointSlice } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  DiscoveryV1Api,
+  type V1ConfigMap,
+  type V1EndpointSlice,
+  type V1ServicePort,
+} from '@kubernetes/client-node';
 import { type ResolvedServiceRef, serviceRefKey } from '../../config/service-ref.ts';
 import type { ListenAddress, ServerAddress } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
@@ -83,6 +89,42 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
   // Dropped endpoints are warned about once while they stay in the API, again if they come back.
   let warnedDrops = new Set<string>();
 
+  // Port lists of Services whose `service:` number matched no pod port, read with a GET (no watch:
+  // a Service's ports rarely change; they are read again whenever its EndpointSlices change).
+  const servicePorts = new Map<string, { ports: readonly V1ServicePort[] | null; done: boolean }>();
+  const servicePortsKnown = (serviceNamespace: string, name: string) =>
+    servicePorts.get(`${serviceNamespace}/${name}`)?.done === true;
+  const servicePortName = (serviceNamespace: string, name: string, port: number): string | null => {
+    const id = `${serviceNamespace}/${name}`;
+    const entry = servicePorts.get(id);
+    if (entry === undefined) {
+      const pending = { ports: null as readonly V1ServicePort[] | null, done: false };
+      servicePorts.set(id, pending);
+      core
+        .readNamespacedService({ name, namespace: serviceNamespace })
+        .then(
+          (object) => {
+            pending.ports = object.spec?.ports ?? [];
+          },
+          (error: unknown) => {
+            logger.warn(
+              { kubernetes_service: id, error: (error as Error).message?.split('\n', 1)[0] },
+              'could not read the Service to map its port number (RBAC: get services)',
+            );
+          },
+        )
+        .finally(() => {
+          pending.done = true;
+          if (servicePorts.get(id) === pending) publishEndpoints();
+        });
+      return null;
+    }
+    const found = entry.ports?.find(
+      (candidate) => candidate.port === port && (candidate.protocol ?? 'TCP') === 'TCP',
+    );
+    return found === undefined ? null : (found.name ?? '');
+  };
+
   const checkSynced = () => {
     if (!health.allSynced()) return;
     for (const resolve of syncWaiters.splice(0)) resolve();
@@ -95,17 +137,25 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       const serviceWatch = serviceWatches.get(`${ref.namespace}/${ref.name}`);
       if (!serviceWatch?.watch.synced) continue;
       const key = serviceRefKey(ref);
-      const servers = readyServers(serviceWatch.slices, ref.port, {
+      const filter = {
         ownListeners: options.ownListeners,
-        onDrop: (drop) => drops.set(`${drop.slice} ${drop.reason} ${drop.value}`, { ...drop, service: key }),
-      });
+        onDrop: (drop: DroppedEndpoint) =>
+          drops.set(`${drop.slice} ${drop.reason} ${drop.value}`, { ...drop, service: key }),
+      };
+      let servers = readyServers(serviceWatch.slices, ref.port, filter);
+      if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
+        // No pod port has this number: it may be the Service's own port (`web:80` in front of pods
+        // on 8080), as an Ingress backend means it. The Service says which slice port that is.
+        const mapped = servicePortName(ref.namespace, ref.name, ref.port);
+        if (mapped !== null) servers = readyServers(serviceWatch.slices, mapped, filter);
+      }
       if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
         const offered = offeredPorts(serviceWatch.slices);
-        if (offered.length > 0 && !warnedPorts.has(key)) {
+        if (offered.length > 0 && !warnedPorts.has(key) && servicePortsKnown(ref.namespace, ref.name)) {
           warnedPorts.add(key);
           logger.warn(
-            { service: key, offered },
-            'no EndpointSlice port has this number; a number is the pod (target) port, a name the Service port name',
+            { kubernetes_service: key, offered },
+            'neither a pod port of the EndpointSlices nor a port of the Service has this number',
           );
         }
       }
@@ -121,7 +171,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       counts.set(drop.reason, (counts.get(drop.reason) ?? 0) + 1);
       if (!warnedDrops.has(id))
         logger.warn(
-          { service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
+          { kubernetes_service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
           'EndpointSlice entry ignored: not a usable server (docs/security.md)',
         );
     }
@@ -150,6 +200,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       labelSelector,
       onObjects: (slices) => {
         entry.slices = slices;
+        servicePorts.delete(`${serviceNamespace}/${name}`);
         checkSynced();
         publishEndpoints();
       },
