@@ -67,6 +67,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
         route: request.route.id,
         method,
         reason,
+        ...(request.authDetail === undefined ? {} : { detail: request.authDetail }),
         client: request.clientIp,
         path: request.path,
       },
