@@ -1,5 +1,4 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import bcrypt from 'bcryptjs';
 
 /**
  * Password hashes from htpasswd files (an Ingress's `auth` Secret, docs/ingress.md), checked the
@@ -39,8 +38,11 @@ export function parseForeignHash(value: string): ForeignHash | null {
 /** Constant-time where the format allows it; bcrypt's own compare is. */
 export async function verifyForeignHash(password: string, hash: ForeignHash): Promise<boolean> {
   switch (hash.kind) {
-    case 'bcrypt':
+    case 'bcrypt': {
+      // Loaded on the first bcrypt check: only htpasswd Secrets of Ingresses carry bcrypt hashes.
+      const { default: bcrypt } = await import('bcryptjs');
       return bcrypt.compare(password, hash.value);
+    }
     case 'apr1': {
       const salt = (APR1.exec(hash.value) as RegExpExecArray)[1] as string;
       return sameText(apr1(password, salt), hash.value);
