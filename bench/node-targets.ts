@@ -59,3 +59,11 @@ export async function startNodeUpstream(port: number): Promise<Started> {
   await waitForHttp(`http://127.0.0.1:${port}/`, started);
   return started;
 }
+
+/** Starts the forward-auth service of the `tollgate-forward` target and waits until it answers. */
+export async function startBenchAuthService(): Promise<{ port: number; started: Started }> {
+  const port = await freePort();
+  const started = startScript('auth-service', 'auth-service.ts', [String(port)]);
+  await waitForHttp(`http://127.0.0.1:${port}/ping`, started);
+  return { port, started };
+}

@@ -8,11 +8,20 @@
  * marked `paced`, the table and bench/results/latest.json. See bench/README.md.
  */
 
+import { BENCH_SESSION_COOKIE } from './auth-session.ts';
+import {
+  checkGrpc,
+  GRPC_AUTHORITY,
+  GRPC_HEADERS,
+  GRPC_PATH,
+  grpcGenerator,
+  startGrpcServer,
+} from './grpc.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
 import { waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
 import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
-import { startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
+import { startBenchAuthService, startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
 import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
 import { freePort, type Started } from './processes.ts';
 import {
@@ -58,6 +67,8 @@ export interface RunningTarget {
   verify?: () => Promise<void>;
   /** A load generator other than the default (wrk over HTTP/1.1), e.g. h2load for HTTP/2 targets. */
   generator?: LoadGenerator;
+  /** Replaces the common check (an HTTP/1.1 GET answered 200 with the exact body), e.g. a gRPC call. */
+  check?: () => Promise<void>;
 }
 
 export interface TargetDefinition {
@@ -70,9 +81,16 @@ export interface TargetDefinition {
 
 const host = { host: BENCH_HOST };
 
-/** The one-process Tollgate serving `/`, `/jwt` and `/issuer` (shared by three targets). */
+/** The forward-auth service the shared Tollgate's `/forward` route asks (bench/reference/auth-service.ts). */
+function sharedAuthService(context: BenchContext): Promise<{ port: number; started: Started }> {
+  return context.shared('auth-service', () => startBenchAuthService());
+}
+
+/** The one-process Tollgate serving `/`, `/jwt`, `/issuer` and `/forward` (shared by four targets). */
 function sharedTollgate(context: BenchContext): Promise<RunningTollgate> {
-  return context.shared('tollgate-1', () => startTollgate(context.upstreamPort));
+  return context.shared('tollgate-1', async () =>
+    startTollgate(context.upstreamPort, { forwardAuthPort: (await sharedAuthService(context)).port }),
+  );
 }
 
 function tollgateTarget(
@@ -154,6 +172,42 @@ async function tlsTarget(context: BenchContext, protocol: 'h2' | 'http/1.1'): Pr
   };
 }
 
+/** The gRPC server of the run, shared by the straight and the proxied gRPC targets. */
+function sharedGrpcServer(context: BenchContext) {
+  return context.shared('grpc-server', () => startGrpcServer());
+}
+
+/** gRPC unary calls by h2load, straight to the grpc-js server or through Tollgate (h2c both ways). */
+async function grpcTarget(
+  context: BenchContext,
+  via: 'direct' | 'tollgate',
+): Promise<RunningTarget | { skip: string }> {
+  const h2loadPath = h2loadBinary();
+  if (h2loadPath === null) return { skip: 'h2load not installed (apt-get install nghttp2-client)' };
+  const server = await sharedGrpcServer(context);
+  const generator = grpcGenerator(h2loadPath);
+  const headers = { host: GRPC_AUTHORITY, ...GRPC_HEADERS };
+  if (via === 'direct') {
+    return {
+      label: 'gRPC direct (grpc-js)',
+      url: `http://127.0.0.1:${server.port}${GRPC_PATH}`,
+      headers,
+      processes: [server.started],
+      generator,
+      check: () => checkGrpc(`127.0.0.1:${server.port}`, GRPC_AUTHORITY),
+    };
+  }
+  const tollgate = await startTollgate(context.upstreamPort, { grpcPort: server.port });
+  return {
+    label: 'tollgate gRPC (h2c → h2c)',
+    url: `${tollgate.base}${GRPC_PATH}`,
+    headers,
+    processes: [tollgate.process],
+    generator,
+    check: () => checkGrpc(`127.0.0.1:${tollgate.proxyPort}`, GRPC_AUTHORITY),
+  };
+}
+
 const one = (): number => 1;
 const every = (context: BenchContext): number => context.workers;
 
@@ -224,6 +278,36 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/issuer'),
     };
   }),
+  // Forward auth (docs/authentication.md#forward-auth): one check per request against an auth
+  // service on loopback; the service's CPU is charged to the target too.
+  tollgateTarget('tollgate-forward', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    const authService = await sharedAuthService(context);
+    return {
+      label: 'tollgate + forward auth (auth service on loopback)',
+      url: `${tollgate.base}/forward`,
+      headers: { ...host, cookie: BENCH_SESSION_COOKIE },
+      processes: [tollgate.process, authService.started],
+      verify: () => tollgate.expectUnauthorized('/forward'),
+    };
+  }),
+  // An earlier build, to compare changes in the same interleaved rounds: BENCH_BASELINE=<its dist/main.js>
+  // (e.g. `git worktree add /tmp/base <commit> && cd /tmp/base && npx tsc -p tsconfig.json`).
+  {
+    id: 'tollgate-baseline',
+    paced: true,
+    async start(context) {
+      const mainJs = process.env.BENCH_BASELINE;
+      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      const tollgate = await startTollgate(context.upstreamPort, { mainJs });
+      return {
+        label: 'tollgate (baseline build)',
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  },
   // Route lookup at scale (docs/routing.md): the same process work but a large table.
   tollgateTarget('tollgate-paths-20k', async (context) => {
     const tollgate = await startTollgate(context.upstreamPort, { routes: 'many-paths' });
@@ -270,6 +354,13 @@ export const TARGETS: readonly TargetDefinition[] = [
       };
     },
   },
+  // gRPC unary calls (docs/traffic.md#grpc), straight and through Tollgate, in the same rounds.
+  { id: 'grpc-direct', start: (context) => grpcTarget(context, 'direct') },
+  tollgateTarget('tollgate-grpc', async (context) => {
+    const target = await grpcTarget(context, 'tollgate');
+    if ('skip' in target) throw new Error(target.skip);
+    return target;
+  }),
   // Every core: N = BENCH_WORKERS (docs/workers.md).
   peerTarget('nginx-workers', NGINX, every),
   peerTarget('haproxy-workers', HAPROXY, every),
@@ -360,6 +451,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     metric: 'cpu',
     note: 'Node against Go',
   },
+  {
+    name: 'tollgate / tollgate baseline build',
+    numerator: 'tollgate',
+    denominator: 'tollgate-baseline',
+    metric: 'cpu',
+    note: 'this build against BENCH_BASELINE',
+  },
   // Throughput.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'throughput', goal: 0.45 },
   {
@@ -375,6 +473,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'throughput',
     goal: 0.9,
+  },
+  {
+    name: 'tollgate+forward auth / tollgate',
+    numerator: 'tollgate-forward',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    note: 'one extra HTTP round trip per request, to a Node auth service on the same 2 cores',
   },
   {
     name: 'tollgate+issuer JWT / tollgate',
@@ -482,6 +587,20 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'nginx-h2',
     metric: 'cpu',
     note: 'Node against C',
+  },
+  {
+    name: 'tollgate gRPC / gRPC direct',
+    numerator: 'tollgate-grpc',
+    denominator: 'grpc-direct',
+    metric: 'throughput',
+    goal: 0.5,
+  },
+  {
+    name: 'tollgate gRPC / gRPC direct',
+    numerator: 'tollgate-grpc',
+    denominator: 'grpc-direct',
+    metric: 'cpu',
+    note: 'Tollgate CPU per call over the grpc-js server’s',
   },
   // Latency at a moderate, fixed rate.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'paced-p99', goal: 2 },

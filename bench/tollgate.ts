@@ -8,6 +8,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createBenchIssuer, issuerRouteYaml } from './external-issuer.ts';
+import { GRPC_AUTHORITY } from './grpc.ts';
 import { httpRequest, waitForHttp } from './http.ts';
 import { freePort, makeTempDir, type Started, startProcess } from './processes.ts';
 
@@ -68,6 +69,15 @@ export interface TollgateSetup {
   routes?: 'bench' | 'many-paths' | 'many-hosts';
   /** Also a TLS listener (ALPN h2 + http/1.1) with a fresh self-signed certificate. */
   tls?: boolean;
+  /**
+   * A gRPC server's port: then the table is GRPC_AUTHORITY → that server (gRPC goes to it as h2c
+   * under `upstream_protocol: auto`), and the plain listener takes h2c (`http2_cleartext: true`).
+   */
+  grpcPort?: number;
+  /** Port of the bench's forward-auth service: adds a `/forward` route (`type: forward`) asking it. */
+  forwardAuthPort?: number;
+  /** Another build's dist/main.js (the `tollgate-baseline` target, BENCH_BASELINE): A/B in one run. */
+  mainJs?: string;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -117,6 +127,7 @@ export async function startTollgate(
       'access_log: false',
       `masterkey: "${masterkey}"`,
       `workers: ${workers}`,
+      ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
       '',
     ].join('\n'),
   );
@@ -124,27 +135,35 @@ export async function startTollgate(
   const issuer = await createBenchIssuer(dir);
   const routes = setup.routes ?? 'bench';
   const table =
-    routes === 'many-paths'
-      ? manyPathsYaml(server)
-      : routes === 'many-hosts'
-        ? manyHostsYaml(server)
-        : [
-            'upstreams:',
-            `  "${BENCH_HOST}":`,
-            '    paths:',
-            '      "/":',
-            `        servers: [${server}]`,
-            '      "/jwt":',
-            `        servers: [${server}]`,
-            '        authorization:',
-            '          type: jwt',
-            ...issuerRouteYaml(server, issuer.jwksFile),
-          ];
+    setup.grpcPort !== undefined
+      ? [
+          'upstreams:',
+          `  "${GRPC_AUTHORITY}":`,
+          '    paths:',
+          `      "/": { servers: ["127.0.0.1:${setup.grpcPort}"] }`,
+        ]
+      : routes === 'many-paths'
+        ? manyPathsYaml(server)
+        : routes === 'many-hosts'
+          ? manyHostsYaml(server)
+          : [
+              'upstreams:',
+              `  "${BENCH_HOST}":`,
+              '    paths:',
+              '      "/":',
+              `        servers: [${server}]`,
+              '      "/jwt":',
+              `        servers: [${server}]`,
+              '        authorization:',
+              '          type: jwt',
+              ...issuerRouteYaml(server, issuer.jwksFile),
+              ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
+            ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
   const started = startProcess(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
     process.execPath,
-    [MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
+    [setup.mainJs ?? MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
   // A large table takes a while to load on a busy machine.
@@ -163,6 +182,19 @@ export async function startTollgate(
       if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);
     },
   };
+}
+
+/** The upstreams.yaml lines of the `/forward` path: oauth2-proxy's contract, the recipe of docs/authentication.md. */
+function forwardRouteYaml(server: string, authPort: number): string[] {
+  return [
+    '      "/forward":',
+    `        servers: [${server}]`,
+    '        authorization:',
+    '          type: forward',
+    `          url: "http://127.0.0.1:${authPort}/oauth2/auth"`,
+    '          auth_response_headers: [X-Auth-Request-User]',
+    '          subject_header: X-Auth-Request-User',
+  ];
 }
 
 /** A self-signed EC certificate for BENCH_HOST in `dir`: main.yaml's tls_certificate and tls_key_file. */

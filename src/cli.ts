@@ -4,7 +4,8 @@ import { createTollgate, prepareConfig, StartError, type Tollgate, type Tollgate
 import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
-import { loadConfig } from './config/load.ts';
+import { loadConfig, waitsForConfigMap } from './config/load.ts';
+import { abandonLogs } from './log.ts';
 import { captureSignals, type ProcessSignals } from './signals.ts';
 import { describeKubernetesUse } from './sources/kubernetes/provider.ts';
 import { resolveWorkerCount } from './workers/count.ts';
@@ -88,10 +89,17 @@ async function validate(path: string): Promise<number> {
     return 1;
   }
   for (const warning of prepared.warnings) process.stderr.write(`warning: ${warning}\n`);
-  process.stdout.write(
-    `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
-      `${prepared.table.routes.length} routes, ${prepared.table.servers.length} servers\n`,
-  );
+  if (waitsForConfigMap(config.upstreams)) {
+    process.stdout.write(
+      `valid: ${config.main.file}; ${config.upstreams.file} is not there, so start reads upstreams.yaml ` +
+        `from ConfigMap ${config.main.kubernetes?.upstreamsConfigMap} and is not ready before\n`,
+    );
+  } else {
+    process.stdout.write(
+      `valid: ${config.main.file} and ${config.upstreams.file}: ${config.upstreams.hosts.length} hosts, ` +
+        `${prepared.table.routes.length} routes, ${prepared.table.servers.length} servers\n`,
+    );
+  }
   // Offline: says what a start would ask the API for, without contacting it.
   for (const line of describeKubernetesUse(config.main, config.upstreams)) process.stdout.write(`${line}\n`);
   return 0;
@@ -130,7 +138,9 @@ async function serveOneProcess(config: TollgateConfig, signals: ProcessSignals):
   const { logger } = app;
   const forced = signals.forcedExit.then((code) => {
     logger.warn({ exit_code: code }, 'second signal during shutdown; exiting now');
+    // At once: what stdout has not taken by now is given up, never waited for.
     logger.flush();
+    abandonLogs(logger);
     return code;
   });
   signals.onReload(() => {

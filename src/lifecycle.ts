@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { MainConfig } from './config/types.ts';
 import { http2StreamOf } from './local-response.ts';
-import type { Logger } from './log.ts';
+import { flushLogs, type Logger } from './log.ts';
 import type { Runtime } from './runtime.ts';
 
 /** What the drain needs from a listener; http.Server and https.Server both fit. */
@@ -133,6 +133,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     // Readiness never turned on (a failed or interrupted start): nobody is routing here, no delay.
     const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
+    const graceEnds = Date.now() + delayMs + graceMs;
     logger.info(
       {
         signal,
@@ -180,10 +181,9 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       server.closeAllConnections();
     }
     logger.info({ connections_cut: cut }, 'shutdown complete');
-    await new Promise<void>((resolve) => {
-      logger.flush(() => resolve());
-      setTimeout(resolve, 500).unref();
-    });
+    // Log lines still buffered get what is left of the grace period, never more: a stdout nobody
+    // reads must not hold the exit (docs/observability.md#when-stdout-stalls).
+    await flushLogs(logger, graceEnds - Date.now());
   };
 
   return {

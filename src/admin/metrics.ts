@@ -12,6 +12,12 @@ collectDefaultMetrics({ register: registry });
 /** tollgate_event_loop_delay_seconds: stalls of this process's event loop (admin/event-loop). */
 export const eventLoopDelay = registerEventLoopDelay(registry);
 
+export const logLinesDropped = new Counter({
+  name: 'tollgate_log_lines_dropped_total',
+  help: 'Log lines dropped because stdout did not take them and the log buffer was full.',
+  registers: [registry],
+});
+
 // The two families written on every request: allocation-free recorders (admin/route-metrics).
 export const requestsTotal = new RequestCounter({
   name: 'tollgate_requests_total',
@@ -98,7 +104,7 @@ export const configReloadsTotal = new Counter({
 
 export const configInfo = new Gauge({
   name: 'tollgate_config_info',
-  help: 'Always 1, labelled with the sha256 of the upstreams.yaml that is live.',
+  help: 'Always 1, labelled with the config identity of the live upstreams.yaml (secrets left out, not the sha256 of the file): docs/configuration.md#config-identity.',
   labelNames: ['hash'] as const,
   registers: [registry],
 });

@@ -6,13 +6,43 @@ import type { TokenChecker } from './jwt.ts';
 import {
   CLOCK_SKEW_SECONDS,
   EXPIRED,
-  INVALID,
   isValidOwner,
   MAX_TOKEN_LENGTH,
   TOKEN_ISSUER,
   type TokenCheck,
+  type TokenRefusalDetail,
   type VerifiedToken,
 } from './tokens.ts';
+
+/** One frozen refusal per detail, so a refusal allocates nothing. */
+const REFUSALS = new Map<TokenRefusalDetail, TokenCheck>();
+export function invalidBecause(detail: TokenRefusalDetail): TokenCheck {
+  let refusal = REFUSALS.get(detail);
+  if (refusal === undefined) {
+    refusal = Object.freeze({ ok: false, reason: 'token_invalid', detail });
+    REFUSALS.set(detail, refusal);
+  }
+  return refusal;
+}
+
+/** What jose's error says about why a token failed, in the words of the log (never the token). */
+function refusalOf(error: unknown): TokenCheck {
+  if (error instanceof errors.JWTExpired) return EXPIRED;
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === 'aud') return invalidBecause('wrong_audience');
+    if (error.claim === 'iss') return invalidBecause('wrong_issuer');
+    if (error.claim === 'nbf' && error.reason === 'check_failed') return invalidBecause('not_yet_valid');
+    return invalidBecause('missing_claim');
+  }
+  if (error instanceof errors.JWKSNoMatchingKey) return invalidBecause('unknown_kid');
+  if (error instanceof errors.JWSSignatureVerificationFailed) return invalidBecause('bad_signature');
+  if (error instanceof errors.JOSEAlgNotAllowed) return invalidBecause('algorithm_not_allowed');
+  if (error instanceof errors.JWKSTimeout || !(error instanceof errors.JOSEError)) {
+    // The key set could not be had (issuer unreachable, no keys yet): not the token's fault.
+    return invalidBecause('keys_unavailable');
+  }
+  return invalidBecause('malformed');
+}
 
 /**
  * Tokens from an external OpenID issuer (docs/tokens.md#external-issuers): signature by one of the
@@ -58,10 +88,11 @@ export function createExternalChecker(
         requiredClaims: ['exp'],
       }));
     } catch (error) {
-      return error instanceof errors.JWTExpired ? EXPIRED : INVALID;
+      return refusalOf(error);
     }
     const subject = payload[issuer.subjectClaim];
-    if (!isValidOwner(subject) || typeof payload.exp !== 'number') return INVALID;
+    if (!isValidOwner(subject)) return invalidBecause('bad_subject');
+    if (typeof payload.exp !== 'number') return invalidBecause('missing_claim');
     const result: VerifiedToken = Object.freeze({
       ok: true,
       owner: subject,
@@ -91,7 +122,7 @@ export function createExternalChecker(
       verified.delete(token);
       return EXPIRED;
     }
-    if (token.length > MAX_TOKEN_LENGTH * 4 || !COMPACT_JWS.test(token)) return INVALID;
+    if (token.length > MAX_TOKEN_LENGTH * 4 || !COMPACT_JWS.test(token)) return invalidBecause('malformed');
     return verify(token);
   };
 }
@@ -108,10 +139,10 @@ export function createIssuerDispatch(checkers: ReadonlyMap<string, TokenChecker>
     try {
       iss = decodeJwt(token).iss;
     } catch {
-      return INVALID;
+      return invalidBecause('malformed');
     }
     const checker = typeof iss === 'string' ? checkers.get(iss) : undefined;
-    return checker === undefined ? INVALID : checker(token);
+    return checker === undefined ? invalidBecause('untrusted_issuer') : checker(token);
   };
 }
 

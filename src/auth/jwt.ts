@@ -55,7 +55,11 @@ export function createJwtAuthenticator(deps: {
     checker: TokenChecker,
     cookie: string | null | undefined,
   ): AuthOutcome | Promise<AuthOutcome> => {
-    if (!check.ok) return check.reason;
+    if (!check.ok) {
+      // For the log line only; the answer stays the generic reason (docs/tokens.md).
+      if (check.detail !== undefined) request.authDetail = check.detail;
+      return check.reason;
+    }
     if (deps.revocations.isRevoked(check.jti)) return 'token_revoked';
     const scopeEntry = check.scope === null ? null : matchScope(check.scope, request.host, request.path);
     if (check.scope !== null && scopeEntry === null) return 'token_out_of_scope';

@@ -13,7 +13,7 @@ import { createBasicAuthenticator } from './basic.ts';
 import { createBrowserLinks } from './browser-links.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { createForwardMethod } from './forward.ts';
-import { createExternalChecker, createIssuerDispatch } from './issuers.ts';
+import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
 import { createFileKeySet, createRemoteKeySet, type KeySet } from './jwks.ts';
 import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
@@ -162,7 +162,9 @@ function createJwtMethod(deps: AuthMethodDeps): (policy: AuthorizationConfig) =>
       const keys = keysFor(issuer);
       checkers.set(
         issuer.issuer,
-        keys === null ? () => INVALID : createExternalChecker(issuer, keys, { now }),
+        keys === null
+          ? () => invalidBecause('keys_unavailable')
+          : createExternalChecker(issuer, keys, { now }),
       );
     }
     const checker = createIssuerDispatch(checkers);

@@ -82,7 +82,12 @@ export function loadRevocationList(path: string | null, logger: Logger): LoadedR
   if (path === null) return { list, hash: null };
   // The reader validation uses (config/file-checks): a file that validated loads here.
   const bytes = readRevokedTokensFile(path);
-  applyRevocations(list, parseRevokedTokens(bytes.toString('utf8')), path, logger);
+  const parsed = parseRevokedTokens(bytes.toString('utf8'));
+  applyRevocations(list, parsed, path, logger);
+  logger.info(
+    { event: 'revoked_tokens_loaded', file: path, trigger: 'start', revoked: parsed.revoked.size },
+    'revoked tokens loaded',
+  );
   return { list, hash: sha256Hex(bytes) };
 }
 
@@ -111,6 +116,7 @@ export function watchRevokedTokens(
     parse: ([text]) => parseRevokedTokens(text as string),
     apply: (parsed) => applyRevocations(loaded.list, parsed, path, logger),
     describe: (parsed) => ({ revoked: parsed.revoked.size }),
+    events: { applied: 'revoked_tokens_loaded', rejected: 'revoked_tokens_unavailable' },
     messages: {
       applied: 'revoked tokens reloaded',
       rejected: 'revoked_tokens_file not reloaded; the revocations already loaded stay in force',

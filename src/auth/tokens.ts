@@ -88,9 +88,30 @@ export interface VerifiedToken {
   readonly scope: readonly ScopeEntry[] | null;
 }
 
+/**
+ * Why an external issuer's token was refused, for the `auth_refused` log line only (the answer stays
+ * the generic `token_invalid`): docs/tokens.md#when-an-issuers-tokens-are-refused.
+ */
+export type TokenRefusalDetail =
+  | 'wrong_audience'
+  | 'wrong_issuer'
+  | 'untrusted_issuer'
+  | 'unknown_kid'
+  | 'bad_signature'
+  | 'algorithm_not_allowed'
+  | 'not_yet_valid'
+  | 'missing_claim'
+  | 'bad_subject'
+  | 'keys_unavailable'
+  | 'malformed';
+
 export type TokenCheck =
   | VerifiedToken
-  | { readonly ok: false; readonly reason: 'token_expired' | 'token_invalid' };
+  | {
+      readonly ok: false;
+      readonly reason: 'token_expired' | 'token_invalid';
+      readonly detail?: TokenRefusalDetail;
+    };
 
 export const INVALID: TokenCheck = Object.freeze({ ok: false, reason: 'token_invalid' });
 export const EXPIRED: TokenCheck = Object.freeze({ ok: false, reason: 'token_expired' });

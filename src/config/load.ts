@@ -96,6 +96,14 @@ export async function loadConfig(
   // Messages name the upstreams file the way the operator named main.yaml: relative stays relative.
   const shownPath = isAbsolute(mainPath) ? upstreamsPath : relative(process.cwd(), upstreamsPath);
   const text = await readConfigFile(upstreamsPath, shownPath);
+  if (!text.ok && text.missing && main?.kubernetes?.upstreamsConfigMap) {
+    // Read through the API instead of the file (docs/kubernetes.md): start with no routes and stay
+    // unready until the ConfigMap's copy is live.
+    const upstreams = awaitingConfigMap(upstreamsPath);
+    const unusable = [...checkConsistency(main, upstreams), ...checkRuntimeFiles(main, upstreams, 'main')];
+    if (unusable.length > 0) return { ok: false, issues: unusable };
+    return { ok: true, value: { main, upstreams } };
+  }
   if (!text.ok) {
     const missing = text.unreadable
       ? whyUpstreamsUnreadable(mainReader, upstreamsConfWritten, upstreamsPath, text.unreadable)
@@ -146,6 +154,36 @@ function whyUpstreamsUnreadable(
   ];
 }
 
+const configMapPlaceholders = new WeakSet<UpstreamsConfig>();
+
+/**
+ * The upstreams config of a start whose `kubernetes.upstreams_configmap` has no file mounted: no
+ * routes, until the ConfigMap read through the API replaces it.
+ */
+function awaitingConfigMap(file: string): UpstreamsConfig {
+  const config: UpstreamsConfig = {
+    file,
+    hash: '',
+    provider: 'kubernetes',
+    masterkey: null,
+    stickySessions: null,
+    toHttps: false,
+    rateLimit: null,
+    authorization: null,
+    requestHeaders: null,
+    responseHeaders: null,
+    authFailureLimit: null,
+    hosts: [],
+  };
+  configMapPlaceholders.add(config);
+  return config;
+}
+
+/** True for the config of a start that waits for its upstreams ConfigMap (no file was mounted). */
+export function waitsForConfigMap(config: UpstreamsConfig): boolean {
+  return configMapPlaceholders.has(config);
+}
+
 /** For hot reload: re-reads the upstreams file named by an already validated main.yaml. */
 export async function loadUpstreams(main: MainConfig): Promise<Loaded<UpstreamsConfig>> {
   const upstreams = await readAndParseUpstreams(main.upstreamsConf);
@@ -161,7 +199,9 @@ async function readAndParseUpstreams(file: string, shown = file): Promise<Loaded
   return parseUpstreamsConfig(text.value, shown);
 }
 
-type FileText = { ok: true; value: string } | { ok: false; issues: ConfigIssue[]; unreadable?: string };
+type FileText =
+  | { ok: true; value: string }
+  | { ok: false; issues: ConfigIssue[]; unreadable?: string; missing?: boolean };
 
 /**
  * The file's text, or one position-less issue saying why it cannot be read; `unreadable` holds the
@@ -177,6 +217,7 @@ async function readConfigFile(file: string, shown: string): Promise<FileText> {
       ok: false,
       issues: [{ file: shown, line: 0, column: 0, path: '', message: `cannot read ${shown}: ${reason}` }],
       unreadable: reason,
+      missing: (error as NodeJS.ErrnoException).code === 'ENOENT',
     };
   }
   try {

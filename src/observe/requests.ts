@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestDuration, requestsTotal } from '../admin/metrics.ts';
 import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from '../local-response.ts';
 import type { Logger } from '../log.ts';
+import type { Unrouted } from '../pipeline/1-route.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
@@ -11,7 +12,7 @@ export interface RequestRecorder {
   /** A request that matched a route, whatever its outcome. */
   routed(request: ProxyRequest): void;
   /** A request refused before routing (bad host or path, no route). */
-  unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, clientIp: string): void;
+  unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, refused: Unrouted): void;
 }
 
 /** Returns a raw query (without `?`) with every credential taken out, ready to be logged. */
@@ -54,7 +55,7 @@ export function createRequestRecorder(
         completed: request.completed ?? res.writableFinished,
       });
     },
-    unrouted(req, res, startedAt, clientIp) {
+    unrouted(req, res, startedAt, refused) {
       const seconds = (performance.now() - startedAt) / 1000;
       const status = recordedStatus(res);
       requestsTotal.count(NO_ROUTE, req.method ?? '', status);
@@ -63,16 +64,17 @@ export function createRequestRecorder(
       logger.info({
         msg: 'access',
         method: req.method,
-        // The raw target may carry a token and was not normalised: it is never logged.
         host: req.headers[':authority'] ?? req.headers.host,
-        path: null,
+        // Normalised, the token parameter removed like on routed lines; a target that could not be
+        // normalised (400 bad_path) is never logged raw.
+        path: refused.path === null ? null : loggedPath(refused.path, refused.query, redactQuery),
         protocol: protocolOf(req),
         status,
         ...grpcField(res),
         duration_ms: Math.round(seconds * 1e6) / 1e3,
         bytes: localResponseBytes(res),
         route: NO_ROUTE,
-        client_ip: clientIp,
+        client_ip: refused.clientIp,
       });
     },
   };

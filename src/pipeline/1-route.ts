@@ -1,12 +1,23 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { normaliseHost, normaliseTarget } from '../routing/normalise.ts';
+import { type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/client-address.ts';
 import type { ProxyRequest } from './request.ts';
 import { type Answer, refuse } from './verdict.ts';
 
-export type Routed = { ok: true; request: ProxyRequest } | { ok: false; verdict: Answer; clientIp: string };
+/** A request refused before routing, with what the access log may say about it. */
+export interface Unrouted {
+  ok: false;
+  verdict: Answer;
+  clientIp: string;
+  /** The normalised path, or null when the target could not be normalised (it is never logged raw). */
+  path: string | null;
+  /** The raw query without `?` ('' when none), to be logged only with credentials removed. */
+  query: string;
+}
+
+export type Routed = { ok: true; request: ProxyRequest } | Unrouted;
 
 /**
  * The first stage: turns an incoming request into a ProxyRequest — normalised host and path, the
@@ -28,9 +39,10 @@ export function routeRequest(
     Array.isArray(forwardedFor) ? forwardedFor.join(', ') : forwardedFor,
     isTrustedProxy,
   );
+  const target = normaliseTarget(req.url ?? '');
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
-    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp);
+    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp, target);
   }
   // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
   // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
@@ -44,21 +56,25 @@ export function routeRequest(
     return unrouted(
       refuse('bad_request', {}, 'the :authority and Host headers name different hosts'),
       address.clientIp,
+      target,
     );
   }
   const rawHost = authority ?? hostHeader;
   const host = normaliseHost(rawHost);
   if (host === null)
-    return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'), address.clientIp);
-  const target = normaliseTarget(req.url ?? '');
-  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp);
+    return unrouted(
+      refuse('bad_request', {}, 'the Host header is missing or malformed'),
+      address.clientIp,
+      target,
+    );
+  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
   const route = table.match(host, target.path);
-  if (route === null) return unrouted(refuse('not_found'), address.clientIp);
+  if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
   if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
-    return unrouted(refuse('bad_path'), address.clientIp);
+    return unrouted(refuse('bad_path'), address.clientIp, target);
   }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
@@ -108,8 +124,14 @@ function withoutPathParameters(path: string): string {
 }
 
 /** A refusal before routing. A plain function, not a closure made for every request. */
-function unrouted(verdict: Answer, clientIp: string): Routed {
-  return { ok: false, verdict, clientIp };
+function unrouted(verdict: Answer, clientIp: string, target: NormalisedPath): Unrouted {
+  return {
+    ok: false,
+    verdict,
+    clientIp,
+    path: target.ok ? target.path : null,
+    query: target.ok ? target.query : '',
+  };
 }
 
 function hasDuplicateHost(rawHeaders: readonly string[]): boolean {

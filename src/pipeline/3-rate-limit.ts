@@ -76,8 +76,11 @@ export function rateLimitRedisUrl(
 export interface AuthFailureGuard {
   /** Milliseconds until this client may try this host again, or 0 when it is not blocked. */
   blockedFor(request: ProxyRequest, limit: number): Promise<number>;
-  /** Counts one failed authentication (not awaited: the refusal goes out at once). */
-  record(request: ProxyRequest, limit: number): void;
+  /**
+   * Counts one failed authentication; resolves once counted, so the client's next request (to any
+   * worker) sees it. Never rejects.
+   */
+  record(request: ProxyRequest, limit: number): Promise<void>;
 }
 
 export interface RateLimitStage {
@@ -151,15 +154,21 @@ export function createRateLimitStage({
         return 0;
       }
     },
-    record(request, limit) {
-      failuresFor(limit)
+    async record(request, limit) {
+      await failuresFor(limit)
         .consume(clientKey(request))
-        .catch((rejection: unknown) => {
-          // Over the limit already: that is what blockedFor will see. Anything else is a store failure.
-          if (!(rejection instanceof RateLimiterRes)) {
-            logger.error({ err: String(rejection) }, 'auth failure counter unavailable; failure not counted');
-          }
-        });
+        .then(
+          () => {},
+          (rejection: unknown) => {
+            // Over the limit already: that is what blockedFor will see. Anything else is a store failure.
+            if (!(rejection instanceof RateLimiterRes)) {
+              logger.error(
+                { err: String(rejection) },
+                'auth failure counter unavailable; failure not counted',
+              );
+            }
+          },
+        );
     },
   };
 

@@ -57,7 +57,8 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     return authenticator;
   };
 
-  const counted = (request: ProxyRequest, method: AuthMethod, reason: string): void => {
+  /** Counts and logs a refusal; a promise when it must first reach the brute-force guard's store. */
+  const counted = (request: ProxyRequest, method: AuthMethod, reason: string): Promise<void> | null => {
     authFailuresTotal.inc({ route: request.route.id, method, reason });
     // Path only: the query may hold a token. Never a credential, not even the user name.
     deps.logger.info(
@@ -66,14 +67,18 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
         route: request.route.id,
         method,
         reason,
+        ...(request.authDetail === undefined ? {} : { detail: request.authDetail }),
         client: request.clientIp,
         path: request.path,
       },
       'authentication refused',
     );
     const limit = request.route.authFailureLimit;
-    if (guard !== undefined && limit !== null && FAILED_ATTEMPTS.has(reason)) guard.record(request, limit);
+    if (guard === undefined || limit === null || !FAILED_ATTEMPTS.has(reason)) return null;
+    return guard.record(request, limit);
   };
+  const after = (pending: Promise<void> | null, verdict: Verdict): Verdict | Promise<Verdict> =>
+    pending === null ? verdict : pending.then(() => verdict);
 
   const refused = (request: ProxyRequest, method: AuthMethod, reason: AuthFailureReason): Verdict => {
     counted(request, method, reason);
@@ -107,12 +112,20 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     );
 
   /** Another service's refusal (forward auth), relayed as it came. */
-  const relayed = (request: ProxyRequest, method: AuthMethod, outcome: AuthDenial): Verdict => {
-    counted(request, method, outcome.reason);
-    return answer(outcome.denial.status, outcome.denial.headers, outcome.denial.body);
+  const relayed = (
+    request: ProxyRequest,
+    method: AuthMethod,
+    outcome: AuthDenial,
+  ): Verdict | Promise<Verdict> => {
+    const pending = counted(request, method, outcome.reason);
+    return after(pending, answer(outcome.denial.status, outcome.denial.headers, outcome.denial.body));
   };
 
-  const settle = (request: ProxyRequest, method: AuthMethod, outcome: AuthOutcome): Verdict => {
+  const settle = (
+    request: ProxyRequest,
+    method: AuthMethod,
+    outcome: AuthOutcome,
+  ): Verdict | Promise<Verdict> => {
     if (outcome === null) return PASS;
     if (typeof outcome === 'string') return refused(request, method, outcome);
     if ('denial' in outcome) return relayed(request, method, outcome);

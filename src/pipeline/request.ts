@@ -34,6 +34,8 @@ export interface ProxyRequest {
   /** performance.now() at arrival. */
   readonly startedAt: number;
 
+  /** Set by the auth stage on some refusals: why, in more detail than the answer (log only). */
+  authDetail?: string;
   /** Set by the auth stage: basic user, key name or token owner; sent as X-Tollgate-Subject. */
   subject: string | null;
   /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */

@@ -37,7 +37,7 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
     const routed = pipeline.route(req, res, startedAt);
     if (!routed.ok) {
       refuse(res, routed.verdict, expectsContinue);
-      recorder.unrouted(req, res, startedAt, routed.clientIp);
+      recorder.unrouted(req, res, startedAt, routed);
       return;
     }
     const { request } = routed;

@@ -105,7 +105,7 @@ export function createWebSocketHandler(deps: WebSocketHandlerDeps): WebSocketPro
     const routed = pipeline.route(req, res, startedAt);
     if (!routed.ok) {
       respond(res, routed.verdict);
-      recorder.unrouted(req, res, startedAt, routed.clientIp);
+      recorder.unrouted(req, res, startedAt, routed);
       return;
     }
     const { request } = routed;

@@ -52,6 +52,8 @@ export interface WatchFilesOptions<T> {
   describe?(value: T): Record<string, unknown>;
   /** Log messages; the defaults say `<name> reloaded` / `<name> not reloaded; …`. */
   readonly messages?: { readonly applied?: string; readonly rejected?: string };
+  /** The `event` field of those two lines, for files whose events docs/observability.md names. */
+  readonly events?: { readonly applied: string; readonly rejected: string };
 }
 
 export interface FileWatcher {
@@ -323,7 +325,7 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
 
     const reject = (reason: string, trigger: string) => {
       recordReload(name, 'failure');
-      logger.error({ file: name, paths, trigger, reason }, rejectedMessage);
+      logger.error({ event: spec.events?.rejected, file: name, paths, trigger, reason }, rejectedMessage);
     };
     await watchEntry({
       name,
@@ -340,7 +342,10 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
           return reject((error as Error).message, trigger);
         }
         recordReload(name, 'success');
-        logger.info({ file: name, paths, trigger, ...spec.describe?.(value) }, appliedMessage);
+        logger.info(
+          { event: spec.events?.applied, file: name, paths, trigger, ...spec.describe?.(value) },
+          appliedMessage,
+        );
       },
     });
   };

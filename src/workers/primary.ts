@@ -9,7 +9,7 @@ import { serviceRefText } from '../config/service-ref.ts';
 import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { formatAddress, listen } from '../listen.ts';
-import { createLogger, type Logger } from '../log.ts';
+import { abandonLogs, createLogger, type Logger } from '../log.ts';
 import { createRuntime } from '../runtime.ts';
 import {
   type KubernetesProvider,
@@ -488,6 +488,8 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     close,
     kill() {
       for (const slot of slots) slot.worker?.process.kill('SIGKILL');
+      // Exiting at once: log lines stdout has not taken are given up, never waited for.
+      abandonLogs(logger);
     },
   };
 }

@@ -211,6 +211,37 @@ describe('helm template: config changes', () => {
     assert.doesNotMatch(keys, /upstream/);
   });
 
+  test('a chart upgrade alone leaves the pod template alone (no version labels on pods)', async () => {
+    // The same chart under a new chart version, as `helm upgrade` to a chart-only release renders it.
+    const bumped = join(dir, 'chart-bumped');
+    await cp(CHART, bumped, { recursive: true });
+    const chartYaml = await readFile(join(bumped, 'Chart.yaml'), 'utf8');
+    await writeFile(join(bumped, 'Chart.yaml'), chartYaml.replace(/^version: .*$/m, 'version: 99.0.0'));
+    const render = async (chart: string) => {
+      const result = await helm([
+        'template',
+        'tollgate',
+        chart,
+        '--namespace',
+        'edge',
+        '--kube-version',
+        KUBE_VERSION,
+        '--set',
+        `masterkey.value=${TEST_MASTERKEY}`,
+      ]);
+      assert.ok(result.ok, result.stderr);
+      return find(splitManifests(result.stdout), 'Deployment');
+    };
+    const [current, upgraded] = await Promise.all([render(CHART), render(bumped)]);
+    assert.notDeepEqual(
+      current.metadata.labels,
+      upgraded.metadata.labels,
+      'the Deployment names the chart version',
+    );
+    assert.deepEqual(upgraded.spec.template, current.spec.template);
+    assert.equal(current.spec.template.metadata.labels['helm.sh/chart'], undefined);
+  });
+
   test('a main.yaml change rolls the pods through the checksum annotation', async () => {
     const a = await podTemplate({ config: { logLevel: 'info' } });
     const b = await podTemplate({ config: { logLevel: 'debug' } });

@@ -30,6 +30,8 @@ const run = promisify(execFile);
 async function validateMounted(
   manifests: Manifest[],
   podSpec: Manifest,
+  /** Files of mounted Secrets the config names (validate reads them as start does). */
+  secrets: Record<string, string | Buffer> = {},
 ): Promise<{ code: number; output: string }> {
   assert.ok(existsSync(MAIN_JS), `${MAIN_JS} missing: run npm run build first`);
   const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-'));
@@ -37,6 +39,7 @@ async function validateMounted(
     await writeFile(join(dir, 'main.yaml'), mountedFile(manifests, podSpec, 'main.yaml'));
     await writeFile(join(dir, 'upstreams.yaml'), mountedFile(manifests, podSpec, 'upstreams.yaml'));
     await writeFile(join(dir, 'masterkey'), 'a-masterkey-as-a-mounted-secret-would-hold\n');
+    for (const [name, content] of Object.entries(secrets)) await writeFile(join(dir, name), content);
     const env = { ...process.env, TOLLGATE_CONFIG: '', TOLLGATE_MASTERKEY: '' };
     try {
       const { stdout, stderr } = await run(
@@ -98,7 +101,8 @@ describe('rendered configuration is accepted by tollgate validate', () => {
   }, async () => {
     const manifests = await helmTemplate({ set: ['tls.enabled=true', 'tls.secretName=edge-tls'] });
     const spec = find(manifests, 'Deployment').spec.template.spec;
-    const checked = await validateMounted(manifests, spec);
+    const { cert, key, fingerprint256 } = selfSigned('tollgate.test');
+    const checked = await validateMounted(manifests, spec, { 'tls.crt': cert, 'tls.key': key });
     assert.equal(checked.code, 0, checked.output);
 
     // Start it on loopback with the chart's main.yaml (relative tls.crt / tls.key / masterkey paths).
@@ -107,7 +111,6 @@ describe('rendered configuration is accepted by tollgate validate', () => {
     // The helper picks free loopback ports for the three plain listeners.
     const { proxy_address_http, config_address, admin_address, ...chartSettings } = chartMain;
     const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-tls-'));
-    const { cert, key, fingerprint256 } = selfSigned('tollgate.test');
     await writeFile(join(dir, 'tls.crt'), cert);
     await writeFile(join(dir, 'tls.key'), key);
     await writeFile(join(dir, 'masterkey'), 'a-masterkey-as-a-mounted-secret-would-hold\n');

@@ -11,6 +11,7 @@ import type { Clock } from '../../src/auth/clock.ts';
 import { formatIssue } from '../../src/config/issues.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { createLogger } from '../../src/log.ts';
+import { assertNoDuplicateKeys } from './json-lines.ts';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MAIN_JS = join(ROOT, 'dist', 'main.js');
@@ -141,6 +142,26 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
   }
 }
 
+/**
+ * Starts several processes at once. If any fails to start, the ones that did are stopped before the
+ * error is thrown: with a bare Promise.all a started sibling would be left running, its pipes keeping
+ * the test runner alive after the failure.
+ */
+export async function startTollgates<const T extends TollgateOptions[]>(
+  ...all: T
+): Promise<{ [K in keyof T]: Tollgate }> {
+  const settled = await Promise.allSettled(all.map((options) => startTollgate(options)));
+  const failure = settled.find((result) => result.status === 'rejected');
+  if (failure === undefined) {
+    const started = settled.map((result) => (result as PromiseFulfilledResult<Tollgate>).value);
+    return started as unknown as { [K in keyof T]: Tollgate };
+  }
+  await Promise.all(
+    settled.map((result) => (result.status === 'fulfilled' ? result.value.stop('SIGKILL') : null)),
+  );
+  throw failure.reason;
+}
+
 /** Writes main.yaml (listeners on loopback unless given) and upstreams.yaml into the test's dir. */
 async function writeConfig(
   options: Pick<TollgateOptions, 'main' | 'upstreams' | 'dir' | 'upstreamsPath'>,
@@ -238,6 +259,8 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
       }
       // Also when the child had already exited (a failed start, a test's own signal): no temp dir left.
       if (!options.dir) await rm(dir, { recursive: true, force: true });
+      // Every line every process test produced: log pipelines keep one of two equal keys.
+      assertNoDuplicateKeys(out, 'tollgate');
       return code;
     },
     metrics: async () => (await fetch(`${host(adminPort)}/metrics`)).text(),
@@ -353,6 +376,7 @@ export async function startInProcess(options: InProcessOptions): Promise<InProce
     async stop() {
       await app.close('test');
       if (!options.dir) await rm(dir, { recursive: true, force: true });
+      assertNoDuplicateKeys(out, 'tollgate (in process)');
       return 0;
     },
     metrics: async () => (await fetch(`${url(bound.admin.port)}/metrics`)).text(),

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { type AuthService, OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
 import { type InProcessTollgate, startInProcess } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
@@ -82,10 +83,12 @@ describe('Expect: 100-continue is answered only after the pipeline admitted the 
   timeout: 20_000,
 }, () => {
   let upstream: Upstream;
+  let authService: AuthService;
   let tollgate: InProcessTollgate;
 
   before(async () => {
     upstream = await startUpstream();
+    authService = await startOauth2Proxy();
     const server = [upstream.address];
     tollgate = await startInProcess({
       upstreams: {
@@ -101,13 +104,36 @@ describe('Expect: 100-continue is answered only after the pipeline admitted the 
           'limited.test': { paths: { '/': { servers: server, rate_limit: 1 } } },
           'secure.test': { paths: { '/': { servers: server, to_https: true } } },
           'open.test': { paths: { '/': { servers: server } } },
+          'forward.test': {
+            paths: {
+              '/': {
+                servers: server,
+                authorization: { type: 'forward', url: `${authService.origin}/oauth2/auth` },
+              },
+            },
+          },
         },
       },
     });
   });
   after(async () => {
     await tollgate?.stop();
-    await upstream?.close();
+    await Promise.all([upstream?.close(), authService?.close()]);
+  });
+
+  it('forward auth: 100 only after the auth service said 2xx; its 401 goes out without one', async () => {
+    const checks = authService.checks.length;
+    const allowed = await postExpectingContinue(tollgate.proxyPort, 'forward.test', {
+      Cookie: OAUTH2_PROXY_COOKIE,
+    });
+    assert.deepEqual(allowed.statuses, [100, 200]);
+    assert.equal(upstream.requests.at(-1)?.bodyBytes, BODY.length);
+    assert.equal(authService.checks[checks]?.bodyBytes, 0);
+    const before = upstream.requests.length;
+    const refused = await postExpectingContinue(tollgate.proxyPort, 'forward.test');
+    assert.deepEqual(refused.statuses, [401]);
+    assert.equal(refused.bodySent, false);
+    assert.equal(upstream.requests.length, before);
   });
 
   it('admitted: 100 Continue, then the body is forwarded and the upstream answers', async () => {

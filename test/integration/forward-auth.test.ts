@@ -8,10 +8,13 @@ import {
   startAuthelia,
   startOauth2Proxy,
 } from '../helpers/auth-services.ts';
+import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import {
+  type InProcessTollgate,
   type RefusedAddress,
   refusedAddress,
   request,
+  startInProcess,
   startTollgate,
   type Tollgate,
   waitFor,
@@ -72,7 +75,7 @@ describe('forward auth through the proxy process', () => {
     };
     const servers = [upstream.address];
     tollgate = await startTollgate({
-      main: { log_level: 'info' },
+      main: { log_level: 'info', http2_cleartext: true },
       upstreams: {
         upstreams: {
           [HOST]: {
@@ -299,6 +302,37 @@ describe('forward auth through the proxy process', () => {
     );
   });
 
+  it('HTTP/2 requests go through the same check: refused, relayed; allowed, with the body intact', async () => {
+    const session = await connectHttp2(tollgate.proxyUrl, HOST);
+    try {
+      const base = { ':authority': HOST, ':scheme': 'http' };
+      const before = upstream.requests.length;
+      const refusedH2 = await h2Request(session, { ...base, ':method': 'GET', ':path': '/oauth/h2' });
+      assert.equal(refusedH2.status, 401);
+      assert.equal(refusedH2.body.toString(), 'Unauthorized');
+      assert.equal(upstream.requests.length, before);
+      const checks = oauth2.checks.length;
+      const body = 'h2-body-'.repeat(4096);
+      const allowed = await h2Request(
+        session,
+        { ...base, ':method': 'POST', ':path': '/oauth/h2?q=1', cookie: OAUTH2_PROXY_COOKIE },
+        [body.slice(0, 10_000), body.slice(10_000)],
+      );
+      assert.equal(allowed.status, 200);
+      const echo = allowed.json<Echo>();
+      assert.equal(echo.bodyBytes, body.length);
+      assert.equal(echo.headers['x-auth-request-user'], 'alice');
+      const check = oauth2.checks[checks];
+      assert.equal(check?.method, 'GET');
+      assert.equal(check?.bodyBytes, 0);
+      assert.equal(check?.headers['x-forwarded-method'], 'POST');
+      assert.equal(check?.headers['x-forwarded-host'], HOST);
+      assert.equal(check?.headers['x-forwarded-uri'], '/oauth/h2?q=1');
+    } finally {
+      session.close();
+    }
+  });
+
   it('keeps connections to the auth service alive', async () => {
     const from = oauth2.checks.length;
     for (let i = 0; i < 5; i++) {
@@ -306,5 +340,51 @@ describe('forward auth through the proxy process', () => {
     }
     const ports = new Set(oauth2.checks.slice(from).map((check) => check.remotePort));
     assert.equal(ports.size, 1, 'one after the other, the checks reuse one connection');
+  });
+});
+
+describe('a global forward authorization', () => {
+  let authService: AuthService;
+  let upstream: Upstream;
+  let tollgate: InProcessTollgate;
+
+  before(async () => {
+    [authService, upstream] = await Promise.all([startOauth2Proxy(), startUpstream({ name: 'app' })]);
+    tollgate = await startInProcess({
+      upstreams: {
+        authorization: {
+          type: 'forward',
+          url: `${authService.origin}/oauth2/auth`,
+          auth_response_headers: ['X-Auth-Request-User'],
+        },
+        upstreams: {
+          'a.example.com': { paths: { '/': { servers: [upstream.address] } } },
+          DEFAULT: { paths: { '/docs': { servers: [upstream.address] } } },
+        },
+      },
+    });
+  });
+
+  after(async () => {
+    await tollgate?.stop();
+    await Promise.all([authService?.close(), upstream?.close()]);
+  });
+
+  it('protects every host and path, DEFAULT included', async () => {
+    for (const [host, path] of [
+      ['a.example.com', '/x'],
+      ['unknown.example.com', '/docs/y'],
+    ] as const) {
+      const refused = await request(tollgate.proxyUrl, { path, headers: { host } });
+      assert.equal(refused.status, 401, `${host}${path}`);
+      const allowed = await request(tollgate.proxyUrl, {
+        path,
+        headers: { host, cookie: OAUTH2_PROXY_COOKIE },
+      });
+      assert.equal(allowed.status, 200, `${host}${path}`);
+      assert.equal(allowed.json<Echo>().headers['x-auth-request-user'], 'alice');
+      assert.equal(authService.checks.at(-1)?.headers['x-forwarded-host'], host);
+    }
+    assert.equal(upstream.requests.length, 2);
   });
 });

@@ -217,3 +217,63 @@ describe('readiness waits for the first sync of every watch (real process)', () 
     assert.equal(tollgate.logs().filter((l) => String(l.msg).startsWith('kubernetes watch down')).length, 1);
   });
 });
+
+describe('upstreams_configmap with no upstreams.yaml file mounted', () => {
+  let api: FakeKubeApi;
+  let dir: string;
+  let upstream: Upstream;
+  let tollgate: Tollgate | undefined;
+
+  before(async () => {
+    upstream = await startUpstream({ name: 'from-api' });
+    api = await startFakeKubeApi();
+    dir = await mkdtemp(join(tmpdir(), 'tollgate-k8s-nofile-'));
+  });
+  after(async () => {
+    await tollgate?.stop();
+    await api?.stop();
+    await upstream?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('starts, answers /readyz 503 until the ConfigMap arrives, then serves it', async () => {
+    tollgate = await startTollgate({
+      main: {
+        kubernetes: {
+          kubeconfig: api.writeKubeconfig(dir, 'apps'),
+          upstreams_configmap: 'tollgate-upstreams',
+        },
+      },
+      upstreams: '',
+      // Nothing is written there: the file is not mounted.
+      upstreamsPath: join(dir, 'not-mounted', 'upstreams.yaml'),
+      env: { KUBECONFIG: '' },
+      waitReady: false,
+    });
+    const running = tollgate;
+    const readyz = async () => (await fetch(`${running.adminUrl}/readyz`)).status;
+    const exited = () => (running.child.exitCode !== null ? `exited: ${running.stderr()}` : null);
+    // Listening, and the ConfigMap watch has listed (finding nothing): still not ready.
+    await waitFor(async () => (await readyz()) === 503, 30_000, exited);
+    await waitFor(
+      () => api.requests.some((r) => r.path === '/api/v1/namespaces/apps/configmaps'),
+      30_000,
+      exited,
+    );
+    await waitFor(
+      () => running.logs().some((l) => String(l.msg).startsWith('no upstreams.yaml file')),
+      10_000,
+    );
+    assert.equal(await readyz(), 503);
+
+    api.apply(
+      configMap({
+        name: 'tollgate-upstreams',
+        namespace: 'apps',
+        data: { 'upstreams.yaml': routeTo(upstream) },
+      }),
+    );
+    await waitFor(async () => (await readyz()) === 200, 10_000, exited);
+    assert.equal(await serverFor(running.proxyPort, 'cm.test'), 'from-api');
+  });
+});

@@ -56,7 +56,10 @@ describe('service: "<name>:<number>" is the pod port, or else the Service port (
     await waitFor(() =>
       tollgate
         .logs()
-        .some((line) => String(line.msg).includes('neither a pod port') && line.service === 'web.apps:9'),
+        .some(
+          (line) =>
+            String(line.msg).includes('neither a pod port') && line.kubernetes_service === 'web.apps:9',
+        ),
     );
     // The Service was read by name, once per reference that needed it: no list, no watch of Services.
     const serviceReads = api.requests.filter((r) => r.path.includes('/services'));

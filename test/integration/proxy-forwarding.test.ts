@@ -373,6 +373,34 @@ describe('forwarding through the proxy process', () => {
     assert.ok((line.bytes as number) > 0);
   });
 
+  it('logs the normalised path of 404 and 400 answers, without the token parameter', async () => {
+    const notFound = await request(tollgate.proxyUrl, {
+      path: '/a/../nowhere/./x?tollgatetoken=secret-404&keep=1',
+      headers: { host: 'narrow.example.com' },
+    });
+    assert.equal(notFound.status, 404);
+    const badHost = await request(tollgate.proxyUrl, {
+      path: '/%7Esomeone?tollgatetoken=secret-400',
+      headers: { host: 'bad host!' },
+    });
+    assert.equal(badHost.status, 400);
+    const access = (status: number) =>
+      tollgate
+        .logs()
+        .find(
+          (l) =>
+            l.msg === 'access' &&
+            l.status === status &&
+            l.route === '(none)' &&
+            typeof l.path === 'string' &&
+            (l.path.startsWith('/nowhere') || l.path.includes('someone')),
+        );
+    await waitFor(() => access(404) !== undefined && access(400) !== undefined);
+    assert.equal(access(404)?.path, '/nowhere/x?keep=1');
+    assert.equal(access(400)?.path, '/~someone');
+    assert.equal(tollgate.stdout().includes('secret-40'), false, 'no token in any log line');
+  });
+
   it('reports a port already in use in one clear line and exits 1', async () => {
     const busy = await startTollgate({
       upstreams: { upstreams: { DEFAULT: { paths: { '/': { servers: [a.address] } } } } },

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type RedisServer, startRedis } from '../helpers/redis-server.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { request, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 function hasRedisServer(): boolean {
@@ -36,16 +36,42 @@ describe('rate limit shared through Redis by two proxy processes', {
       main: { rate_limit_redis: redis.url, access_log: false },
       upstreams: {
         rate_limit: LIMIT,
-        upstreams: { 'api.test': { paths: { '/': { servers: [upstream.address] } } } },
+        auth_failure_limit: 3,
+        upstreams: {
+          'api.test': {
+            paths: {
+              '/': { servers: [upstream.address] },
+              '/private': {
+                servers: [upstream.address],
+                authorization: { type: 'apikey', creds: 'right-key' },
+              },
+            },
+          },
+        },
       },
     };
-    [first, second] = await Promise.all([startTollgate(config), startTollgate(config)]);
+    [first, second] = await startTollgates(config, config);
     await waitFor(async () => (await backendUp(first)) === 1 && (await backendUp(second)) === 1, 10_000);
   });
   after(async () => {
     await Promise.all([first?.stop(), second?.stop()]);
     await upstream?.close();
     await redis?.stop();
+  });
+
+  it('auth_failure_limit counts failures across both replicas', async () => {
+    const send = (replica: Tollgate, key: string) =>
+      request(`${replica.proxyUrl}/private`, {
+        headers: { host: 'api.test', 'x-api-key': key },
+        localAddress: '127.0.0.7',
+      });
+    assert.equal((await send(first, 'wrong-1')).status, 401);
+    assert.equal((await send(second, 'wrong-2')).status, 401);
+    assert.equal((await send(first, 'wrong-3')).status, 401);
+    // Three failures, spread over both replicas: the second replica blocks the client too.
+    const blocked = await send(second, 'right-key');
+    assert.equal(blocked.status, 429);
+    assert.equal(blocked.json().error, 'auth_failures');
   });
 
   it('gives one client one budget across both replicas', async (t) => {

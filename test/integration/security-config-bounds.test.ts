@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MAX_COMPILED_SIZE } from '../../src/config/validate-upstreams.ts';
 import { MAX_CONFIG_BYTES } from '../../src/config/yaml-reader.ts';
+import { configMap, type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
 import { MAIN_JS, request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
@@ -152,5 +153,54 @@ describe('hot reload of a refused anchors file', () => {
     assert.equal(res.status, 200);
     assert.equal(res.json().server, 'old');
     assert.equal(tollgate.child.exitCode, null);
+  });
+});
+
+describe('the same bounds on upstreams.yaml from a ConfigMap', () => {
+  let api: FakeKubeApi;
+  let dir: string;
+  let tollgate: Tollgate;
+  let upstream: Upstream;
+  const put = (text: string) =>
+    api.apply(configMap({ name: 'routes', namespace: 'apps', data: { 'upstreams.yaml': text } }));
+  const routes = () =>
+    `upstreams:\n  app.test:\n    paths:\n      /: {servers: ["127.0.0.1:${upstream.port}"]}\n`;
+
+  before(async () => {
+    upstream = await startUpstream({ name: 'old' });
+    api = await startFakeKubeApi();
+    put(routes());
+    dir = await mkdtemp(join(tmpdir(), 'tollgate-bounds-cm-'));
+    tollgate = await startTollgate({
+      main: {
+        access_log: false,
+        kubernetes: { kubeconfig: api.writeKubeconfig(dir, 'apps'), upstreams_configmap: 'routes' },
+      },
+      upstreams: routes(),
+      env: { KUBECONFIG: '' },
+    });
+  });
+  after(async () => {
+    await tollgate?.stop();
+    await api?.stop();
+    await upstream?.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the anchors file is refused, named after the ConfigMap; the old config serves', async () => {
+    put(anchoredHosts());
+    await waitFor(
+      async () => reloadCount(await tollgate.metrics(), 'upstreams.yaml', 'failure') >= 1,
+      20_000,
+    );
+    assert.ok(
+      tollgate
+        .logs()
+        .some((l) => /^configmap\/apps\/routes\/upstreams\.yaml:\d+:\d+: YAML aliases/.test(String(l.msg))),
+      'the refusal names the ConfigMap',
+    );
+    assert.equal((await request(`${tollgate.adminUrl}/healthz`)).status, 200);
+    const res = await request(`${tollgate.proxyUrl}/`, { headers: { host: 'app.test' } });
+    assert.equal(res.json().server, 'old');
   });
 });

@@ -13,7 +13,7 @@ import {
 } from '../helpers/jwks-server.ts';
 import { testScope } from '../helpers/scope.ts';
 import { counterValue, mintToken } from '../helpers/token-api.ts';
-import { request, type Tollgate } from '../helpers/tollgate.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
 
 const MASTERKEY = 'external-issuer-masterkey-44aa';
@@ -99,13 +99,23 @@ describe('external issuers (OpenID JWKS) through the proxy process', () => {
       'tollgate_auth_failures_total',
       `route="DEFAULT${route}",method="jwt",reason="${reason}"`,
     );
-  /** Sends a token that must be refused: status, reason code and one more count in the metric. */
-  const refused = async (path: string, token: string, status: number, reason: string) => {
+  /**
+   * Sends a token that must be refused: status, reason code and one more count in the metric; with
+   * `detail`, the auth_refused log line of this request says why (the answer stays generic).
+   */
+  const refused = async (path: string, token: string, status: number, reason: string, detail?: string) => {
     const before = await failures(path, reason);
+    const logged = tollgate.logs().filter((line) => line.event === 'auth_refused').length;
     const res = await get(path, token);
     assert.equal(res.status, status, `${path}: ${res.body}`);
     assert.equal(res.json().error, reason);
     assert.equal(await failures(path, reason), before + 1, `metric for ${reason}`);
+    if (detail === undefined) return;
+    await waitFor(() => tollgate.logs().filter((line) => line.event === 'auth_refused').length > logged);
+    const line = tollgate.logs().filter((l) => l.event === 'auth_refused')[logged];
+    assert.equal(line?.reason, reason);
+    assert.equal(line?.detail, detail, JSON.stringify(line));
+    assert.equal(JSON.stringify(line).includes(token), false, 'the token is never logged');
   };
 
   it('RS256, ES256 and EdDSA tokens of the issuer are accepted; the subject comes from sub', async () => {
@@ -170,13 +180,34 @@ describe('external issuers (OpenID JWKS) through the proxy process', () => {
       await signAs(rsa, {}, { issuer: ISSUER, audience: 'someone-else' }),
       401,
       'token_invalid',
+      'wrong_audience',
     );
     await refused(
       '/ext',
       await signAs(rsa, {}, { issuer: 'https://evil.example', audience: AUDIENCE }),
       401,
       'token_invalid',
+      'wrong_issuer',
     );
+    // Several issuers on the route: a token naming none of them is refused before any verification.
+    await refused(
+      '/both',
+      await signAs(rsa, {}, { issuer: 'https://evil.example', audience: AUDIENCE }),
+      401,
+      'token_invalid',
+      'untrusted_issuer',
+    );
+    await refused(
+      '/ext',
+      await signAs(ec, {}, { issuer: ISSUER, audience: AUDIENCE, header: { kid: 'no-such-kid' } }),
+      401,
+      'token_invalid',
+      'unknown_kid',
+    );
+    const genuine = await signAs(rsa, {}, { issuer: ISSUER, audience: AUDIENCE });
+    const [head, body] = genuine.split('.');
+    const forged = await signAs(rsa, { sub: 'mallory' }, { issuer: ISSUER, audience: AUDIENCE });
+    await refused('/ext', `${head}.${body}.${forged.split('.')[2]}`, 401, 'token_invalid', 'bad_signature');
     const past = Math.floor(Date.now() / 1000) - 3600;
     await refused(
       '/ext',
@@ -189,7 +220,7 @@ describe('external issuers (OpenID JWKS) through the proxy process', () => {
       { nbf: Math.floor(Date.now() / 1000) + 600 },
       { issuer: ISSUER, audience: AUDIENCE },
     );
-    await refused('/ext', future, 401, 'token_invalid');
+    await refused('/ext', future, 401, 'token_invalid', 'not_yet_valid');
     // One of several configured audiences is enough.
     assert.equal(
       (await get('/outage', await signAs(rsa, {}, { issuer: ISSUER, audience: 'other' }))).status,

@@ -4,7 +4,7 @@ import { testScope } from '../helpers/scope.ts';
 import { request } from '../helpers/tollgate.ts';
 import { accessLinesByWorker, PROCESS_START_MS, sumOf } from '../helpers/workers.ts';
 
-describe('workers: a rate limit is one budget for the whole set', () => {
+describe('workers: a rate limit (and the auth failure guard) is one budget for the whole set', () => {
   const scope = testScope();
 
   it('rate_limit: 5 admits at most 5 per one-second window over both workers, not 5 each', async () => {
@@ -47,5 +47,31 @@ describe('workers: a rate limit is one budget for the whole set', () => {
     const metrics = await tollgate.metrics();
     assert.equal(sumOf(metrics, 'tollgate_rate_limited_total', 'route="app.test/"'), refused);
     assert.equal(upstream.requests.length, admitted);
+  });
+
+  it('auth_failure_limit: N failures over both workers block the client, not N per worker', async () => {
+    const upstream = await scope.upstream();
+    const tollgate = await scope.tollgate({
+      upstreams:
+        `auth_failure_limit: 4\nupstreams:\n  app.test:\n    paths:\n      "/":\n        servers: ["${upstream.address}"]\n` +
+        '        authorization: { type: apikey, creds: right-key }\n',
+      main: { workers: 2 },
+      readyTimeoutMs: PROCESS_START_MS,
+    });
+    const send = (key: string) =>
+      request(`${tollgate.proxyUrl}/`, {
+        headers: { host: 'app.test', connection: 'close', 'x-api-key': key },
+      });
+    // Fresh connections: the kernel spreads them over both workers.
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await send(`wrong-${i}`)).status);
+    assert.deepEqual(statuses.slice(0, 4), [401, 401, 401, 401]);
+    assert.deepEqual(statuses.slice(4), [429, 429, 429, 429], `one budget for the set: ${statuses}`);
+    const blocked = await send('right-key');
+    assert.equal(blocked.status, 429);
+    assert.equal(blocked.json().error, 'auth_failures');
+    const byWorker = accessLinesByWorker(tollgate);
+    assert.equal(byWorker.size, 2, 'both workers took requests, so a per-worker budget would have shown');
+    assert.equal(upstream.requests.length, 0);
   });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { createLogger } from '../../src/log.ts';
+import { duplicateKeys, linesWithDuplicateKeys } from '../helpers/json-lines.ts';
 
 function capture() {
   const lines: string[] = [];
@@ -45,5 +46,17 @@ describe('log redaction', () => {
     assert.equal(parsed.route, 'app.test/');
     assert.equal(parsed.msg, 'something happened');
     assert.equal(parsed.level, 'info');
+  });
+});
+
+describe('duplicate keys in log lines', () => {
+  it('a field named like a base field gives pino two keys in one line; the check used on every process test finds it', () => {
+    const { logger, lines } = capture();
+    logger.warn({ service: 'shop.apps' }, 'a field that collides with the base `service`');
+    logger.info({ kubernetes_service: 'shop.apps', nested: { a: 1, b: { a: 2 } } }, 'no collision');
+    assert.deepEqual(duplicateKeys(lines[0] ?? ''), ['service']);
+    assert.deepEqual(duplicateKeys(lines[1] ?? ''), []);
+    assert.deepEqual(duplicateKeys('{"a":{"b":1,"b":2},"c":[{"d":"x\\"","d":1}]}'), ['a.b', 'c.0.d']);
+    assert.equal(linesWithDuplicateKeys(lines.join('')).length, 1);
   });
 });

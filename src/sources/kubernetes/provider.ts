@@ -1,4 +1,4 @@
-import { sha256Hex } from '../../config/load.ts';
+import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
 import {
   resolveServiceRef,
   type ServiceRef,
@@ -113,6 +113,13 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     namespace: main.kubernetes?.namespace,
   });
   let live = options.initial;
+  // Started without an upstreams.yaml file: not ready until the ConfigMap's copy went live.
+  let configArrived: (() => void) | null = null;
+  const arrived = waitsForConfigMap(live)
+    ? new Promise<void>((resolve) => {
+        configArrived = resolve;
+      })
+    : null;
   let endpoints: EndpointSnapshot = new Map();
   let applier: UpstreamsApplier | null = null;
   // ConfigMap content that arrived before the apply path existed (listen() attaches it).
@@ -207,6 +214,12 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     },
     'kubernetes provider started',
   );
+  if (arrived !== null) {
+    logger.info(
+      { file: live.file, configmap: main.kubernetes?.upstreamsConfigMap },
+      'no upstreams.yaml file: not ready until the upstreams ConfigMap is read through the API',
+    );
+  }
 
   return {
     compile,
@@ -220,17 +233,21 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       live = config;
       watchServicesOf(config);
       ingress?.baseChanged();
+      if (!waitsForConfigMap(config)) {
+        configArrived?.();
+        configArrived = null;
+      }
     },
     attach(next) {
       applier = next;
       for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
     },
     whenSynced: async () => {
-      await Promise.all([source.whenSynced(), ingress?.whenSynced()]);
+      await Promise.all([source.whenSynced(), ingress?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
       await source.whenSynced();
     },
-    synced: () => source.synced() && (ingress?.synced() ?? true),
+    synced: () => source.synced() && (ingress?.synced() ?? true) && configArrived === null,
     close: async () => {
       await Promise.all([source.close(), ingress?.close()]);
     },

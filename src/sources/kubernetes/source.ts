@@ -108,7 +108,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
           },
           (error: unknown) => {
             logger.warn(
-              { service: id, error: (error as Error).message?.split('\n', 1)[0] },
+              { kubernetes_service: id, error: (error as Error).message?.split('\n', 1)[0] },
               'could not read the Service to map its port number (RBAC: get services)',
             );
           },
@@ -154,7 +154,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
         if (offered.length > 0 && !warnedPorts.has(key) && servicePortsKnown(ref.namespace, ref.name)) {
           warnedPorts.add(key);
           logger.warn(
-            { service: key, offered },
+            { kubernetes_service: key, offered },
             'neither a pod port of the EndpointSlices nor a port of the Service has this number',
           );
         }
@@ -171,7 +171,7 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
       counts.set(drop.reason, (counts.get(drop.reason) ?? 0) + 1);
       if (!warnedDrops.has(id))
         logger.warn(
-          { service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
+          { kubernetes_service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
           'EndpointSlice entry ignored: not a usable server (docs/security.md)',
         );
     }

@@ -40,6 +40,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: tollgate
 {{- end }}
 
+{{/*
+Labels of the pod template: without the chart and app versions, so that upgrading the chart changes
+no pod (a changed pod template restarts every pod); a new image or config rolls the pods by itself.
+*/}}
+{{- define "tollgate.podLabels" -}}
+{{ include "tollgate.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: tollgate
+{{- end }}
+
 {{- define "tollgate.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "tollgate.fullname" .) .Values.serviceAccount.name }}
@@ -294,6 +304,70 @@ upstreams.yaml is found beside main.yaml by default.
 {{/* Label of the `helm test` pod; the NetworkPolicy admits it on every port. */}}
 {{- define "tollgate.testLabel" -}}
 {{- include "tollgate.suffixed" (dict "root" . "suffix" "test") }}
+{{- end }}
+
+{{/*
+How many proxy processes main.yaml's `workers` gives the pod (docs/workers.md): a number as written;
+`auto` (or empty with a CPU limit) is the CPU limit rounded up, as Tollgate counts it; `auto` without
+a CPU limit depends on the node, unknown here, and counts as 1.
+*/}}
+{{- define "tollgate.workerCount" -}}
+{{- $limits := (.Values.resources | default dict).limits | default dict -}}
+{{- $w := .Values.config.workers | default (ternary "auto" 1 (hasKey $limits "cpu")) -}}
+{{- if ne (toString $w) "auto" -}}
+{{- int $w -}}
+{{- else if hasKey $limits "cpu" -}}
+{{- $cpu := toString $limits.cpu -}}
+{{- if hasSuffix "m" $cpu -}}
+{{- max 1 (div (add (int (trimSuffix "m" $cpu)) 999) 1000) -}}
+{{- else -}}
+{{- max 1 (int (ceil (float64 $cpu))) -}}
+{{- end -}}
+{{- else -}}
+1
+{{- end -}}
+{{- end }}
+
+{{/* A memory quantity in Mi ("256Mi", "1Gi"), or "" for any other form. */}}
+{{- define "tollgate.mebibytes" -}}
+{{- $q := toString . -}}
+{{- if regexMatch "^[0-9]+Gi$" $q -}}
+{{- mul (int (trimSuffix "Gi" $q)) 1024 -}}
+{{- else if regexMatch "^[0-9]+Mi$" $q -}}
+{{- int (trimSuffix "Mi" $q) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The container's resources: `resources` as given, its memory request and limit raised by
+`memoryPerExtraWorker` for every worker beyond the first (each is a whole Node process), so the pod
+is not OOM-killed exactly when it is busiest (docs/workers.md#memory).
+*/}}
+{{- define "tollgate.resources" -}}
+{{- $r := deepCopy (.Values.resources | default dict) -}}
+{{- $extra := sub (int (include "tollgate.workerCount" .)) 1 -}}
+{{- $per := .Values.memoryPerExtraWorker | default dict -}}
+{{- if gt (int $extra) 0 -}}
+{{- range $kind, $add := dict "requests" $per.request "limits" $per.limit -}}
+{{- $section := index $r $kind | default dict -}}
+{{- if and $add (hasKey $section "memory") -}}
+{{- $base := include "tollgate.mebibytes" $section.memory -}}
+{{- $step := include "tollgate.mebibytes" $add -}}
+{{- if and $base $step -}}
+{{- $_ := set $section "memory" (printf "%dMi" (add (int $base) (mul (int $step) $extra))) -}}
+{{- $_ := set $r $kind $section -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $request := include "tollgate.mebibytes" (((index $r "requests") | default dict).memory | default "") -}}
+{{- $limit := include "tollgate.mebibytes" (((index $r "limits") | default dict).memory | default "") -}}
+{{- if and $request $limit (gt (int $request) (int $limit)) -}}
+{{- fail (printf "resources: the memory request (%sMi with %s workers) exceeds the limit (%sMi): raise resources.limits.memory or memoryPerExtraWorker.limit" $request (include "tollgate.workerCount" .) $limit) -}}
+{{- end -}}
+{{- if $r -}}
+{{- toYaml $r -}}
+{{- end -}}
 {{- end }}
 
 {{/* `namespace/name` of the Service whose address Ingress status announces (docs/ingress.md#status). */}}
