@@ -39,8 +39,7 @@ export function parseForeignHash(value: string): ForeignHash | null {
 export async function verifyForeignHash(password: string, hash: ForeignHash): Promise<boolean> {
   switch (hash.kind) {
     case 'bcrypt': {
-      // Loaded on the first bcrypt check: only htpasswd Secrets of Ingresses carry bcrypt hashes.
-      const { default: bcrypt } = await import('bcryptjs');
+      const bcrypt = await loadBcrypt();
       return bcrypt.compare(password, hash.value);
     }
     case 'apr1': {
@@ -63,6 +62,23 @@ export function foreignDecoy(like: ForeignHash): ForeignHash {
     case 'sha1':
       return { ...like, value: `{SHA}${randomBytes(20).toString('base64')}` };
   }
+}
+
+interface Bcrypt {
+  compare(password: string, hash: string): Promise<boolean>;
+}
+
+let bcryptModule: Promise<Bcrypt> | null = null;
+
+/**
+ * bcryptjs, loaded on the first bcrypt check (only htpasswd Secrets of Ingresses carry bcrypt
+ * hashes), so a process that never meets one never loads it.
+ */
+function loadBcrypt(): Promise<Bcrypt> {
+  // A specifier held in a variable: the type checker does not resolve it, the runtime does.
+  const specifier = 'bcryptjs';
+  bcryptModule ??= import(specifier).then((module: { default: Bcrypt }) => module.default);
+  return bcryptModule;
 }
 
 function sameText(a: string, b: string): boolean {

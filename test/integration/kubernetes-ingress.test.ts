@@ -3,8 +3,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import bcrypt from 'bcryptjs';
 import { type AuthService, OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
+import { bcryptOf } from '../helpers/bcrypt-hashes.ts';
 import {
   endpointSlice,
   type FakeKubeApi,
@@ -186,7 +186,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
       secret({
         name: 'users',
         namespace: 'apps',
-        data: { auth: `alice:${bcrypt.hashSync('wonderland', 5)}\n` },
+        data: { auth: `alice:${bcryptOf('wonderland')}\n` },
       }),
     );
     api.apply(
@@ -262,9 +262,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
         .logs()
         .some((line) => line.ingress === 'apps/locked' && String(line.msg).includes('partly served')),
     );
-    api.apply(
-      secret({ name: 'not-yet', namespace: 'apps', data: { auth: `bob:${bcrypt.hashSync('builder', 5)}` } }),
-    );
+    api.apply(secret({ name: 'not-yet', namespace: 'apps', data: { auth: `bob:${bcryptOf('builder')}` } }));
     await settled('locked.test', '/', (res) => res.status === 401);
     const basic = `Basic ${Buffer.from('bob:builder').toString('base64')}`;
     assert.equal(serverOf(await get('locked.test', '/', { authorization: basic })), 'a');
@@ -455,9 +453,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
   });
 
   it('auth-type jwt, auth-map Secrets, tollgate.io/sticky-sessions and to-https', async () => {
-    api.apply(
-      secret({ name: 'map', namespace: 'apps', data: { carol: bcrypt.hashSync('carols-password', 5) } }),
-    );
+    api.apply(secret({ name: 'map', namespace: 'apps', data: { carol: bcryptOf('carols-password') } }));
     api.apply(
       ingress({
         name: 'more',
