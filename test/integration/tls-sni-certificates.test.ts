@@ -79,13 +79,17 @@ describe('several certificates chosen by SNI (tls_certificates)', {
     const swappedAt = Date.now();
     (volumes['a.test'] as SecretVolume).swap({ 'tls.crt': nextA.cert, 'tls.key': nextA.key });
     await waitFor(async () => (await handshake(port, 'a.test')).fingerprint === nextA.fingerprint256, 10_000);
-    const reloaded = tollgate
-      .logs()
-      .find(
-        (l) =>
-          l.msg === 'TLS certificate reloaded' &&
-          (l.certificate as { fingerprint256?: string })?.fingerprint256 === nextA.fingerprint256,
-      );
+    // The log pipe may lag the handshake: wait for the line rather than read it once.
+    const reloadLine = () =>
+      tollgate
+        .logs()
+        .find(
+          (l) =>
+            l.msg === 'TLS certificate reloaded' &&
+            (l.certificate as { fingerprint256?: string })?.fingerprint256 === nextA.fingerprint256,
+        );
+    await waitFor(() => reloadLine() !== undefined, 10_000);
+    const reloaded = reloadLine();
     const delay = Date.parse(String(reloaded?.time)) - swappedAt;
     assert.ok(delay <= 1_000, `applied after ${delay} ms`);
     // The others did not move.
