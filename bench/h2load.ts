@@ -21,7 +21,12 @@ export function h2loadBinary(): string | null {
 /** Streams per HTTP/2 connection ("several streams per connection"). */
 export const H2_STREAMS = 8;
 
-export function h2load(binary: string, protocol: 'h2' | 'http/1.1'): LoadGenerator {
+/** `extra` arguments go before the URL (e.g. `-d <file>` to POST a body, as the gRPC targets do). */
+export function h2load(
+  binary: string,
+  protocol: 'h2' | 'http/1.1',
+  extra: readonly string[] = [],
+): LoadGenerator {
   return {
     name: `h2load (${protocol})`,
     async run(settings: LoadSettings): Promise<LoadResult> {
@@ -44,7 +49,7 @@ export function h2load(binary: string, protocol: 'h2' | 'http/1.1'): LoadGenerat
         // h2load names the host with :authority (it becomes Host on HTTP/1.1).
         args.push('-H', name === 'host' ? `:authority: ${value}` : `${name}: ${value}`);
       }
-      args.push(settings.url);
+      args.push(...extra, settings.url);
       const stdout = await runToCompletion(binary, args, { timeoutMs: runTimeoutMs(settings) + 10_000 });
       return parseH2load(stdout);
     },

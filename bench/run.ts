@@ -115,6 +115,10 @@ function readSettings(): Settings {
  * figures meaningless (a 401 is much cheaper than a proxied 200); then the target's own checks.
  */
 async function checkTarget(target: Target): Promise<void> {
+  if (target.check) {
+    await target.check();
+    return;
+  }
   const { status, body } = await httpRequest(target.url, { headers: target.headers });
   if (status !== 200 || body.byteLength !== BODY_BYTES) {
     throw new Error(

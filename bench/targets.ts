@@ -9,6 +9,14 @@
  */
 
 import { BENCH_SESSION_COOKIE } from './auth-session.ts';
+import {
+  checkGrpc,
+  GRPC_AUTHORITY,
+  GRPC_HEADERS,
+  GRPC_PATH,
+  grpcGenerator,
+  startGrpcServer,
+} from './grpc.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
 import { waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
@@ -59,6 +67,8 @@ export interface RunningTarget {
   verify?: () => Promise<void>;
   /** A load generator other than the default (wrk over HTTP/1.1), e.g. h2load for HTTP/2 targets. */
   generator?: LoadGenerator;
+  /** Replaces the common check (an HTTP/1.1 GET answered 200 with the exact body), e.g. a gRPC call. */
+  check?: () => Promise<void>;
 }
 
 export interface TargetDefinition {
@@ -159,6 +169,42 @@ async function tlsTarget(context: BenchContext, protocol: 'h2' | 'http/1.1'): Pr
     headers: host,
     processes: [tollgate.process],
     generator: h2load(binary, protocol),
+  };
+}
+
+/** The gRPC server of the run, shared by the straight and the proxied gRPC targets. */
+function sharedGrpcServer(context: BenchContext) {
+  return context.shared('grpc-server', () => startGrpcServer());
+}
+
+/** gRPC unary calls by h2load, straight to the grpc-js server or through Tollgate (h2c both ways). */
+async function grpcTarget(
+  context: BenchContext,
+  via: 'direct' | 'tollgate',
+): Promise<RunningTarget | { skip: string }> {
+  const h2loadPath = h2loadBinary();
+  if (h2loadPath === null) return { skip: 'h2load not installed (apt-get install nghttp2-client)' };
+  const server = await sharedGrpcServer(context);
+  const generator = grpcGenerator(h2loadPath);
+  const headers = { host: GRPC_AUTHORITY, ...GRPC_HEADERS };
+  if (via === 'direct') {
+    return {
+      label: 'gRPC direct (grpc-js)',
+      url: `http://127.0.0.1:${server.port}${GRPC_PATH}`,
+      headers,
+      processes: [server.started],
+      generator,
+      check: () => checkGrpc(`127.0.0.1:${server.port}`, GRPC_AUTHORITY),
+    };
+  }
+  const tollgate = await startTollgate(context.upstreamPort, { grpcPort: server.port });
+  return {
+    label: 'tollgate gRPC (h2c → h2c)',
+    url: `${tollgate.base}${GRPC_PATH}`,
+    headers,
+    processes: [tollgate.process],
+    generator,
+    check: () => checkGrpc(`127.0.0.1:${tollgate.proxyPort}`, GRPC_AUTHORITY),
   };
 }
 
@@ -291,6 +337,13 @@ export const TARGETS: readonly TargetDefinition[] = [
       };
     },
   },
+  // gRPC unary calls (docs/traffic.md#grpc), straight and through Tollgate, in the same rounds.
+  { id: 'grpc-direct', start: (context) => grpcTarget(context, 'direct') },
+  tollgateTarget('tollgate-grpc', async (context) => {
+    const target = await grpcTarget(context, 'tollgate');
+    if ('skip' in target) throw new Error(target.skip);
+    return target;
+  }),
   // Every core: N = BENCH_WORKERS (docs/workers.md).
   peerTarget('nginx-workers', NGINX, every),
   peerTarget('haproxy-workers', HAPROXY, every),
@@ -510,6 +563,20 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'nginx-h2',
     metric: 'cpu',
     note: 'Node against C',
+  },
+  {
+    name: 'tollgate gRPC / gRPC direct',
+    numerator: 'tollgate-grpc',
+    denominator: 'grpc-direct',
+    metric: 'throughput',
+    goal: 0.5,
+  },
+  {
+    name: 'tollgate gRPC / gRPC direct',
+    numerator: 'tollgate-grpc',
+    denominator: 'grpc-direct',
+    metric: 'cpu',
+    note: 'Tollgate CPU per call over the grpc-js server’s',
   },
   // Latency at a moderate, fixed rate.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'paced-p99', goal: 2 },

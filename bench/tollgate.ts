@@ -8,6 +8,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createBenchIssuer, issuerRouteYaml } from './external-issuer.ts';
+import { GRPC_AUTHORITY } from './grpc.ts';
 import { httpRequest, waitForHttp } from './http.ts';
 import { freePort, makeTempDir, type Started, startProcess } from './processes.ts';
 
@@ -68,6 +69,11 @@ export interface TollgateSetup {
   routes?: 'bench' | 'many-paths' | 'many-hosts';
   /** Also a TLS listener (ALPN h2 + http/1.1) with a fresh self-signed certificate. */
   tls?: boolean;
+  /**
+   * A gRPC server's port: then the table is GRPC_AUTHORITY → that server (gRPC goes to it as h2c
+   * under `upstream_protocol: auto`), and the plain listener takes h2c (`http2_cleartext: true`).
+   */
+  grpcPort?: number;
   /** Port of the bench's forward-auth service: adds a `/forward` route (`type: forward`) asking it. */
   forwardAuthPort?: number;
 }
@@ -119,6 +125,7 @@ export async function startTollgate(
       'access_log: false',
       `masterkey: "${masterkey}"`,
       `workers: ${workers}`,
+      ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
       '',
     ].join('\n'),
   );
@@ -126,23 +133,30 @@ export async function startTollgate(
   const issuer = await createBenchIssuer(dir);
   const routes = setup.routes ?? 'bench';
   const table =
-    routes === 'many-paths'
-      ? manyPathsYaml(server)
-      : routes === 'many-hosts'
-        ? manyHostsYaml(server)
-        : [
-            'upstreams:',
-            `  "${BENCH_HOST}":`,
-            '    paths:',
-            '      "/":',
-            `        servers: [${server}]`,
-            '      "/jwt":',
-            `        servers: [${server}]`,
-            '        authorization:',
-            '          type: jwt',
-            ...issuerRouteYaml(server, issuer.jwksFile),
-            ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
-          ];
+    setup.grpcPort !== undefined
+      ? [
+          'upstreams:',
+          `  "${GRPC_AUTHORITY}":`,
+          '    paths:',
+          `      "/": { servers: ["127.0.0.1:${setup.grpcPort}"] }`,
+        ]
+      : routes === 'many-paths'
+        ? manyPathsYaml(server)
+        : routes === 'many-hosts'
+          ? manyHostsYaml(server)
+          : [
+              'upstreams:',
+              `  "${BENCH_HOST}":`,
+              '    paths:',
+              '      "/":',
+              `        servers: [${server}]`,
+              '      "/jwt":',
+              `        servers: [${server}]`,
+              '        authorization:',
+              '          type: jwt',
+              ...issuerRouteYaml(server, issuer.jwksFile),
+              ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
+            ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
   const started = startProcess(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,

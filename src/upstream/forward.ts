@@ -129,8 +129,6 @@ function dispatch(
   if (call !== null) {
     options.headersTimeout = 0;
     options.bodyTimeout = 0;
-    // Each request message keeps the call alive; read through an iterator, so backpressure still holds.
-    if (withBody) options.body = call.observe(req) as unknown as Dispatcher.DispatchOptions['body'];
   }
 
   let controller: Dispatcher.DispatchController | null = null;
@@ -142,6 +140,7 @@ function dispatch(
     finished = true;
     call?.stop();
     res.off('close', onClientGone);
+    if (withBody) req.off('aborted', onClientGone);
     release();
   };
   const onClientGone = () => {
@@ -152,11 +151,17 @@ function dispatch(
   };
   // `on`: a response closes once, and done() removes it; `once` would allocate a wrapper per request.
   res.on('close', onClientGone);
+  // A request body the client abandoned must never look complete upstream: node:http2's compatibility
+  // request ends its body cleanly when the stream is reset (a content-length the DATA frames
+  // contradict, RST_STREAM), and says so only by 'aborted', before that end.
+  if (withBody) req.on('aborted', onClientGone);
+  if ((req as { aborted?: boolean }).aborted === true) onClientGone();
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(ctrl) {
       controller = ctrl;
-      if (res.destroyed) onClientGone();
+      if (clientGone) ctrl.abort(new Error('client closed the connection'));
+      else if (res.destroyed) onClientGone();
     },
     onResponseStart(ctrl, statusCode, headers, statusMessage) {
       if (statusCode < 200) {
@@ -315,8 +320,6 @@ interface GrpcCall {
   readonly expired: boolean;
   /** A message went either way: the idle timer starts again. */
   alive(): void;
-  /** The request body, passed on unchanged, each chunk counting as a sign of life. */
-  observe(body: AsyncIterable<Buffer>): AsyncIterable<Buffer>;
   stop(): void;
 }
 
@@ -349,22 +352,26 @@ function grpcCall(
     else idle.refresh();
   };
   alive();
-  let stopped = false;
+  // Each request message is a sign of life too, watched on the HTTP/2 stream under the request once
+  // the request flows (node:http2's compatibility request reads that stream only from then on, and a
+  // listener added earlier would take the data from it). gRPC clients speak HTTP/2; over HTTP/1.1
+  // only the response's messages count.
+  const stream = http2StreamOf(request.req);
+  const watch = () => stream?.on('data', alive);
+  if (stream !== null) {
+    if (request.req.readableFlowing === true) watch();
+    else request.req.once('resume', watch);
+  }
   return {
     get expired() {
       return expired;
     },
     alive,
-    async *observe(body) {
-      for await (const chunk of body) {
-        if (!stopped) alive();
-        yield chunk;
-      }
-    },
     stop() {
-      stopped = true;
       if (deadline !== null) clearTimeout(deadline);
       if (idle !== null) clearTimeout(idle);
+      stream?.off('data', alive);
+      request.req.off('resume', watch);
     },
   };
 }

@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { hashPassword } from '../../src/auth/password.ts';
-import { configIdentityOf } from '../helpers/config-identity.ts';
+import { waitForLiveConfig } from '../helpers/config-identity.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
-import { startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startTollgate, type Tollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -107,12 +107,7 @@ describe('Basic password checks while the routing table is rebuilt under load (r
         await sleep(SWAP_EVERY_MS);
         const text = configOf(++swaps);
         await volume.update({ 'upstreams.yaml': text });
-        await waitFor(async () => {
-          const ready = (await (await fetch(`${tollgate.adminUrl}/readyz`)).json()) as {
-            config_hash?: string;
-          };
-          return ready.config_hash === configIdentityOf(text);
-        }, 5_000);
+        await waitForLiveConfig(tollgate.adminUrl, text, 5_000);
       }
       running = false;
     };

@@ -10,9 +10,11 @@ import {
 } from '../helpers/auth-services.ts';
 import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import {
+  type InProcessTollgate,
   type RefusedAddress,
   refusedAddress,
   request,
+  startInProcess,
   startTollgate,
   type Tollgate,
   waitFor,
@@ -338,5 +340,51 @@ describe('forward auth through the proxy process', () => {
     }
     const ports = new Set(oauth2.checks.slice(from).map((check) => check.remotePort));
     assert.equal(ports.size, 1, 'one after the other, the checks reuse one connection');
+  });
+});
+
+describe('a global forward authorization', () => {
+  let authService: AuthService;
+  let upstream: Upstream;
+  let tollgate: InProcessTollgate;
+
+  before(async () => {
+    [authService, upstream] = await Promise.all([startOauth2Proxy(), startUpstream({ name: 'app' })]);
+    tollgate = await startInProcess({
+      upstreams: {
+        authorization: {
+          type: 'forward',
+          url: `${authService.origin}/oauth2/auth`,
+          auth_response_headers: ['X-Auth-Request-User'],
+        },
+        upstreams: {
+          'a.example.com': { paths: { '/': { servers: [upstream.address] } } },
+          DEFAULT: { paths: { '/docs': { servers: [upstream.address] } } },
+        },
+      },
+    });
+  });
+
+  after(async () => {
+    await tollgate?.stop();
+    await Promise.all([authService?.close(), upstream?.close()]);
+  });
+
+  it('protects every host and path, DEFAULT included', async () => {
+    for (const [host, path] of [
+      ['a.example.com', '/x'],
+      ['unknown.example.com', '/docs/y'],
+    ] as const) {
+      const refused = await request(tollgate.proxyUrl, { path, headers: { host } });
+      assert.equal(refused.status, 401, `${host}${path}`);
+      const allowed = await request(tollgate.proxyUrl, {
+        path,
+        headers: { host, cookie: OAUTH2_PROXY_COOKIE },
+      });
+      assert.equal(allowed.status, 200, `${host}${path}`);
+      assert.equal(allowed.json<Echo>().headers['x-auth-request-user'], 'alice');
+      assert.equal(authService.checks.at(-1)?.headers['x-forwarded-host'], host);
+    }
+    assert.equal(upstream.requests.length, 2);
   });
 });

@@ -156,9 +156,10 @@ describe('gRPC through Tollgate', () => {
   it('a live stream outlasts the response timeout while messages flow; a silent call does not', async () => {
     const server = scope.keep(await startEchoServer());
     const client = clientOf(
-      await proxyFor({ servers: [server.address] }, { upstream_response_timeout_seconds: 0.5 }),
+      await proxyFor({ servers: [server.address] }, { upstream_response_timeout_seconds: 2 }),
     );
-    // Client streaming: the response headers come only at the end, ~1.2 s after the first message.
+    // Client streaming: the response headers come only at the end, ~3 s after the first message
+    // (one message every 250 ms: far inside the 2 s limit even on a loaded machine).
     const joined: EchoReply = await new Promise((resolve, reject) => {
       const call = client.ClientStream((error: grpc.ServiceError | null, reply: EchoReply) =>
         error ? reject(error) : resolve(reply),
@@ -167,14 +168,14 @@ describe('gRPC through Tollgate', () => {
       const next = () => {
         call.write({ message: String(sent) });
         sent += 1;
-        if (sent < 6) setTimeout(next, 200);
+        if (sent < 13) setTimeout(next, 250);
         else call.end();
       };
       next();
     });
-    assert.equal(joined.message, '0,1,2,3,4,5');
+    assert.equal(joined.message, '0,1,2,3,4,5,6,7,8,9,10,11,12');
     // A unary call whose server stays silent past the timeout is cut: 504 → DEADLINE_EXCEEDED.
-    const error = await refusedWith(unary(client, { message: 'slow', count: 3_000 }));
+    const error = await refusedWith(unary(client, { message: 'slow', count: 8_000 }));
     assert.equal(error.code, grpc.status.DEADLINE_EXCEEDED);
   });
 

@@ -36,7 +36,18 @@ describe('rate limit shared through Redis by two proxy processes', {
       main: { rate_limit_redis: redis.url, access_log: false },
       upstreams: {
         rate_limit: LIMIT,
-        upstreams: { 'api.test': { paths: { '/': { servers: [upstream.address] } } } },
+        auth_failure_limit: 3,
+        upstreams: {
+          'api.test': {
+            paths: {
+              '/': { servers: [upstream.address] },
+              '/private': {
+                servers: [upstream.address],
+                authorization: { type: 'apikey', creds: 'right-key' },
+              },
+            },
+          },
+        },
       },
     };
     [first, second] = await Promise.all([startTollgate(config), startTollgate(config)]);
@@ -46,6 +57,21 @@ describe('rate limit shared through Redis by two proxy processes', {
     await Promise.all([first?.stop(), second?.stop()]);
     await upstream?.close();
     await redis?.stop();
+  });
+
+  it('auth_failure_limit counts failures across both replicas', async () => {
+    const send = (replica: Tollgate, key: string) =>
+      request(`${replica.proxyUrl}/private`, {
+        headers: { host: 'api.test', 'x-api-key': key },
+        localAddress: '127.0.0.7',
+      });
+    assert.equal((await send(first, 'wrong-1')).status, 401);
+    assert.equal((await send(second, 'wrong-2')).status, 401);
+    assert.equal((await send(first, 'wrong-3')).status, 401);
+    // Three failures, spread over both replicas: the second replica blocks the client too.
+    const blocked = await send(second, 'right-key');
+    assert.equal(blocked.status, 429);
+    assert.equal(blocked.json().error, 'auth_failures');
   });
 
   it('gives one client one budget across both replicas', async (t) => {

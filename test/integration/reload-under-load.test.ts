@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { configIdentityOf } from '../helpers/config-identity.ts';
+import { waitForLiveConfig } from '../helpers/config-identity.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { reloadCount } from '../helpers/reload-metrics.ts';
-import { startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startTollgate, type Tollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -95,12 +95,7 @@ describe('config swaps under steady load (real process)', () => {
         written = version;
         await volume.update({ 'upstreams.yaml': text });
         // Wait until the proxy says this version is live, so later requests must see it (or newer).
-        await waitFor(async () => {
-          const ready = (await (await fetch(`${tollgate.adminUrl}/readyz`)).json()) as {
-            config_hash?: string;
-          };
-          return ready.config_hash === configIdentityOf(text);
-        }, 2_000);
+        await waitForLiveConfig(tollgate.adminUrl, text, 2_000);
         confirmed = version;
       }
       running = false;
