@@ -109,7 +109,7 @@ function createForwardAuthenticator(
     if (!pool.failing) {
       pool.failing = true;
       logger.warn(
-        { event: 'forward_auth_unavailable', route: request.route.id, service: pool.origin, failure, detail },
+        { event: 'forward_auth_unavailable', route: request.route.id, auth_service: pool.origin, failure, detail },
         'the forward-auth service gave no usable answer: its routes answer 503 until it does',
       );
     }
@@ -120,7 +120,7 @@ function createForwardAuthenticator(
     if (!pool.failing) return;
     pool.failing = false;
     logger.info(
-      { event: 'forward_auth_available', route: request.route.id, service: pool.origin },
+      { event: 'forward_auth_available', route: request.route.id, auth_service: pool.origin },
       'the forward-auth service answers again',
     );
   };
