@@ -291,6 +291,23 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/forward'),
     };
   }),
+  // An earlier build, to compare changes in the same interleaved rounds: BENCH_BASELINE=<its dist/main.js>
+  // (e.g. `git worktree add /tmp/base <commit> && cd /tmp/base && npx tsc -p tsconfig.json`).
+  {
+    id: 'tollgate-baseline',
+    paced: true,
+    async start(context) {
+      const mainJs = process.env.BENCH_BASELINE;
+      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      const tollgate = await startTollgate(context.upstreamPort, { mainJs });
+      return {
+        label: 'tollgate (baseline build)',
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  },
   // Route lookup at scale (docs/routing.md): the same process work but a large table.
   tollgateTarget('tollgate-paths-20k', async (context) => {
     const tollgate = await startTollgate(context.upstreamPort, { routes: 'many-paths' });
@@ -433,6 +450,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'caddy',
     metric: 'cpu',
     note: 'Node against Go',
+  },
+  {
+    name: 'tollgate / tollgate baseline build',
+    numerator: 'tollgate',
+    denominator: 'tollgate-baseline',
+    metric: 'cpu',
+    note: 'this build against BENCH_BASELINE',
   },
   // Throughput.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'throughput', goal: 0.45 },

@@ -76,6 +76,8 @@ export interface TollgateSetup {
   grpcPort?: number;
   /** Port of the bench's forward-auth service: adds a `/forward` route (`type: forward`) asking it. */
   forwardAuthPort?: number;
+  /** Another build's dist/main.js (the `tollgate-baseline` target, BENCH_BASELINE): A/B in one run. */
+  mainJs?: string;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -161,7 +163,7 @@ export async function startTollgate(
   const started = startProcess(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
     process.execPath,
-    [MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
+    [setup.mainJs ?? MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
   // A large table takes a while to load on a busy machine.

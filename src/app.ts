@@ -156,8 +156,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     upstreamCaFile: main.upstreamCaFile ?? null,
   });
   runtime.onTableSwap((next) => pools.retainOnly(next));
-  logUnverifiedUpstreams(table, logger);
-  runtime.onTableSwap((next) => logUnverifiedUpstreams(next, logger));
+  const logUnverified = unverifiedUpstreamsLog(logger);
+  logUnverified(table);
+  runtime.onTableSwap(logUnverified);
   const health = createServerHealth({ logger, checkDispatcher: (server) => pools.checkPool(server) });
   health.sync(runtime.table());
   runtime.onTableSwap((next) => health.sync(next));
@@ -454,10 +455,27 @@ export function applyListenerLimits(
  * `verify: false` is never silent (docs/traffic.md#tls-to-upstreams): every route dialling a server
  * without checking its certificate is named at start and on each reload.
  */
-function logUnverifiedUpstreams(table: RoutingTable, logger: Logger): void {
+function unverifiedUpstreamsLog(logger: Logger): (table: RoutingTable) => void {
+  let logged = '';
+  return (table) =>
+    logUnverifiedUpstreams(table, logger, logged, (key) => {
+      logged = key;
+    });
+}
+
+function logUnverifiedUpstreams(
+  table: RoutingTable,
+  logger: Logger,
+  logged: string,
+  remember: (key: string) => void,
+): void {
   const routes = table.routes.filter((route) =>
     route.servers.some((server) => server.transport.tls?.verify === false),
   );
+  // Once per set of routes: Kubernetes endpoint changes swap the table often.
+  const key = routes.map((route) => route.id).join('\n');
+  if (key === logged) return;
+  remember(key);
   if (routes.length === 0) return;
   logger.warn(
     { routes: routes.map((route) => route.id) },

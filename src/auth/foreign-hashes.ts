@@ -1,5 +1,4 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import bcrypt from 'bcryptjs';
 
 /**
  * Password hashes from htpasswd files (an Ingress's `auth` Secret, docs/ingress.md), checked the
@@ -39,8 +38,10 @@ export function parseForeignHash(value: string): ForeignHash | null {
 /** Constant-time where the format allows it; bcrypt's own compare is. */
 export async function verifyForeignHash(password: string, hash: ForeignHash): Promise<boolean> {
   switch (hash.kind) {
-    case 'bcrypt':
+    case 'bcrypt': {
+      const bcrypt = await loadBcrypt();
       return bcrypt.compare(password, hash.value);
+    }
     case 'apr1': {
       const salt = (APR1.exec(hash.value) as RegExpExecArray)[1] as string;
       return sameText(apr1(password, salt), hash.value);
@@ -61,6 +62,23 @@ export function foreignDecoy(like: ForeignHash): ForeignHash {
     case 'sha1':
       return { ...like, value: `{SHA}${randomBytes(20).toString('base64')}` };
   }
+}
+
+interface Bcrypt {
+  compare(password: string, hash: string): Promise<boolean>;
+}
+
+let bcryptModule: Promise<Bcrypt> | null = null;
+
+/**
+ * bcryptjs, loaded on the first bcrypt check (only htpasswd Secrets of Ingresses carry bcrypt
+ * hashes), so a process that never meets one never loads it.
+ */
+function loadBcrypt(): Promise<Bcrypt> {
+  // A specifier held in a variable: the type checker does not resolve it, the runtime does.
+  const specifier = 'bcryptjs';
+  bcryptModule ??= import(specifier).then((module: { default: Bcrypt }) => module.default);
+  return bcryptModule;
 }
 
 function sameText(a: string, b: string): boolean {

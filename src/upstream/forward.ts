@@ -113,7 +113,8 @@ function dispatch(
   const withBody = upgrade === null && hasBody(req);
   const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
   const grpc = upgrade === null && isGrpcRequest(req);
-  const wire = upgrade === null ? wireFor(server, grpc) : wireFor(server, false);
+  // WebSockets are HTTP/1.1 whatever the path's protocol (an HTTP/2 connection cannot carry them here).
+  const wire = upgrade === null ? wireFor(server, grpc) : 'h1';
   const options: Dispatcher.DispatchOptions & { servername?: string } = {
     origin: server.origin,
     method: req.method ?? 'GET',
@@ -272,7 +273,18 @@ function dispatch(
   // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is told
   // to send its body only now that the pipeline admitted the request and a connection is ready.
   if (withBody && !request.res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
-  deps.pools.get(server, wire).dispatch(options, handler);
+  let pool: ReturnType<UpstreamPools['get']>;
+  try {
+    pool = deps.pools.get(server, wire);
+  } catch {
+    // A TLS file gone since validation read it (the reloads keep the last good copy once read).
+    handler.onResponseError?.(
+      null as never,
+      Object.assign(new Error('upstream TLS material unavailable'), { code: 'ERR_SSL_NO_MATERIAL' }),
+    );
+    return;
+  }
+  pool.dispatch(options, handler);
 }
 
 /**

@@ -142,6 +142,26 @@ export async function startTollgate(options: TollgateOptions): Promise<Tollgate>
   }
 }
 
+/**
+ * Starts several processes at once. If any fails to start, the ones that did are stopped before the
+ * error is thrown: with a bare Promise.all a started sibling would be left running, its pipes keeping
+ * the test runner alive after the failure.
+ */
+export async function startTollgates<const T extends TollgateOptions[]>(
+  ...all: T
+): Promise<{ [K in keyof T]: Tollgate }> {
+  const settled = await Promise.allSettled(all.map((options) => startTollgate(options)));
+  const failure = settled.find((result) => result.status === 'rejected');
+  if (failure === undefined) {
+    const started = settled.map((result) => (result as PromiseFulfilledResult<Tollgate>).value);
+    return started as unknown as { [K in keyof T]: Tollgate };
+  }
+  await Promise.all(
+    settled.map((result) => (result.status === 'fulfilled' ? result.value.stop('SIGKILL') : null)),
+  );
+  throw failure.reason;
+}
+
 /** Writes main.yaml (listeners on loopback unless given) and upstreams.yaml into the test's dir. */
 async function writeConfig(
   options: Pick<TollgateOptions, 'main' | 'upstreams' | 'dir' | 'upstreamsPath'>,

@@ -75,7 +75,7 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
         tls_certificate: join(certDir, 'tls.crt'),
         tls_key_file: join(certDir, 'tls.key'),
         http2_cleartext: true,
-        http2: { max_resets_per_second: 10, max_header_list_bytes: 8192 },
+        http2: { max_resets_per_second: 10, max_header_list_bytes: 8192, max_concurrent_streams: 4 },
       },
       upstreams: {
         upstreams: {
@@ -147,7 +147,7 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
       '-c',
       '2',
       '-m',
-      '10',
+      '4',
       '-H',
       ':authority: app.test',
       `${plainOrigin}/h2load`,
@@ -178,6 +178,42 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
       'x-api-key': API_KEY,
     });
     assert.equal(admitted.status, 200);
+  });
+
+  it('a refusal before the body arrived ends the stream with RST_STREAM NO_ERROR (no Connection: close on h2)', async () => {
+    const connection = await connectH2(tollgate.proxyPort);
+    connection.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS,
+        1,
+        headerBlock([
+          ...requestHeaders('app.test', '/secret/upload', 'POST'),
+          ['content-length', '100000'],
+          ['expect', '100-continue'],
+        ]),
+      ),
+      frame(FRAME.DATA, 0, 1, Buffer.alloc(1000, 0x61)),
+    );
+    const answer = await answerOf(connection, 1);
+    assert.equal(answer.type, FRAME.HEADERS);
+    const body = await connection.waitFor((f) => f.streamId === 1 && f.type === FRAME.DATA);
+    assert.equal(JSON.parse(body.payload.toString('utf8')).error, 'missing_credentials');
+    const reset = await connection.waitFor((f) => f.streamId === 1 && f.type === FRAME.RST_STREAM);
+    assert.equal(connection.errorCode(reset), ERROR.NO_ERROR);
+    // The connection itself stays usable.
+    connection.send(
+      frame(
+        FRAME.HEADERS,
+        FLAG.END_HEADERS | FLAG.END_STREAM,
+        3,
+        headerBlock(requestHeaders('app.test', '/after-401')),
+      ),
+    );
+    assert.equal(statusOf(await answerOf(connection, 3)), 200);
+    connection.socket.destroy();
+    // node:http2 warns when told to send a Connection header, which HTTP/2 forbids.
+    assert.doesNotMatch(tollgate.stderr(), /connection header/i);
   });
 
   it(':authority and Host naming different hosts is a 400, and nothing reaches the upstream', async () => {
@@ -287,6 +323,33 @@ describe('HTTP/2 on the proxy listeners (TLS with ALPN, h2c beside HTTP/1.1)', {
     assert.ok(seen);
     assert.equal(seen.headers.upgrade, undefined);
     assert.equal(seen.headers['http2-settings'], undefined);
+  });
+
+  it('a stream beyond max_concurrent_streams is refused and never forwarded', async () => {
+    const connection = await connectH2(tollgate.proxyPort);
+    // The limit is a SETTINGS value: it binds once the client acknowledged it (our ACK goes first).
+    await connection.waitFor((f) => f.type === FRAME.SETTINGS && (f.flags & FLAG.ACK) === 0);
+    // Five uploads whose bodies have not ended: four streams stay open, the fifth is one too many.
+    for (const id of [1, 3, 5, 7, 9]) {
+      connection.send(
+        frame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS,
+          id,
+          headerBlock(requestHeaders('app.test', `/concurrent-${id}`, 'POST')),
+        ),
+      );
+    }
+    // nghttp2 answers with a connection error (GOAWAY PROTOCOL_ERROR, last stream 7), which RFC 9113
+    // §5.1.2 allows as well as a stream error; either way stream 9 is never processed.
+    const refusal = await connection.waitFor(
+      (f) => (f.type === FRAME.RST_STREAM && f.streamId === 9) || f.type === FRAME.GOAWAY,
+    );
+    if (refusal.type === FRAME.GOAWAY) assert.ok((refusal.payload.readUInt32BE(0) & 0x7fffffff) < 9);
+    assert.notEqual(connection.errorCode(refusal), ERROR.NO_ERROR);
+    connection.socket.destroy();
+    await connection.closed;
+    assert.equal(requestsTo('/concurrent-9'), 0);
   });
 
   it('rapid reset: more than max_resets_per_second cancelled streams get GOAWAY ENHANCE_YOUR_CALM', async () => {

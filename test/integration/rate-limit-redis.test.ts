@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type RedisServer, startRedis } from '../helpers/redis-server.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { request, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 function hasRedisServer(): boolean {
@@ -50,7 +50,7 @@ describe('rate limit shared through Redis by two proxy processes', {
         },
       },
     };
-    [first, second] = await Promise.all([startTollgate(config), startTollgate(config)]);
+    [first, second] = await startTollgates(config, config);
     await waitFor(async () => (await backendUp(first)) === 1 && (await backendUp(second)) === 1, 10_000);
   });
   after(async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { request, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { request, startTollgates, type Tollgate } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /** Every status of the token API (docs/tokens.md), from the real process's config_address listener. */
@@ -19,10 +19,10 @@ describe('token API statuses (POST /jwt on config_address)', () => {
         DEFAULT: { paths: { '/': { servers: [upstream.address], authorization: { type: 'jwt' } } } },
       },
     };
-    [tollgate, disabled] = await Promise.all([
-      startTollgate({ main: { masterkey: MASTERKEY, max_token_minutes: 120 }, upstreams }),
-      startTollgate({ upstreams }),
-    ]);
+    [tollgate, disabled] = await startTollgates(
+      { main: { masterkey: MASTERKEY, max_token_minutes: 120 }, upstreams },
+      { upstreams },
+    );
   });
   after(async () => {
     await Promise.all([tollgate?.stop(), disabled?.stop()]);

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { WebSocketServer } from 'ws';
 import { hasOpenssl, type SelfSigned, selfSigned } from '../helpers/certs.ts';
 import { testScope } from '../helpers/scope.ts';
 import {
@@ -11,6 +15,7 @@ import {
   startProtocolUpstream,
 } from '../helpers/tls-upstream.ts';
 import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { mustOpen, nextMessage } from '../helpers/websocket.ts';
 
 const scope = testScope();
 const skip = hasOpenssl() ? false : 'openssl is not available';
@@ -221,6 +226,32 @@ describe('TLS to upstreams', { skip }, () => {
     });
     assert.equal(trailers['grpc-status'], '0');
     assert.equal(trailers['grpc-message'], 'ok');
+  });
+
+  it('opens WebSockets to a TLS server over HTTP/1.1, even on a path that speaks h2 to it', async () => {
+    const server = https.createServer({ cert: backend.cert, key: backend.key });
+    const wss = new WebSocketServer({ server });
+    wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`tls:${data}`)));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    scope.keep({
+      close: async () => {
+        for (const client of wss.clients) client.terminate();
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      },
+    });
+    const { port } = server.address() as AddressInfo;
+    const tollgate = await proxyFor({
+      servers: [`https://127.0.0.1:${port}`],
+      upstream_tls: { ca_file: pemFile(backend.cert) },
+      upstream_protocol: 'h2',
+    });
+    const socket = await mustOpen(`ws://127.0.0.1:${tollgate.proxyPort}/ws`, { host: 'app.test' });
+    const reply = nextMessage(socket);
+    socket.send('hello');
+    assert.equal((await reply).data.toString(), 'tls:hello');
+    socket.terminate();
   });
 
   it('runs active health checks over TLS, with the same settings as the traffic', async () => {

@@ -3,7 +3,6 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
-import bcrypt from 'bcryptjs';
 import { verifyPassword } from '../../src/auth/password.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import {
@@ -17,6 +16,7 @@ import {
   secretsOf,
   translateIngresses,
 } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { bcryptOf } from '../helpers/bcrypt-hashes.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
 
@@ -232,7 +232,7 @@ describe('translating Ingresses into routes', () => {
     const annotated = (annotations: Record<string, string>) =>
       one({ name: 'a', annotations, rules: [{ host: 'a.test', paths: [{ service: 'web', port: 80 }] }] });
     const users = json<V1Secret>(
-      secret({ name: 'users', namespace: 'apps', data: { auth: `u:${bcrypt.hashSync('p', 4)}` } }),
+      secret({ name: 'users', namespace: 'apps', data: { auth: `u:${bcryptOf('p')}` } }),
     );
     const ok = translateIngresses(
       input([annotated({ 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'users' })], {
@@ -385,7 +385,7 @@ describe('credentials from Secrets', () => {
   it('htpasswd: bcrypt and scrypt accepted, $apr1$ and {SHA} with a warning, plain text refused', async () => {
     const sha = `{SHA}${createHash('sha1').update('shapw').digest('base64')}`;
     const apr = execFileSync('openssl', ['passwd', '-apr1', 'aprpw'], { encoding: 'utf8' }).trim();
-    const parsed = parseHtpasswd(`# users\nb:${bcrypt.hashSync('bpw', 4)}\na:${apr}\ns:${sha}\n`);
+    const parsed = parseHtpasswd(`# users\nb:${bcryptOf('bpw')}\na:${apr}\ns:${sha}\n`);
     assert.deepEqual(parsed.problems, []);
     assert.equal(parsed.warnings.length, 2);
     const hashOf = (name: string) => parsed.entries.find((u) => u.username === name)?.passwordHash as string;
@@ -403,7 +403,7 @@ describe('credentials from Secrets', () => {
     assert.match(parseHtpasswd('eve:plaintext').problems[0] ?? '', /plain text is refused/);
     assert.match(parseHtpasswd('').problems[0] ?? '', /no user/);
     assert.deepEqual(
-      parseAuthMap({ u: bcrypt.hashSync('x', 4) }).entries.map((e) => e.username),
+      parseAuthMap({ u: bcryptOf('x') }).entries.map((e) => e.username),
       ['u'],
     );
     assert.deepEqual(parseApiKeys('ci:abc\n\nbad line\n').problems, ["line 3 is not 'name:key'"]);

@@ -129,6 +129,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
   let ingress: IngressSource | null = null;
   const servedCertificates = createIngressCertificates(logger);
+  let lastServed: string | null = null;
   const effective = (config: UpstreamsConfig) =>
     mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []);
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
@@ -183,6 +184,11 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       tuning: options.tuning,
       base: () => live,
       onTranslation: (translation) => {
+        // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
+        // and certificates as they were: no new table, no broadcast to workers, no log line.
+        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        if (served === lastServed) return;
+        lastServed = served;
         if (options.certificates)
           servedCertificates.update(options.certificates, certificatesOf(translation));
         watchServicesOf(live);
