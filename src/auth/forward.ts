@@ -109,7 +109,13 @@ function createForwardAuthenticator(
     if (!pool.failing) {
       pool.failing = true;
       logger.warn(
-        { event: 'forward_auth_unavailable', route: request.route.id, auth_service: pool.origin, failure, detail },
+        {
+          event: 'forward_auth_unavailable',
+          route: request.route.id,
+          auth_service: pool.origin,
+          failure,
+          detail,
+        },
         'the forward-auth service gave no usable answer: its routes answer 503 until it does',
       );
     }
