@@ -281,5 +281,5 @@ async function readLimited(
 
 function errorDetail(error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
-  return code ?? (error as Error).message ?? String(error);
+  return String(code ?? (error as Error).message ?? error);
 }

@@ -114,11 +114,15 @@ describe('forward auth through the proxy process', () => {
   });
 
   after(async () => {
-    await tollgate?.stop();
-    await refused?.release();
-    await Promise.all(
-      [oauth2, authelia, slow, broken, upstream, sockets].map((closable) => closable?.close()),
-    );
+    // Servers are closed whatever stop() says, so a failing check cannot keep the test file alive.
+    try {
+      await tollgate?.stop();
+    } finally {
+      await refused?.release();
+      await Promise.all(
+        [oauth2, authelia, slow, broken, upstream, sockets].map((closable) => closable?.close()),
+      );
+    }
   });
 
   const send = (path: string, headers: Record<string, string> = {}, method = 'GET', body?: string) =>
