@@ -31,11 +31,8 @@ import { createRuntime, type Runtime } from './runtime.ts';
 import { createUpstreamsApplier, type UpstreamsApplier } from './sources/apply-upstreams.ts';
 import { createFileWatcher, type FileWatcher } from './sources/files.ts';
 import { createIngressCertificates } from './sources/kubernetes/ingress/certificates.ts';
-import {
-  type KubernetesProvider,
-  startKubernetesProvider,
-  usesKubernetes,
-} from './sources/kubernetes/provider.ts';
+import type { KubernetesProvider } from './sources/kubernetes/provider.ts';
+import { usesKubernetes } from './sources/kubernetes/use.ts';
 import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
@@ -299,6 +296,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         }
         // Workers take their servers from the primary; a single process asks the API itself.
         if (!worker && usesKubernetes(main, config.upstreams)) {
+          // Loaded only here: the client library is heavy (sources/kubernetes/use.ts).
+          const { startKubernetesProvider } = await import('./sources/kubernetes/provider.ts');
           try {
             const own = bound;
             kubernetes = startKubernetesProvider({

@@ -7,7 +7,7 @@ import { formatIssue } from './config/issues.ts';
 import { loadConfig, waitsForConfigMap } from './config/load.ts';
 import { abandonLogs } from './log.ts';
 import { captureSignals, type ProcessSignals } from './signals.ts';
-import { describeKubernetesUse } from './sources/kubernetes/provider.ts';
+import { describeKubernetesUse } from './sources/kubernetes/use.ts';
 import { resolveWorkerCount } from './workers/count.ts';
 import { serveWorkers } from './workers/serve.ts';
 import { runWorker } from './workers/worker.ts';

@@ -11,12 +11,8 @@ import { createLifecycle } from '../lifecycle.ts';
 import { formatAddress, listen } from '../listen.ts';
 import { abandonLogs, createLogger, type Logger } from '../log.ts';
 import { createRuntime } from '../runtime.ts';
-import {
-  type KubernetesProvider,
-  serviceRefs,
-  startKubernetesProvider,
-  usesKubernetes,
-} from '../sources/kubernetes/provider.ts';
+import type { KubernetesProvider } from '../sources/kubernetes/provider.ts';
+import { serviceRefs, usesKubernetes } from '../sources/kubernetes/use.ts';
 import type { MasterkeySource } from '../sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from '../sources/runtime-files.ts';
 import {
@@ -399,6 +395,8 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         const admin = await listenOn(adminServer, main.adminAddress, 'admin_address');
         const api = await listenOn(tokenApiServer, main.configAddress, 'config_address');
         if (usesKubernetes(main, config.upstreams)) {
+          // Loaded only here: the client library is heavy (sources/kubernetes/use.ts).
+          const { startKubernetesProvider } = await import('../sources/kubernetes/provider.ts');
           // Before the workers, so the first of them can start with endpoints already listed.
           try {
             kubernetes = startKubernetesProvider({

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { test } from 'node:test';
@@ -76,4 +77,26 @@ test('no module reaches back up the request path at run time', () => {
     violations.push(`${relative(SRC, from)} → ${relative(SRC, to)}`);
   }
   assert.deepEqual(violations, []);
+});
+
+/**
+ * The Kubernetes client library costs about 0.5 s of CPU and 75 MB to load (docs/architecture.md):
+ * the entry points import its provider lazily, only for a config that talks to the API. Checked on
+ * the built modules in a fresh process, with a resolve hook that refuses the library.
+ */
+test('the entry points load without @kubernetes/client-node', () => {
+  const dist = resolve(SRC, '../dist');
+  const script = `
+    import { registerHooks } from 'node:module';
+    registerHooks({
+      resolve(specifier, context, next) {
+        if (specifier.startsWith('@kubernetes/client-node')) throw new Error('loaded ' + specifier);
+        return next(specifier, context);
+      },
+    });
+    for (const entry of ['cli.js', 'app.js', 'workers/primary.js', 'workers/worker.js']) {
+      await import(${JSON.stringify(`${dist}/`)} + entry);
+    }`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
 });

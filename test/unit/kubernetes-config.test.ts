@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseMainConfig, parseUpstreamsConfig } from '../../src/config/load.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
-import { describeKubernetesUse, serviceRefs, usesKubernetes } from '../../src/sources/kubernetes/provider.ts';
+import { describeKubernetesUse, serviceRefs, usesKubernetes } from '../../src/sources/kubernetes/use.ts';
 import { problems, valid, yaml } from '../fixtures/config/problems.ts';
 import { MAIN_JS } from '../helpers/tollgate.ts';
 

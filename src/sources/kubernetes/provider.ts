@@ -1,10 +1,5 @@
 import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
-import {
-  resolveServiceRef,
-  type ServiceRef,
-  serviceRefKey,
-  serviceRefText,
-} from '../../config/service-ref.ts';
+import { resolveServiceRef, serviceRefKey, serviceRefText } from '../../config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
@@ -24,50 +19,7 @@ import {
   type KubernetesSource,
   UPSTREAMS_KEY,
 } from './source.ts';
-
-/** True when this config needs the Kubernetes API at all (docs/kubernetes.md). */
-export function usesKubernetes(main: MainConfig, upstreams: UpstreamsConfig): boolean {
-  return (
-    upstreams.provider === 'kubernetes' ||
-    Boolean(main.kubernetes?.upstreamsConfigMap) ||
-    Boolean(main.kubernetes?.ingressClass)
-  );
-}
-
-/** Every `service:` reference of a config, once each, in file order. */
-export function serviceRefs(config: UpstreamsConfig): ServiceRef[] {
-  const seen = new Map<string, ServiceRef>();
-  for (const host of config.hosts) {
-    for (const path of host.paths) {
-      if (path.service && !seen.has(serviceRefText(path.service)))
-        seen.set(serviceRefText(path.service), path.service);
-    }
-  }
-  return [...seen.values()];
-}
-
-/** What `validate` prints about the API: which Services and ConfigMap a start would watch. */
-export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConfig): string[] {
-  if (!usesKubernetes(main, upstreams)) return [];
-  const namespace = main.kubernetes?.namespace ?? null;
-  const where = (ref: ServiceRef) =>
-    ref.namespace ?? namespace ?? "the pod's namespace (or the kubeconfig context's, else default)";
-  const lines = serviceRefs(upstreams).map(
-    (ref) =>
-      `would watch EndpointSlices of Service ${ref.name} in ${where(ref)}, port ${typeof ref.port === 'number' ? ref.port : `named '${ref.port}'`}`,
-  );
-  const ingressClass = main.kubernetes?.ingressClass;
-  if (ingressClass)
-    lines.push(
-      `would serve Ingresses of class ${ingressClass} in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
-    );
-  const configMap = main.kubernetes?.upstreamsConfigMap;
-  if (configMap)
-    lines.push(
-      `would watch ConfigMap ${configMap} in ${where({ name: '', namespace: null, port: 0 })} for upstreams.yaml`,
-    );
-  return lines;
-}
+import { serviceRefs } from './use.ts';
 
 export interface KubernetesProviderOptions {
   /** The TLS listener's SNI store (none without a TLS listener): Ingress TLS Secrets are added to it. */
