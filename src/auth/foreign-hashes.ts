@@ -64,20 +64,14 @@ export function foreignDecoy(like: ForeignHash): ForeignHash {
   }
 }
 
-interface Bcrypt {
-  compare(password: string, hash: string): Promise<boolean>;
-}
-
-let bcryptModule: Promise<Bcrypt> | null = null;
+let bcryptModule: Promise<typeof import('bcryptjs')> | null = null;
 
 /**
  * bcryptjs, loaded on the first bcrypt check (only htpasswd Secrets of Ingresses carry bcrypt
  * hashes), so a process that never meets one never loads it.
  */
-function loadBcrypt(): Promise<Bcrypt> {
-  // A specifier held in a variable: the type checker does not resolve it, the runtime does.
-  const specifier = 'bcryptjs';
-  bcryptModule ??= import(specifier).then((module: { default: Bcrypt }) => module.default);
+function loadBcrypt(): Promise<typeof import('bcryptjs')> {
+  bcryptModule ??= import('bcryptjs');
   return bcryptModule;
 }
 
