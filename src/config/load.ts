@@ -7,7 +7,7 @@ import { rememberPosition } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 import { validateMain } from './validate-main.ts';
-import { validateUpstreams } from './validate-upstreams.ts';
+import { emptyUpstreamsConfig, validateUpstreams } from './validate-upstreams.ts';
 import { YamlReader } from './yaml-reader.ts';
 
 export type Loaded<T> = { ok: true; value: T } | { ok: false; issues: ConfigIssue[] };
@@ -161,20 +161,7 @@ const configMapPlaceholders = new WeakSet<UpstreamsConfig>();
  * routes, until the ConfigMap read through the API replaces it.
  */
 function awaitingConfigMap(file: string): UpstreamsConfig {
-  const config: UpstreamsConfig = {
-    file,
-    hash: '',
-    provider: 'kubernetes',
-    masterkey: null,
-    stickySessions: null,
-    toHttps: false,
-    rateLimit: null,
-    authorization: null,
-    requestHeaders: null,
-    responseHeaders: null,
-    authFailureLimit: null,
-    hosts: [],
-  };
+  const config = emptyUpstreamsConfig(file, '', 'kubernetes');
   configMapPlaceholders.add(config);
   return config;
 }

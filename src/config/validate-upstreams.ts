@@ -82,12 +82,16 @@ const PATH_HINTS = Object.freeze({
   sticky_sessions: GLOBAL_ONLY,
 });
 
-/** Validates upstreams.yaml into the domain config; best effort when issues were reported. */
-export function validateUpstreams(r: YamlReader, file: string, hash: string): UpstreamsConfig {
-  const config: UpstreamsConfig = {
+/** An upstreams config with no routes and every global setting at its default. */
+export function emptyUpstreamsConfig(
+  file: string,
+  hash: string,
+  provider: UpstreamsConfig['provider'],
+): UpstreamsConfig {
+  return {
     file,
     hash,
-    provider: 'file',
+    provider,
     masterkey: null,
     stickySessions: null,
     toHttps: false,
@@ -98,6 +102,11 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
     authFailureLimit: null,
     hosts: [],
   };
+}
+
+/** Validates upstreams.yaml into the domain config; best effort when issues were reported. */
+export function validateUpstreams(r: YamlReader, file: string, hash: string): UpstreamsConfig {
+  const config = emptyUpstreamsConfig(file, hash, 'file');
   const root = r.root();
   if (r.isNull(root)) {
     r.report(null, '', "the file is empty: 'upstreams' with at least one host is needed");
