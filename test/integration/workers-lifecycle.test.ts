@@ -113,7 +113,13 @@ describe('workers: lifecycle of the set (the real process)', () => {
     for (let crash = 1; crash <= 3; crash += 1) victim = await killAndAwaitReplacement(tollgate, victim);
 
     // Both workers serve again, yet the set is not ready: it has just crashed three times in a row.
-    const state = await readyz(tollgate);
+    // The replacement is seen (its log line) a moment before it reports serving to the primary; the
+    // crash-loop state lasts until it has served for the stable period, so waiting for it is safe.
+    let state = await readyz(tollgate);
+    await waitFor(async () => {
+      state = await readyz(tollgate);
+      return state.body.workers_serving === 2;
+    }, PROCESS_START_MS);
     assert.equal(state.code, 503);
     assert.deepEqual(state.body, { status: 'crash_loop', workers: 2, workers_serving: 2 });
     assert.equal(sample(await tollgate.metrics(), 'tollgate_worker_restarts_total{reason="crash"}'), 3);
