@@ -34,6 +34,9 @@ const CLIENTS = 4;
  * The demo app: answers on loopback after a short think time; on SIGTERM it stops accepting, lets
  * in-flight requests finish and exits, as a well-behaved app does.
  */
+// On SIGTERM the app stops at once, open connections included: the harsh (and common) case. With
+// only its idle connections closed, Tollgate's busy keep-alive connections kept it serving past the
+// propagation window now and then, and the control below saw no failure.
 const DEMO_APP = `
 const http = require('node:http');
 const server = http.createServer((req, res) => setTimeout(() => res.end('app says hi'), 5));
@@ -42,7 +45,7 @@ server.listen(Number(process.env.APP_PORT), '127.0.0.1', () => console.log('app 
 process.on('SIGTERM', () => {
   console.log('app got SIGTERM');
   server.close(() => process.exit(0));
-  server.closeIdleConnections();
+  server.closeAllConnections();
 });`;
 
 interface Pod {
