@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { safeEqual } from './compare.ts';
 
 /**
  * Password hashes from htpasswd files (an Ingress's `auth` Secret, docs/ingress.md), checked the
@@ -44,10 +45,10 @@ export async function verifyForeignHash(password: string, hash: ForeignHash): Pr
     }
     case 'apr1': {
       const salt = (APR1.exec(hash.value) as RegExpExecArray)[1] as string;
-      return sameText(apr1(password, salt), hash.value);
+      return safeEqual(apr1(password, salt), hash.value);
     }
     case 'sha1':
-      return sameText(`{SHA}${createHash('sha1').update(password).digest('base64')}`, hash.value);
+      return safeEqual(`{SHA}${createHash('sha1').update(password).digest('base64')}`, hash.value);
   }
 }
 
@@ -73,12 +74,6 @@ let bcryptModule: Promise<typeof import('bcryptjs')> | null = null;
 function loadBcrypt(): Promise<typeof import('bcryptjs')> {
   bcryptModule ??= import('bcryptjs');
   return bcryptModule;
-}
-
-function sameText(a: string, b: string): boolean {
-  const left = Buffer.from(a);
-  const right = Buffer.from(b);
-  return left.length === right.length && timingSafeEqual(left, right);
 }
 
 /** Apache's MD5-crypt variant (`htpasswd -m`, `openssl passwd -apr1`). */
