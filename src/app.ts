@@ -358,19 +358,16 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           : error;
       }
       const addresses = bound;
+      const boundAddresses = {
+        proxy: formatAddress(addresses.proxy),
+        ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
+        api: formatAddress(addresses.api),
+        admin: formatAddress(addresses.admin),
+      };
       const announceReady = () => {
         runtime.phase = 'ready';
         logger.info(
-          {
-            hash: runtime.table().hash,
-            routes: runtime.table().routes.length,
-            addresses: {
-              proxy: formatAddress(addresses.proxy),
-              ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
-              api: formatAddress(addresses.api),
-              admin: formatAddress(addresses.admin),
-            },
-          },
+          { hash: runtime.table().hash, routes: runtime.table().routes.length, addresses: boundAddresses },
           // A worker's primary says 'tollgate ready' for the whole set, once every worker serves.
           worker ? 'worker serving' : 'tollgate ready',
         );
@@ -379,7 +376,11 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       if (provider === null || provider.synced()) announceReady();
       else {
         // Readiness waits for the first list of every watch (docs/kubernetes.md); serving does not.
-        logger.info('waiting for the first Kubernetes sync before reporting ready');
+        // The listeners already serve: say where, so the ports are known before readiness.
+        logger.info(
+          { addresses: boundAddresses },
+          'waiting for the first Kubernetes sync before reporting ready',
+        );
         void provider.whenSynced().then(() => {
           if (runtime.phase === 'starting') announceReady();
         });

@@ -443,28 +443,24 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         });
         hotReload = runtimeFiles;
         provider?.attach(runtimeFiles.upstreams);
+        const boundAddresses = {
+          proxy: formatAddress(workerMain.proxyAddressHttp),
+          ...(workerMain.proxyAddressTls ? { proxy_tls: formatAddress(workerMain.proxyAddressTls) } : {}),
+          api: formatAddress(api),
+          admin: formatAddress(admin),
+        };
         const announceReady = () => {
           runtime.phase = 'ready';
-          logger.info(
-            {
-              hash,
-              workers: slots.length,
-              addresses: {
-                proxy: formatAddress(workerMain.proxyAddressHttp),
-                ...(workerMain.proxyAddressTls
-                  ? { proxy_tls: formatAddress(workerMain.proxyAddressTls) }
-                  : {}),
-                api: formatAddress(api),
-                admin: formatAddress(admin),
-              },
-            },
-            'tollgate ready',
-          );
+          logger.info({ hash, workers: slots.length, addresses: boundAddresses }, 'tollgate ready');
         };
         if (provider === null || provider.synced()) announceReady();
         else {
           // Readiness waits for the first list of every watch (docs/kubernetes.md); serving does not.
-          logger.info('waiting for the first Kubernetes sync before reporting ready');
+          // The workers already serve: say where, so the ports are known before readiness.
+          logger.info(
+            { addresses: boundAddresses },
+            'waiting for the first Kubernetes sync before reporting ready',
+          );
           void provider.whenSynced().then(() => {
             if (runtime.phase === 'starting') announceReady();
           });

@@ -74,8 +74,12 @@ export interface TollgateOptions {
   dir?: string;
   /** Where upstreams.yaml lives; defaults to `<dir>/upstreams.yaml`. */
   upstreamsPath?: string;
-  /** Wait for /readyz 200 (default true). */
-  waitReady?: boolean;
+  /**
+   * Wait for /readyz 200 (default true); `'listening'` waits only until the listeners are bound (the
+   * ports are then the ones the process reports, as with `true`); `false` does not wait at all, and
+   * the ports are chosen up front (fit only for starts expected to fail).
+   */
+  waitReady?: boolean | 'listening';
   /**
    * Upper bound on the wait for readiness (default 30 s): starting Node takes seconds when the test
    * machine is busy, and the wait ends as soon as the process is ready or has exited.
@@ -192,6 +196,9 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
   // The ready line names the ports the kernel chose, so port 0 needs no free-port race. Without it
   // (no wait, or a log level that hides it) the ports must be known up front.
   const readPortsFromLog = options.waitReady !== false && !quiet;
+  if (options.waitReady === 'listening' && quiet) {
+    throw new Error("waitReady: 'listening' reads the listen line, which a quiet log_level hides");
+  }
   const fixed = readPortsFromLog
     ? { proxy: 0, api: 0, admin: 0 }
     : { proxy: await freePort(), api: await freePort(), admin: await freePort() };
@@ -271,9 +278,17 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     // between freePort() and the child's bind, another proxy's admin port (or an echo upstream)
     // answers while this child is exiting with EADDRINUSE. The child's own "tollgate ready" line,
     // logged once every listener is bound, does, and names the ports it bound.
+    // Both lines name the bound addresses; the second comes while a Kubernetes sync holds readiness.
+    const listenLines = new Set([
+      'tollgate ready',
+      'waiting for the first Kubernetes sync before reporting ready',
+    ]);
+    const listening = options.waitReady === 'listening';
     const saidReady = () => {
       if (quiet) return true;
-      const ready = parseLogLines(out).find((line) => line.msg === 'tollgate ready');
+      const ready = parseLogLines(out).find((line) =>
+        listening ? listenLines.has(String(line.msg)) : line.msg === 'tollgate ready',
+      );
       if (ready === undefined) return false;
       const addresses = ready.addresses as Record<string, string>;
       proxyPort = portOf(addresses.proxy);
@@ -284,7 +299,7 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
     };
     try {
       await waitFor(
-        async () => saidReady() && (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200,
+        async () => saidReady() && (listening || (await fetch(`${tollgate.adminUrl}/readyz`)).status === 200),
         options.readyTimeoutMs ?? 30_000,
         () => (child.exitCode !== null ? `tollgate exited with ${child.exitCode}: ${err}${out}` : null),
       );

@@ -188,7 +188,7 @@ describe('readiness waits for the first sync of every watch (real process)', () 
         upstreams: { 'web.test': { paths: { '/': { service: 'web:http' } } } },
       },
       env: { KUBECONFIG: '' },
-      waitReady: false,
+      waitReady: 'listening',
     });
   });
 
@@ -248,7 +248,7 @@ describe('upstreams_configmap with no upstreams.yaml file mounted', () => {
       // Nothing is written there: the file is not mounted.
       upstreamsPath: join(dir, 'not-mounted', 'upstreams.yaml'),
       env: { KUBECONFIG: '' },
-      waitReady: false,
+      waitReady: 'listening',
     });
     const running = tollgate;
     const readyz = async () => (await fetch(`${running.adminUrl}/readyz`)).status;

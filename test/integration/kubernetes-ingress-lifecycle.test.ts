@@ -71,7 +71,7 @@ describe('Ingress: readiness, API outages, workers and status (built process)', 
         upstreams: { 'file.test': { paths: { '/': { servers: [(pods.get('b') as Upstream).address] } } } },
       },
       env: { KUBECONFIG: '' },
-      waitReady: false,
+      waitReady: 'listening',
     });
     const get = (host: string) => request(tollgate.proxyUrl, { headers: { host, connection: 'close' } });
     const readyz = async () => (await request(`${tollgate.adminUrl}/readyz`)).status;
