@@ -54,5 +54,6 @@ USER 10001:10001
 EXPOSE 8080 8443 8081 9090
 # node itself is PID 1 (no shell, no npm in between), so SIGTERM reaches Tollgate. /nodejs/bin/node is
 # where the distroless image keeps it.
-ENTRYPOINT ["/nodejs/bin/node", "/app/dist/main.js"]
+# --max-semi-space-size: see src/v8-launch-flags.ts and docs/benchmark.md (young-generation size).
+ENTRYPOINT ["/nodejs/bin/node", "--max-semi-space-size=8", "/app/dist/main.js"]
 CMD ["start", "--config", "/etc/tollgate/main.yaml"]

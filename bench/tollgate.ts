@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { V8_LAUNCH_FLAGS } from '../src/v8-launch-flags.ts';
 import { createBenchIssuer, issuerRouteYaml } from './external-issuer.ts';
 import { GRPC_AUTHORITY } from './grpc.ts';
 import { httpRequest, waitForHttp } from './http.ts';
@@ -163,7 +164,8 @@ export async function startTollgate(
   const started = startProcess(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
     process.execPath,
-    [setup.mainJs ?? MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
+    // Started as the container image starts it (src/v8-launch-flags.ts).
+    [...V8_LAUNCH_FLAGS, setup.mainJs ?? MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
   // A large table takes a while to load on a busy machine.

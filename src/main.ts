@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=8
 // First: V8 settings must be in place before anything else allocates (src/v8-flags.ts).
 import './v8-flags.ts';
 import { runCli } from './cli.ts';

@@ -15,6 +15,7 @@ import type { KubernetesProvider } from '../sources/kubernetes/provider.ts';
 import { serviceRefs, usesKubernetes } from '../sources/kubernetes/use.ts';
 import type { MasterkeySource } from '../sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from '../sources/runtime-files.ts';
+import { withLaunchFlags } from '../v8-launch-flags.ts';
 import {
   type ConfigSnapshot,
   isWorkerMessage,
@@ -200,6 +201,9 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     slot.restartTimer = null;
     slot.replacing = null;
     slot.state = 'starting';
+    // Workers take the young-generation cap even when the primary was started without it: they are
+    // the ones serving requests (src/v8-launch-flags.ts).
+    cluster.setupPrimary({ execArgv: withLaunchFlags(process.execArgv) });
     slot.worker = cluster.fork({ TOLLGATE_WORKER: String(slot.index) });
   };
 

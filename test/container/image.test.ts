@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
+import { V8_LAUNCH_FLAGS } from '../../src/v8-launch-flags.ts';
 import { find, helmTemplate } from '../deploy/manifests.ts';
 import { type ConfigMapVolume, createConfigMapVolume } from '../helpers/configmap.ts';
 import { freePort, request, waitFor } from '../helpers/tollgate.ts';
@@ -213,7 +214,7 @@ if (unavailable) {
         Env: string[];
       };
       assert.deepEqual(Object.keys(ExposedPorts).sort(), ['8080/tcp', '8081/tcp', '8443/tcp', '9090/tcp']);
-      assert.deepEqual(Entrypoint, [NODE_IN_IMAGE, '/app/dist/main.js']);
+      assert.deepEqual(Entrypoint, [NODE_IN_IMAGE, ...V8_LAUNCH_FLAGS, '/app/dist/main.js']);
       assert.ok(Env.includes('MALLOC_ARENA_MAX=2'), Env.join(' '));
     });
 

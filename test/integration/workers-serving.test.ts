@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { V8_LAUNCH_FLAGS } from '../../src/v8-launch-flags.ts';
 import { configIdentityOf } from '../helpers/config-identity.ts';
 import { testScope } from '../helpers/scope.ts';
 import { request, waitFor } from '../helpers/tollgate.ts';
@@ -10,6 +12,16 @@ import { accessLinesByWorker, liveWorkers, PROCESS_START_MS, sample, sumOf } fro
 
 const upstreamsFor = (upstream: Upstream) =>
   `upstreams:\n  app.test:\n    paths:\n      "/":\n        servers: ["${upstream.address}"]\n`;
+
+/** The processes `pid` forked (Linux /proc). */
+const childPids = (pid: number): number[] =>
+  readdirSync(`/proc/${pid}/task`).flatMap((task) =>
+    readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number),
+  );
 
 /** One request on a connection of its own, so the kernel picks a worker for each. */
 const get = (url: string) => request(url, { headers: { host: 'app.test', connection: 'close' } });
@@ -25,6 +37,13 @@ describe('workers: 2 behave as one Tollgate (the real process)', () => {
       readyTimeoutMs: PROCESS_START_MS,
     });
     assert.equal(liveWorkers(tollgate).length, 2);
+    // The primary was started without the V8 launch flags (as `node dist/main.js`): the workers,
+    // which serve the requests, still get the young-generation cap (src/v8-launch-flags.ts).
+    for (const worker of childPids(tollgate.child.pid as number)) {
+      const argv = readFileSync(`/proc/${worker}/cmdline`, 'utf8').split('\0');
+      for (const flag of V8_LAUNCH_FLAGS)
+        assert.ok(argv.includes(flag), `worker ${worker}: ${argv.join(' ')}`);
+    }
 
     const answers = await Promise.all(Array.from({ length: 100 }, () => get(`${tollgate.proxyUrl}/x`)));
     assert.deepEqual(
