@@ -8,7 +8,7 @@ import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
-import { tlsServerName, type UpstreamPools, wireFor } from './pools.ts';
+import { tlsServerName, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -126,165 +126,234 @@ function dispatch(
   // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
   const servername = tlsServerName(server);
   if (servername !== undefined) options.servername = servername;
-  const call = grpc ? grpcCall(request, deps.responseTimeoutMs ?? 0, () => controller) : null;
-  if (call !== null) {
+  const exchange = new UpstreamExchange(request, deps, index, upgrade, server, release, withBody, wire);
+  if (grpc) {
+    exchange.call = grpcCall(request, deps.responseTimeoutMs ?? 0, exchange);
     options.headersTimeout = 0;
     options.bodyTimeout = 0;
   }
-
-  let controller: Dispatcher.DispatchController | null = null;
-  let trailersOnly: { statusCode: number; outgoing: IncomingHttpHeaders } | null = null;
-  let responded = false;
-  let finished = false;
-  let clientGone = false;
-  const done = () => {
-    finished = true;
-    call?.stop();
-    res.off('close', onClientGone);
-    if (withBody) req.off('aborted', onClientGone);
-    release();
-  };
-  const onClientGone = () => {
-    // The client went away: release the upstream request instead of reading a response nobody wants.
-    if (finished) return;
-    clientGone = true;
-    controller?.abort(new Error('client closed the connection'));
-  };
-  // `on`: a response closes once, and done() removes it; `once` would allocate a wrapper per request.
-  res.on('close', onClientGone);
-  // A request body the client abandoned must never look complete upstream: node:http2's compatibility
-  // request ends its body cleanly when the stream is reset (a content-length the DATA frames
-  // contradict, RST_STREAM), and says so only by 'aborted', before that end.
-  if (withBody) req.on('aborted', onClientGone);
-  if ((req as { aborted?: boolean }).aborted === true) onClientGone();
-
-  const handler: Dispatcher.DispatchHandler = {
-    onRequestStart(ctrl) {
-      controller = ctrl;
-      if (clientGone) ctrl.abort(new Error('client closed the connection'));
-      else if (res.destroyed) onClientGone();
-    },
-    onResponseStart(ctrl, statusCode, headers, statusMessage) {
-      if (statusCode < 200) {
-        // Informational (103 Early Hints…): never the final answer. Early hints are passed on to
-        // HTTP/1.1 clients; any other 1xx is only for this hop.
-        if (statusCode === 103 && upgrade === null) passEarlyHints(request, headers);
-        return;
-      }
-      responded = true;
-      deps.observer.onUpstreamSuccess(request, server);
-      if (res.destroyed) return;
-      const outgoing = clientResponseHeaders(
-        headers,
-        request.responseCookies,
-        request.responseHeaders,
-        request.route.responseHeaders,
-      );
-      if (call !== null && headers['grpc-status'] !== undefined) {
-        // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
-        trailersOnly = { statusCode, outgoing };
-        return;
-      }
-      // HTTP/2 has no reason phrase (node:http2 warns when given one).
-      if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
-      else res.writeHead(statusCode, outgoing);
-      if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
-    },
-    onResponseData(ctrl, chunk) {
-      request.responseBytes += chunk.length;
-      call?.alive();
-      if (trailersOnly !== null) {
-        res.writeHead(trailersOnly.statusCode, trailersOnly.outgoing);
-        trailersOnly = null;
-      }
-      if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
-    },
-    onResponseEnd(_ctrl, trailers) {
-      done();
-      if (trailersOnly !== null) {
-        endTrailersOnly(res, trailersOnly.statusCode, trailersOnly.outgoing);
-        return;
-      }
-      // gRPC's status travels in trailers (docs/traffic.md#grpc); an HTTP/1.1 client gets them when
-      // the response is chunked.
-      const relayed = clientTrailers(trailers);
-      if (relayed !== null && !res.destroyed) res.addTrailers(relayed);
-      res.end();
-    },
-    onRequestUpgrade(_ctrl, statusCode, headers, socket) {
-      done();
-      const incoming = headers as IncomingHttpHeaders;
-      const problem = upgrade === null ? 'an upgrade nobody asked for' : upgrade.accept(statusCode, incoming);
-      if (problem !== null) {
-        // No raw tunnel without a proper WebSocket handshake: the socket could carry anything.
-        socket.destroy();
-        deps.observer.onUpstreamFailure(request, server, 'protocol');
-        sendError(
-          res,
-          'bad_gateway',
-          undefined,
-          `the upstream's WebSocket handshake is not valid: ${problem}`,
-        );
-        return;
-      }
-      deps.observer.onUpstreamSuccess(request, server);
-      if (res.destroyed) {
-        socket.destroy();
-        return;
-      }
-      upgrade?.open(socket, incoming);
-    },
-    onResponseError(_ctrl, error) {
-      done();
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'UND_ERR_INVALID_ARG') {
-        // undici refused to send this request (a header it considers invalid): the client's fault,
-        // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
-        deps.pools.replace(server, wire);
-        sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
-        return;
-      }
-      // The client left first (mid-download or before the answer): not the upstream's failure.
-      if (clientGone || (res.destroyed && !responded)) return;
-      if (call?.expired) {
-        // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
-        if (responded) {
-          res.addTrailers({ 'grpc-status': '4', 'grpc-message': 'deadline exceeded' });
-          res.end();
-        } else sendError(res, 'gateway_timeout', undefined, 'the gRPC deadline (grpc-timeout) passed');
-        return;
-      }
-      const failure = classifyUpstreamError(error);
-      deps.observer.onUpstreamFailure(request, server, failure.kind);
-      if (responded) {
-        // The upstream broke mid-body: the client must see a truncated response, not a clean end.
-        res.destroy(error);
-        return;
-      }
-      const retryable = failure.notSent || (failure.staleConnection && !withBody);
-      if (retryable && index + 1 < request.candidates.length) {
-        attempt(request, deps, index + 1, upgrade);
-        return;
-      }
-      const answer: ErrorCode = failure.answer;
-      sendError(res, answer);
-    },
-  };
+  exchange.watchClient();
   // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is told
   // to send its body only now that the pipeline admitted the request and a connection is ready.
-  if (withBody && !request.res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
+  if (withBody && !res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
   let pool: ReturnType<UpstreamPools['get']>;
   try {
     pool = deps.pools.get(server, wire);
   } catch {
     // A TLS file gone since validation read it (the reloads keep the last good copy once read).
-    handler.onResponseError?.(
+    exchange.onResponseError(
       null as never,
       Object.assign(new Error('upstream TLS material unavailable'), { code: 'ERR_SSL_NO_MATERIAL' }),
     );
     return;
   }
-  pool.dispatch(options, handler);
+  pool.dispatch(options, exchange);
+}
+
+/**
+ * One attempt to forward a request to one server: the undici dispatch handler that streams the
+ * upstream's answer into the client's response. An object with its state in fields: the handler's
+ * callbacks as closures were a share of the per-request allocations (docs/benchmark.md).
+ */
+class UpstreamExchange implements Dispatcher.DispatchHandler {
+  call: GrpcCall | null = null;
+  controller: Dispatcher.DispatchController | null = null;
+  #trailersOnly: { statusCode: number; outgoing: IncomingHttpHeaders } | null = null;
+  #responded = false;
+  #finished = false;
+  #clientGone = false;
+  /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
+  readonly #onClientGone = () => this.clientClosed();
+
+  readonly request: ProxyRequest;
+  readonly deps: ForwarderDeps;
+  readonly index: number;
+  readonly upgrade: UpgradeHooks | null;
+  readonly server: UpstreamServer;
+  readonly release: Release;
+  readonly withBody: boolean;
+  readonly wire: Wire;
+
+  constructor(
+    request: ProxyRequest,
+    deps: ForwarderDeps,
+    index: number,
+    upgrade: UpgradeHooks | null,
+    server: UpstreamServer,
+    release: Release,
+    withBody: boolean,
+    wire: Wire,
+  ) {
+    this.request = request;
+    this.deps = deps;
+    this.index = index;
+    this.upgrade = upgrade;
+    this.server = server;
+    this.release = release;
+    this.withBody = withBody;
+    this.wire = wire;
+  }
+
+  /** Listens for the client leaving, which releases the upstream request. */
+  watchClient(): void {
+    const { req, res } = this.request;
+    // `on`: a response closes once, and #done() removes it; `once` would allocate a wrapper.
+    res.on('close', this.#onClientGone);
+    // A request body the client abandoned must never look complete upstream: node:http2's
+    // compatibility request ends its body cleanly when the stream is reset (a content-length the DATA
+    // frames contradict, RST_STREAM), and says so only by 'aborted', before that end.
+    if (this.withBody) req.on('aborted', this.#onClientGone);
+    if ((req as { aborted?: boolean }).aborted === true) this.clientClosed();
+  }
+
+  /** The client went away: release the upstream request instead of reading a response nobody wants. */
+  clientClosed(): void {
+    if (this.#finished) return;
+    this.#clientGone = true;
+    this.controller?.abort(new Error('client closed the connection'));
+  }
+
+  #done(): void {
+    this.#finished = true;
+    this.call?.stop();
+    const { req, res } = this.request;
+    res.off('close', this.#onClientGone);
+    if (this.withBody) req.off('aborted', this.#onClientGone);
+    this.release();
+  }
+
+  onRequestStart(ctrl: Dispatcher.DispatchController): void {
+    this.controller = ctrl;
+    if (this.#clientGone) ctrl.abort(new Error('client closed the connection'));
+    else if (this.request.res.destroyed) this.clientClosed();
+  }
+
+  onResponseStart(
+    ctrl: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
+    const { request, upgrade } = this;
+    const { req, res } = request;
+    if (statusCode < 200) {
+      // Informational (103 Early Hints…): never the final answer. Early hints are passed on to
+      // HTTP/1.1 clients; any other 1xx is only for this hop.
+      if (statusCode === 103 && upgrade === null) passEarlyHints(request, headers);
+      return;
+    }
+    this.#responded = true;
+    this.deps.observer.onUpstreamSuccess(request, this.server);
+    if (res.destroyed) return;
+    const outgoing = clientResponseHeaders(
+      headers,
+      request.responseCookies,
+      request.responseHeaders,
+      request.route.responseHeaders,
+    );
+    if (this.call !== null && headers['grpc-status'] !== undefined) {
+      // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
+      this.#trailersOnly = { statusCode, outgoing };
+      return;
+    }
+    // HTTP/2 has no reason phrase (node:http2 warns when given one).
+    if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
+    else res.writeHead(statusCode, outgoing);
+    if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
+  }
+
+  onResponseData(ctrl: Dispatcher.DispatchController, chunk: Buffer): void {
+    const { request } = this;
+    const { res } = request;
+    request.responseBytes += chunk.length;
+    this.call?.alive();
+    if (this.#trailersOnly !== null) {
+      res.writeHead(this.#trailersOnly.statusCode, this.#trailersOnly.outgoing);
+      this.#trailersOnly = null;
+    }
+    if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
+  }
+
+  onResponseEnd(
+    _ctrl: Dispatcher.DispatchController,
+    trailers: Record<string, string | string[] | undefined>,
+  ): void {
+    const { res } = this.request;
+    this.#done();
+    if (this.#trailersOnly !== null) {
+      endTrailersOnly(res, this.#trailersOnly.statusCode, this.#trailersOnly.outgoing);
+      return;
+    }
+    // gRPC's status travels in trailers (docs/traffic.md#grpc); an HTTP/1.1 client gets them when
+    // the response is chunked.
+    const relayed = clientTrailers(trailers);
+    if (relayed !== null && !res.destroyed) res.addTrailers(relayed);
+    res.end();
+  }
+
+  onRequestUpgrade(
+    _ctrl: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    socket: Duplex,
+  ): void {
+    const { request, upgrade, server } = this;
+    const { res } = request;
+    this.#done();
+    const incoming = headers as IncomingHttpHeaders;
+    const problem = upgrade === null ? 'an upgrade nobody asked for' : upgrade.accept(statusCode, incoming);
+    if (problem !== null) {
+      // No raw tunnel without a proper WebSocket handshake: the socket could carry anything.
+      socket.destroy();
+      this.deps.observer.onUpstreamFailure(request, server, 'protocol');
+      sendError(res, 'bad_gateway', undefined, `the upstream's WebSocket handshake is not valid: ${problem}`);
+      return;
+    }
+    this.deps.observer.onUpstreamSuccess(request, server);
+    if (res.destroyed) {
+      socket.destroy();
+      return;
+    }
+    upgrade?.open(socket, incoming);
+  }
+
+  onResponseError(_ctrl: Dispatcher.DispatchController, error: Error): void {
+    const { request, deps, server } = this;
+    const { res } = request;
+    this.#done();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'UND_ERR_INVALID_ARG') {
+      // undici refused to send this request (a header it considers invalid): the client's fault,
+      // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
+      deps.pools.replace(server, this.wire);
+      sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
+      return;
+    }
+    // The client left first (mid-download or before the answer): not the upstream's failure.
+    if (this.#clientGone || (res.destroyed && !this.#responded)) return;
+    if (this.call?.expired) {
+      // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
+      if (this.#responded) {
+        res.addTrailers({ 'grpc-status': '4', 'grpc-message': 'deadline exceeded' });
+        res.end();
+      } else sendError(res, 'gateway_timeout', undefined, 'the gRPC deadline (grpc-timeout) passed');
+      return;
+    }
+    const failure = classifyUpstreamError(error);
+    deps.observer.onUpstreamFailure(request, server, failure.kind);
+    if (this.#responded) {
+      // The upstream broke mid-body: the client must see a truncated response, not a clean end.
+      res.destroy(error);
+      return;
+    }
+    const retryable = failure.notSent || (failure.staleConnection && !this.withBody);
+    if (retryable && this.index + 1 < request.candidates.length) {
+      attempt(request, deps, this.index + 1, this.upgrade);
+      return;
+    }
+    const answer: ErrorCode = failure.answer;
+    sendError(res, answer);
+  }
 }
 
 /**
@@ -343,13 +412,13 @@ interface GrpcCall {
 function grpcCall(
   request: ProxyRequest,
   idleMs: number,
-  controller: () => Dispatcher.DispatchController | null,
+  exchange: { readonly controller: Dispatcher.DispatchController | null },
 ): GrpcCall {
   let expired = false;
   let idle: NodeJS.Timeout | null = null;
   const deadlineMs = parseGrpcTimeout(request.req.headers['grpc-timeout']);
   const abort = (why: string) =>
-    controller()?.abort(Object.assign(new Error(why), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
+    exchange.controller?.abort(Object.assign(new Error(why), { code: 'UND_ERR_HEADERS_TIMEOUT' }));
   const deadline =
     deadlineMs === null
       ? null
