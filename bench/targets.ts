@@ -308,6 +308,21 @@ export const TARGETS: readonly TargetDefinition[] = [
       };
     },
   },
+  // The same build started as plain `node dist/main.js`, without the young-generation cap
+  // (src/v8-launch-flags.ts): what the cap does to the paced p99, in the same rounds (docs/benchmark.md).
+  {
+    id: 'tollgate-default-young',
+    paced: true,
+    async start(context) {
+      const tollgate = await startTollgate(context.upstreamPort, { v8Flags: [] });
+      return {
+        label: "tollgate (V8's default young generation)",
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  },
   // Route lookup at scale (docs/routing.md): the same process work but a large table.
   tollgateTarget('tollgate-paths-20k', async (context) => {
     const tollgate = await startTollgate(context.upstreamPort, { routes: 'many-paths' });
@@ -610,5 +625,12 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'nginx',
     metric: 'paced-p99',
     note: 'what a bare Node proxy reaches',
+  },
+  {
+    name: 'tollgate / tollgate default young generation',
+    numerator: 'tollgate',
+    denominator: 'tollgate-default-young',
+    metric: 'paced-p99',
+    note: 'the young-generation cap (--max-semi-space-size) against V8’s default',
   },
 ];

@@ -79,6 +79,8 @@ export interface TollgateSetup {
   forwardAuthPort?: number;
   /** Another build's dist/main.js (the `tollgate-baseline` target, BENCH_BASELINE): A/B in one run. */
   mainJs?: string;
+  /** Node's V8 flags; default V8_LAUNCH_FLAGS, as the container image starts Tollgate. */
+  v8Flags?: readonly string[];
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -165,7 +167,13 @@ export async function startTollgate(
     workers === 1 ? 'tollgate' : `tollgate (${workers} workers)`,
     process.execPath,
     // Started as the container image starts it (src/v8-launch-flags.ts).
-    [...V8_LAUNCH_FLAGS, setup.mainJs ?? MAIN_JS, 'start', '--config', join(dir, 'main.yaml')],
+    [
+      ...(setup.v8Flags ?? V8_LAUNCH_FLAGS),
+      setup.mainJs ?? MAIN_JS,
+      'start',
+      '--config',
+      join(dir, 'main.yaml'),
+    ],
     { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
   );
   // A large table takes a while to load on a busy machine.
