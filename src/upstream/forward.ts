@@ -64,7 +64,7 @@ function attempt(
   const slots = deps.pools.slots(server);
   const release = slots.tryAcquire(request.route.id);
   if (release !== null) {
-    dispatch(request, deps, index, upgrade, server, release);
+    new UpstreamExchange(request, deps, index, upgrade, server, release).send();
     return;
   }
   // This server is at its limit: a later candidate with a free slot is as good as any.
@@ -72,7 +72,7 @@ function attempt(
     const other = request.candidates[next] as UpstreamServer;
     const otherRelease = deps.pools.slots(other).tryAcquire(request.route.id);
     if (otherRelease !== null) {
-      dispatch(request, deps, next, upgrade, other, otherRelease);
+      new UpstreamExchange(request, deps, next, upgrade, other, otherRelease).send();
       return;
     }
   }
@@ -87,7 +87,7 @@ function attempt(
       sendError(request.res, 'upstream_busy');
       return;
     }
-    dispatch(request, deps, index, upgrade, server, outcome.release);
+    new UpstreamExchange(request, deps, index, upgrade, server, outcome.release).send();
   };
   request.res.once('close', onClientGone);
   slots.wait(request.route.id, (outcome) => {
@@ -98,56 +98,6 @@ function attempt(
     }
     waitingFor(outcome);
   });
-}
-
-function dispatch(
-  request: ProxyRequest,
-  deps: ForwarderDeps,
-  index: number,
-  upgrade: UpgradeHooks | null,
-  server: UpstreamServer,
-  release: Release,
-): void {
-  request.upstream = server;
-  const { req, res } = request;
-  const withBody = upgrade === null && hasBody(req);
-  const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
-  const grpc = upgrade === null && isGrpcRequest(req);
-  // WebSockets are HTTP/1.1 whatever the path's protocol (an HTTP/2 connection cannot carry them here).
-  const wire = upgrade === null ? wireFor(server, grpc) : 'h1';
-  const options: Dispatcher.DispatchOptions & { servername?: string } = {
-    origin: server.origin,
-    method: req.method ?? 'GET',
-    path,
-    headers: upstreamRequestHeaders(request, request.secure ? 'https' : 'http', request.rawHost),
-    body: withBody ? req : null,
-    upgrade: upgrade === null ? null : 'websocket',
-  };
-  // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
-  const servername = tlsServerName(server);
-  if (servername !== undefined) options.servername = servername;
-  const exchange = new UpstreamExchange(request, deps, index, upgrade, server, release, withBody, wire);
-  if (grpc) {
-    exchange.call = grpcCall(request, deps.responseTimeoutMs ?? 0, exchange);
-    options.headersTimeout = 0;
-    options.bodyTimeout = 0;
-  }
-  exchange.watchClient();
-  // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is told
-  // to send its body only now that the pipeline admitted the request and a connection is ready.
-  if (withBody && !res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
-  let pool: ReturnType<UpstreamPools['get']>;
-  try {
-    pool = deps.pools.get(server, wire);
-  } catch {
-    // A TLS file gone since validation read it (the reloads keep the last good copy once read).
-    exchange.onResponseError(
-      null as never,
-      Object.assign(new Error('upstream TLS material unavailable'), { code: 'ERR_SSL_NO_MATERIAL' }),
-    );
-    return;
-  }
-  pool.dispatch(options, exchange);
 }
 
 /**
@@ -172,6 +122,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly server: UpstreamServer;
   readonly release: Release;
   readonly withBody: boolean;
+  readonly grpc: boolean;
   readonly wire: Wire;
 
   constructor(
@@ -181,8 +132,6 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     upgrade: UpgradeHooks | null,
     server: UpstreamServer,
     release: Release,
-    withBody: boolean,
-    wire: Wire,
   ) {
     this.request = request;
     this.deps = deps;
@@ -190,12 +139,54 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.upgrade = upgrade;
     this.server = server;
     this.release = release;
-    this.withBody = withBody;
-    this.wire = wire;
+    this.withBody = upgrade === null && hasBody(request.req);
+    this.grpc = upgrade === null && isGrpcRequest(request.req);
+    // WebSockets are HTTP/1.1 whatever the path's protocol (an HTTP/2 connection cannot carry them here).
+    this.wire = upgrade === null ? wireFor(server, this.grpc) : 'h1';
+  }
+
+  /** Sends the request to this exchange's server. */
+  send(): void {
+    const { request, server, deps, withBody, wire } = this;
+    request.upstream = server;
+    const { req, res } = request;
+    const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
+    const options: Dispatcher.DispatchOptions & { servername?: string } = {
+      origin: server.origin,
+      method: req.method ?? 'GET',
+      path,
+      headers: upstreamRequestHeaders(request, request.secure ? 'https' : 'http', request.rawHost),
+      body: withBody ? req : null,
+      upgrade: this.upgrade === null ? null : 'websocket',
+    };
+    // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
+    const servername = tlsServerName(server);
+    if (servername !== undefined) options.servername = servername;
+    if (this.grpc) {
+      this.call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
+      options.headersTimeout = 0;
+      options.bodyTimeout = 0;
+    }
+    this.#watchClient();
+    // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is
+    // told to send its body only now that the pipeline admitted the request and a connection is ready.
+    if (withBody && !res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
+    let pool: ReturnType<UpstreamPools['get']>;
+    try {
+      pool = deps.pools.get(server, wire);
+    } catch {
+      // A TLS file gone since validation read it (the reloads keep the last good copy once read).
+      this.onResponseError(
+        null as never,
+        Object.assign(new Error('upstream TLS material unavailable'), { code: 'ERR_SSL_NO_MATERIAL' }),
+      );
+      return;
+    }
+    pool.dispatch(options, this);
   }
 
   /** Listens for the client leaving, which releases the upstream request. */
-  watchClient(): void {
+  #watchClient(): void {
     const { req, res } = this.request;
     // `on`: a response closes once, and #done() removes it; `once` would allocate a wrapper.
     res.on('close', this.#onClientGone);
