@@ -268,6 +268,15 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/jwt'),
     };
   }),
+  tollgateTarget('tollgate-rate-limit', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    return {
+      label: 'tollgate + rate_limit',
+      url: `${tollgate.base}/limited`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
   tollgateTarget('tollgate-issuer', async (context) => {
     const tollgate = await sharedTollgate(context);
     return {
@@ -406,6 +415,16 @@ export const TARGETS: readonly TargetDefinition[] = [
       },
     ),
   ),
+  // With workers a rate limit is one budget kept by the primary: one IPC round trip per request.
+  tollgateTarget('tollgate-workers-rate-limit', async (context) => {
+    const tollgate = await startTollgate(context.upstreamPort, { workers: context.workers });
+    return {
+      label: `tollgate ×${context.workers} + rate_limit`,
+      url: `${tollgate.base}/limited`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
 ];
 
 /** Which figure of two targets a ratio compares. */
@@ -444,6 +463,20 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'undici-minimal-workers',
     metric: 'cpu',
     goal: 1.15,
+  },
+  {
+    name: 'tollgate+rate_limit / tollgate',
+    numerator: 'tollgate-rate-limit',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    note: 'keeping a per-client count in the process',
+  },
+  {
+    name: 'tollgate({N})+rate_limit / tollgate({N})',
+    numerator: 'tollgate-workers-rate-limit',
+    denominator: 'tollgate-workers',
+    metric: 'cpu',
+    note: 'the count kept by the primary: one IPC round trip per request',
   },
   {
     name: 'tollgate / nginx',

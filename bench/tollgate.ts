@@ -53,6 +53,9 @@ export interface RunningTollgate {
   expectUnauthorized(path: string): Promise<void>;
 }
 
+/** `rate_limit` of the `/limited` route: far above any rate the bench reaches, so nothing is refused. */
+export const RATE_LIMIT_NEVER_REACHED = 1_000_000_000;
+
 export function tollgateBuilt(): boolean {
   return existsSync(MAIN_JS);
 }
@@ -159,6 +162,11 @@ export async function startTollgate(
               `        servers: [${server}]`,
               '        authorization:',
               '          type: jwt',
+              // A limit no bench run reaches: the cost of keeping the count, with workers one IPC
+              // round trip to the primary per request (docs/workers.md).
+              '      "/limited":',
+              `        servers: [${server}]`,
+              `        rate_limit: ${RATE_LIMIT_NEVER_REACHED}`,
               ...issuerRouteYaml(server, issuer.jwksFile),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
             ];

@@ -1,7 +1,6 @@
 import { Redis } from 'ioredis';
 import {
-  type RateLimiterAbstract,
-  RateLimiterCluster,
+  type RateLimiterLike,
   RateLimiterMemory,
   RateLimiterRedis,
   RateLimiterRes,
@@ -9,6 +8,7 @@ import {
 import { rateLimitBackendUp, rateLimitedTotal } from '../admin/metrics.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
+import { ClusterCounter } from './cluster-counters.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, refuse, type Verdict } from './verdict.ts';
 
@@ -99,9 +99,10 @@ const FAILURE_WINDOW_SECONDS = 60;
 const REDIS_COMMAND_TIMEOUT_MS = 250;
 
 /**
- * A worker whose primary does not answer within this lets the request through (logged): the
- * library's default. The primary only counts, so a slower answer means it is starved of CPU, and a
- * shorter wait would turn a busy moment into requests that escape their limit.
+ * A worker whose primary does not answer within this lets the request through (logged), as
+ * rate-limiter-flexible's own cluster limiter does by default. The primary only counts, so a slower
+ * answer means it is starved of CPU, and a shorter wait would turn a busy moment into requests that
+ * escape their limit.
  */
 const CLUSTER_TIMEOUT_MS = 5000;
 
@@ -115,16 +116,16 @@ export function createRateLimitStage({
   const redis = redisUrl ? connectRedis(redisUrl, logger) : null;
   // In-memory counters are always available: 1 keeps a single `== 0` alert valid for both setups.
   if (!redis) rateLimitBackendUp.set(1);
-  const limiters = new Map<string, RateLimiterAbstract>();
+  const limiters = new Map<string, RateLimiterLike>();
 
   /** One limiter per (prefix, points), created on first use and kept (the set of values is tiny). */
-  function cachedLimiter(prefix: string, points: number, duration: number): RateLimiterAbstract {
+  function cachedLimiter(prefix: string, points: number, duration: number): RateLimiterLike {
     const keyPrefix = `${prefix}:${points}`;
     let limiter = limiters.get(keyPrefix);
     if (limiter) return limiter;
     const memory =
       shared === 'cluster'
-        ? new RateLimiterCluster({ points, duration, keyPrefix, timeoutMs: CLUSTER_TIMEOUT_MS })
+        ? new ClusterCounter({ points, duration, keyPrefix, timeoutMs: CLUSTER_TIMEOUT_MS })
         : new RateLimiterMemory({ points, duration, keyPrefix });
     limiter = redis
       ? new RateLimiterRedis({

@@ -1,6 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Server } from 'node:net';
-import { RateLimiterClusterMaster } from 'rate-limiter-flexible';
 import { rateLimitBackendUp, registerWorkerMetrics, registry } from '../admin/metrics.ts';
 import { createAdminServer, type Readiness } from '../admin/server.ts';
 import { createTokenApiServer } from '../api/server.ts';
@@ -10,6 +9,7 @@ import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { formatAddress, listen } from '../listen.ts';
 import { abandonLogs, createLogger, type Logger } from '../log.ts';
+import { serveClusterCounters } from '../pipeline/cluster-counters.ts';
 import { createRuntime } from '../runtime.ts';
 import type { KubernetesProvider } from '../sources/kubernetes/provider.ts';
 import { serviceRefs, usesKubernetes } from '../sources/kubernetes/use.ts';
@@ -115,7 +115,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
   rateLimitBackendUp.set(1);
   const clusterMetrics = createClusterMetrics();
   // Counters of every worker's limiters live here, so a budget is one for the whole set.
-  new RateLimiterClusterMaster();
+  serveClusterCounters();
 
   const slots: Slot[] = Array.from({ length: options.workers }, (_, index) => ({
     index,
