@@ -17,7 +17,7 @@ import { tlsPairsOf } from './config/file-checks.ts';
 import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
 import { createLifecycle } from './lifecycle.ts';
-import { formatAddress, listen } from './listen.ts';
+import { boundAddressesField, listen } from './listen.ts';
 import { createProxyListeners } from './listeners/listeners.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRequestRecorder } from './observe/requests.ts';
@@ -358,12 +358,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
           : error;
       }
       const addresses = bound;
-      const boundAddresses = {
-        proxy: formatAddress(addresses.proxy),
-        ...(addresses.proxyTls ? { proxy_tls: formatAddress(addresses.proxyTls) } : {}),
-        api: formatAddress(addresses.api),
-        admin: formatAddress(addresses.admin),
-      };
+      const boundAddresses = boundAddressesField(addresses);
       const announceReady = () => {
         runtime.phase = 'ready';
         logger.info(
@@ -448,39 +443,25 @@ export function applyListenerLimits(
 }
 
 /**
- * What a worker of a primary reloads itself (docs/workers.md): the TLS certificate and key its
- * listener serves and the revoked tokens its requests are checked against.
- */
-/**
  * `verify: false` is never silent (docs/traffic.md#tls-to-upstreams): every route dialling a server
- * without checking its certificate is named at start and on each reload.
+ * without checking its certificate is named at start and on each reload, once per set of routes
+ * (Kubernetes endpoint changes swap the table often).
  */
 function unverifiedUpstreamsLog(logger: Logger): (table: RoutingTable) => void {
   let logged = '';
-  return (table) =>
-    logUnverifiedUpstreams(table, logger, logged, (key) => {
-      logged = key;
-    });
-}
-
-function logUnverifiedUpstreams(
-  table: RoutingTable,
-  logger: Logger,
-  logged: string,
-  remember: (key: string) => void,
-): void {
-  const routes = table.routes.filter((route) =>
-    route.servers.some((server) => server.transport.tls?.verify === false),
-  );
-  // Once per set of routes: Kubernetes endpoint changes swap the table often.
-  const key = routes.map((route) => route.id).join('\n');
-  if (key === logged) return;
-  remember(key);
-  if (routes.length === 0) return;
-  logger.warn(
-    { routes: routes.map((route) => route.id) },
-    'upstream_tls verify: false: these routes do not check their upstream certificates',
-  );
+  return (table) => {
+    const routes = table.routes
+      .filter((route) => route.servers.some((server) => server.transport.tls?.verify === false))
+      .map((route) => route.id);
+    const key = routes.join('\n');
+    if (key === logged) return;
+    logged = key;
+    if (routes.length === 0) return;
+    logger.warn(
+      { routes },
+      'upstream_tls verify: false: these routes do not check their upstream certificates',
+    );
+  };
 }
 
 /** The upstream TLS files the live routes name, followed as the table changes (upstream/tls-files). */

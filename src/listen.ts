@@ -6,6 +6,21 @@ export function formatAddress(address: ListenAddress): string {
   return address.host.includes(':') ? `[${address.host}]:${address.port}` : `${address.host}:${address.port}`;
 }
 
+/** The `addresses` field of the ready and waiting-for-sync log lines: every bound listener. */
+export function boundAddressesField(bound: {
+  proxy: ListenAddress;
+  proxyTls: ListenAddress | null;
+  api: ListenAddress;
+  admin: ListenAddress;
+}): Record<string, string> {
+  return {
+    proxy: formatAddress(bound.proxy),
+    ...(bound.proxyTls ? { proxy_tls: formatAddress(bound.proxyTls) } : {}),
+    api: formatAddress(bound.api),
+    admin: formatAddress(bound.admin),
+  };
+}
+
 /**
  * Binds a server, turning the usual failures into one clear line naming the config key
  * (e.g. "cannot listen on 0.0.0.0:8080 (proxy_address_http): address already in use").

@@ -127,11 +127,15 @@ class CountersChannel {
 
   #flush(): void {
     this.#flushScheduled = false;
-    const id = this.#nextId++;
-    const batch: AskBatch = { channel: CHANNEL, id, asks: this.#asks };
+    const asks = this.#asks;
     const waiting = this.#waiting;
     this.#asks = [];
     this.#waiting = [];
+    if (process.send === undefined || !process.connected) {
+      for (const one of waiting) one.reject(new Error('not a worker of a Tollgate primary'));
+      return;
+    }
+    const id = this.#nextId++;
     // One timer per batch: a primary that does not answer in time lets these requests through (the
     // caller logs it), rather than holding them.
     const timer = setTimeout(() => {
@@ -141,12 +145,7 @@ class CountersChannel {
     }, this.#timeoutMs);
     timer.unref();
     this.#inFlight.set(id, { waiting, timer });
-    if (process.send === undefined || !process.connected) {
-      clearTimeout(timer);
-      this.#inFlight.delete(id);
-      for (const one of waiting) one.reject(new Error('not a worker of a Tollgate primary'));
-      return;
-    }
+    const batch: AskBatch = { channel: CHANNEL, id, asks };
     process.send(batch);
   }
 

@@ -106,14 +106,14 @@ function attempt(
  * callbacks as closures were a share of the per-request allocations (docs/benchmark.md).
  */
 class UpstreamExchange implements Dispatcher.DispatchHandler {
-  call: GrpcCall | null = null;
+  #call: GrpcCall | null = null;
   controller: Dispatcher.DispatchController | null = null;
   #trailersOnly: { statusCode: number; outgoing: IncomingHttpHeaders } | null = null;
   #responded = false;
   #finished = false;
   #clientGone = false;
   /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
-  readonly #onClientGone = () => this.clientClosed();
+  readonly #onClientGone = () => this.#clientClosed();
 
   readonly request: ProxyRequest;
   readonly deps: ForwarderDeps;
@@ -163,7 +163,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const servername = tlsServerName(server);
     if (servername !== undefined) options.servername = servername;
     if (this.grpc) {
-      this.call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
+      this.#call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
       options.headersTimeout = 0;
       options.bodyTimeout = 0;
     }
@@ -194,11 +194,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // compatibility request ends its body cleanly when the stream is reset (a content-length the DATA
     // frames contradict, RST_STREAM), and says so only by 'aborted', before that end.
     if (this.withBody) req.on('aborted', this.#onClientGone);
-    if ((req as { aborted?: boolean }).aborted === true) this.clientClosed();
+    if ((req as { aborted?: boolean }).aborted === true) this.#clientClosed();
   }
 
   /** The client went away: release the upstream request instead of reading a response nobody wants. */
-  clientClosed(): void {
+  #clientClosed(): void {
     if (this.#finished) return;
     this.#clientGone = true;
     this.controller?.abort(new Error('client closed the connection'));
@@ -206,7 +206,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   #done(): void {
     this.#finished = true;
-    this.call?.stop();
+    this.#call?.stop();
     const { req, res } = this.request;
     res.off('close', this.#onClientGone);
     if (this.withBody) req.off('aborted', this.#onClientGone);
@@ -216,7 +216,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   onRequestStart(ctrl: Dispatcher.DispatchController): void {
     this.controller = ctrl;
     if (this.#clientGone) ctrl.abort(new Error('client closed the connection'));
-    else if (this.request.res.destroyed) this.clientClosed();
+    else if (this.request.res.destroyed) this.#clientClosed();
   }
 
   onResponseStart(
@@ -242,7 +242,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       request.responseHeaders,
       request.route.responseHeaders,
     );
-    if (this.call !== null && headers['grpc-status'] !== undefined) {
+    if (this.#call !== null && headers['grpc-status'] !== undefined) {
       // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
       this.#trailersOnly = { statusCode, outgoing };
       return;
@@ -257,7 +257,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const { request } = this;
     const { res } = request;
     request.responseBytes += chunk.length;
-    this.call?.alive();
+    this.#call?.alive();
     if (this.#trailersOnly !== null) {
       res.writeHead(this.#trailersOnly.statusCode, this.#trailersOnly.outgoing);
       this.#trailersOnly = null;
@@ -322,7 +322,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     }
     // The client left first (mid-download or before the answer): not the upstream's failure.
     if (this.#clientGone || (res.destroyed && !this.#responded)) return;
-    if (this.call?.expired) {
+    if (this.#call?.expired) {
       // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
       if (this.#responded) {
         res.addTrailers({ 'grpc-status': '4', 'grpc-message': 'deadline exceeded' });

@@ -7,7 +7,7 @@ import { applyListenerLimits, prepareConfig, StartError, type TollgateConfig } f
 import { serviceRefText } from '../config/service-ref.ts';
 import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
-import { formatAddress, listen } from '../listen.ts';
+import { boundAddressesField, listen } from '../listen.ts';
 import { abandonLogs, createLogger, type Logger } from '../log.ts';
 import { serveClusterCounters } from '../pipeline/cluster-counters.ts';
 import { createRuntime } from '../runtime.ts';
@@ -197,13 +197,13 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
   applyListenerLimits(main, { proxyServer: null, tlsServer: null, tokenApiServer, adminServer });
   let hotReload: RuntimeFiles | null = null;
 
+  // Workers take the young-generation cap even when the primary was started without it: they are
+  // the ones serving requests (src/v8-launch-flags.ts).
+  cluster.setupPrimary({ execArgv: withLaunchFlags(process.execArgv) });
   const fork = (slot: Slot) => {
     slot.restartTimer = null;
     slot.replacing = null;
     slot.state = 'starting';
-    // Workers take the young-generation cap even when the primary was started without it: they are
-    // the ones serving requests (src/v8-launch-flags.ts).
-    cluster.setupPrimary({ execArgv: withLaunchFlags(process.execArgv) });
     slot.worker = cluster.fork({ TOLLGATE_WORKER: String(slot.index) });
   };
 
@@ -447,12 +447,12 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
         });
         hotReload = runtimeFiles;
         provider?.attach(runtimeFiles.upstreams);
-        const boundAddresses = {
-          proxy: formatAddress(workerMain.proxyAddressHttp),
-          ...(workerMain.proxyAddressTls ? { proxy_tls: formatAddress(workerMain.proxyAddressTls) } : {}),
-          api: formatAddress(api),
-          admin: formatAddress(admin),
-        };
+        const boundAddresses = boundAddressesField({
+          proxy: workerMain.proxyAddressHttp,
+          proxyTls: workerMain.proxyAddressTls,
+          api,
+          admin,
+        });
         const announceReady = () => {
           runtime.phase = 'ready';
           logger.info({ hash, workers: slots.length, addresses: boundAddresses }, 'tollgate ready');
