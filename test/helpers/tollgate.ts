@@ -76,8 +76,8 @@ export interface TollgateOptions {
   upstreamsPath?: string;
   /**
    * Wait for /readyz 200 (default true); `'listening'` waits only until the listeners are bound (the
-   * ports are then the ones the process reports, as with `true`); `false` does not wait at all, and
-   * the ports are chosen up front (fit only for starts expected to fail).
+   * ports are then the ones the process reports, as with `true`); `false` does not wait at all and
+   * listens on port 0 without learning the ports (fit only for starts expected to fail).
    */
   waitReady?: boolean | 'listening';
   /**
@@ -196,12 +196,17 @@ async function startOnce(options: TollgateOptions): Promise<Tollgate> {
   // The ready line names the ports the kernel chose, so port 0 needs no free-port race. Without it
   // (no wait, or a log level that hides it) the ports must be known up front.
   const readPortsFromLog = options.waitReady !== false && !quiet;
+  // A start nobody waits for is one expected to fail: port 0 leaves it nothing to race for (a port
+  // chosen here could be taken by another suite before the child binds it, failing it for the wrong
+  // reason), and its ports are never used.
+  const noWait = options.waitReady === false;
   if (options.waitReady === 'listening' && quiet) {
     throw new Error("waitReady: 'listening' reads the listen line, which a quiet log_level hides");
   }
-  const fixed = readPortsFromLog
-    ? { proxy: 0, api: 0, admin: 0 }
-    : { proxy: await freePort(), api: await freePort(), admin: await freePort() };
+  const fixed =
+    readPortsFromLog || noWait
+      ? { proxy: 0, api: 0, admin: 0 }
+      : { proxy: await freePort(), api: await freePort(), admin: await freePort() };
   const { dir, mainPath, upstreamsPath } = await writeConfig(options, fixed);
   let proxyPort = fixed.proxy;
   let apiPort = fixed.api;
