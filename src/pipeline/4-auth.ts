@@ -80,14 +80,20 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   const after = (pending: Promise<void> | null, verdict: Verdict): Verdict | Promise<Verdict> =>
     pending === null ? verdict : pending.then(() => verdict);
 
-  const refused = (request: ProxyRequest, method: AuthMethod, reason: AuthFailureReason): Verdict => {
-    counted(request, method, reason);
+  const refused = (
+    request: ProxyRequest,
+    method: AuthMethod,
+    reason: AuthFailureReason,
+  ): Verdict | Promise<Verdict> => {
+    // The refusal goes out once the failure is counted, so the client's next attempt, on any worker,
+    // already sees it (as relayed() does).
+    const pending = counted(request, method, reason);
     // Overloaded or unavailable is no verdict on the credential: no challenge, just when to try again.
     if (reason === 'auth_overloaded' || reason === 'auth_unavailable') {
-      return refuse(reason, { 'retry-after': '1' });
+      return after(pending, refuse(reason, { 'retry-after': '1' }));
     }
     const challenge = withRealm(methods[method].challenge(reason), request.route.auth?.realm);
-    return refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge });
+    return after(pending, refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge }));
   };
 
   const failed = (request: ProxyRequest, error: unknown): Verdict => {

@@ -283,3 +283,39 @@ test('jwt: a changed masterkey refuses tokens of the old one, even cached; no ma
   const none = request(policy, { authorization: `Bearer ${token}` });
   assert.equal(errorCode(answerOf(await h.stage(none.proxyRequest))), 'token_invalid');
 });
+
+test('auth_failure_limit: a refusal goes out only once the failure is counted (so the next attempt sees it)', async () => {
+  const logger = createLogger('silent', { write: () => {} });
+  let counted = 0;
+  let finishRecord: () => void = () => {};
+  const { stage } = createAuthStage({
+    tokenParam: 'tollgatetoken',
+    masterkey: () => MASTERKEY,
+    logger,
+    failureGuard: {
+      blockedFor: async () => 0,
+      record: () =>
+        new Promise<void>((resolve) => {
+          finishRecord = () => {
+            counted++;
+            resolve();
+          };
+        }),
+    },
+  });
+  const { proxyRequest } = request(plainBasic, { authorization: basicHeader('alice', 'wrong') });
+  (proxyRequest.route as { authFailureLimit: number }).authFailureLimit = 3;
+  let settled: Verdict | null = null;
+  const verdict = stage(proxyRequest);
+  assert.ok(verdict instanceof Promise);
+  void verdict.then((value) => {
+    settled = value;
+  });
+  // The store has not answered: nothing may be sent yet.
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(settled, null);
+  finishRecord();
+  const answer = (await verdict) as Answer;
+  assert.equal(counted, 1);
+  assert.equal(answer.status, 401);
+});
