@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 
 /**
  * Small auth services on loopback that follow the documented forward-auth contracts of two products
@@ -41,6 +42,7 @@ export const AUTHELIA_PORTAL = 'https://auth.example.com/';
 
 async function serve(
   handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+  host = '127.0.0.1',
 ): Promise<AuthService> {
   const checks: AuthServiceCheck[] = [];
   const service: AuthService = {
@@ -67,11 +69,11 @@ async function serve(
     }
     handle(req, res);
   });
-  server.listen(0, '127.0.0.1');
+  server.listen(0, host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   Object.assign(service, {
-    origin: `http://127.0.0.1:${port}`,
+    origin: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -84,7 +86,19 @@ async function serve(
 const hasCookie = (req: http.IncomingMessage, cookie: string) =>
   (req.headers.cookie ?? '').split(';').some((pair) => pair.trim() === cookie);
 
-export function startOauth2Proxy(): Promise<AuthService> {
+/**
+ * The address of this machine that is not loopback, or null: an Ingress's auth-url may not name
+ * loopback (docs/ingress.md), so Ingress tests reach their auth service there.
+ */
+export function nonLoopbackAddress(): string | null {
+  for (const addresses of Object.values(networkInterfaces()))
+    for (const address of addresses ?? [])
+      if (!address.internal && address.family === 'IPv4') return address.address;
+  return null;
+}
+
+/** `host`: the address to listen on (default loopback). */
+export function startOauth2Proxy(host?: string): Promise<AuthService> {
   return serve((req, res) => {
     const url = new URL(req.url ?? '/', 'http://oauth2-proxy');
     if (url.pathname === '/oauth2/auth') {
@@ -114,7 +128,7 @@ export function startOauth2Proxy(): Promise<AuthService> {
     }
     res.writeHead(404);
     res.end();
-  });
+  }, host);
 }
 
 export function startAuthelia(): Promise<AuthService> {

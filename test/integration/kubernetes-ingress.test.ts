@@ -3,7 +3,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type AuthService, OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
+import {
+  type AuthService,
+  nonLoopbackAddress,
+  OAUTH2_PROXY_COOKIE,
+  startOauth2Proxy,
+} from '../helpers/auth-services.ts';
 import { bcryptOf } from '../helpers/bcrypt-hashes.ts';
 import {
   endpointSlice,
@@ -99,7 +104,8 @@ describe('Ingress objects through the built process (fake API server)', () => {
         endpoints: [{ ip: '127.0.0.1' }],
       }),
     );
-    oauth2 = await startOauth2Proxy();
+    // An Ingress's auth-url may not name loopback: the auth service listens on this machine's address.
+    oauth2 = await startOauth2Proxy(nonLoopbackAddress() ?? '127.0.0.1');
     dir = await mkdtemp(join(tmpdir(), 'tollgate-ingress-'));
     tollgate = await startTollgate({
       main: {
@@ -132,27 +138,27 @@ describe('Ingress objects through the built process (fake API server)', () => {
   });
 
   it('routing follows an Ingress created, updated and deleted, each within 1 s', async () => {
-    assert.equal((await get('web.test', '/app')).status, 404);
+    assert.equal((await get('live.test', '/app')).status, 404);
     api.apply(
       ingress({
         name: 'web',
         namespace: 'apps',
-        rules: [{ host: 'web.test', paths: [{ path: '/app', service: 'web', port: 80 }] }],
+        rules: [{ host: 'live.test', paths: [{ path: '/app', service: 'web', port: 80 }] }],
       }),
     );
     // Service port 80 is the pods' port of upstream a (as Kubernetes means the number).
-    await liveWithin('web.test', '/app/x', (res) => serverOf(res) === 'a');
+    await liveWithin('live.test', '/app/x', (res) => serverOf(res) === 'a');
     api.apply(
       ingress({
         name: 'web',
         namespace: 'apps',
-        rules: [{ host: 'web.test', paths: [{ path: '/app', service: 'other', port: 'http' }] }],
+        rules: [{ host: 'live.test', paths: [{ path: '/app', service: 'other', port: 'http' }] }],
       }),
     );
-    await liveWithin('web.test', '/app', (res) => serverOf(res) === 'b');
+    await liveWithin('live.test', '/app', (res) => serverOf(res) === 'b');
     api.delete('ingresses', 'apps', 'web');
-    await liveWithin('web.test', '/app', (res) => res.status === 404);
-    // upstreams.yaml's own path on the same host kept serving throughout.
+    await liveWithin('live.test', '/app', (res) => res.status === 404);
+    // upstreams.yaml's routes kept serving throughout.
     assert.equal(serverOf(await get('web.test', '/taken')), 'c');
   });
 
@@ -292,7 +298,7 @@ describe('Ingress objects through the built process (fake API server)', () => {
     assert.equal(await metric('tollgate_ingress_rejected{namespace="apps",name="snippet"}'), 0);
   });
 
-  it('a bad Ingress is left out and reported; the others keep serving; conflicts go to the oldest and to upstreams.yaml', async () => {
+  it('a bad Ingress is left out and reported; the others keep serving; a path conflict goes to the oldest', async () => {
     api.apply(
       ingress({
         name: 'first',
@@ -313,19 +319,17 @@ describe('Ingress objects through the built process (fake API server)', () => {
               { path: '/own', service: 'other', port: 80 },
             ],
           },
-          { host: 'web.test', paths: [{ path: '/taken', service: 'other', port: 80 }] },
         ],
       }),
     );
     await settled('shared.test', '/own', (res) => serverOf(res) === 'b');
     assert.equal(serverOf(await get('shared.test', '/')), 'a', 'the older Ingress keeps the path');
-    assert.equal(serverOf(await get('web.test', '/taken')), 'c', 'upstreams.yaml keeps its path');
     await waitFor(
       async () => (await metric('tollgate_ingress_rejected{namespace="apps",name="second"}')) === 1,
     );
     const second = api.events.filter((e) => e.involvedObject.name === 'second').at(-1);
     assert.match(second?.message ?? '', /already served by the older Ingress apps\/first/);
-    assert.match(second?.message ?? '', /already served by upstreams.yaml/);
+    assert.equal(second?.reason, 'PartlyServed');
 
     api.apply(
       ingress({
@@ -377,7 +381,12 @@ describe('Ingress objects through the built process (fake API server)', () => {
     assert.equal((await get('theirs.test', '/')).status, 404);
   });
 
-  it('auth-url, auth-signin and auth-response-headers: forward auth as ingress-nginx does it', async () => {
+  it('auth-url, auth-signin and auth-response-headers: forward auth as ingress-nginx does it', {
+    skip:
+      nonLoopbackAddress() === null
+        ? 'no address but loopback, which an Ingress auth-url may not name'
+        : false,
+  }, async () => {
     api.apply(
       ingress({
         name: 'sso',

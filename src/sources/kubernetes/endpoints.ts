@@ -214,7 +214,7 @@ loopback.addAddress('::1', 'ipv6');
  * listener's own or any address of this host (loopback, or an interface's) — a listener bound to a
  * wildcard or loopback address answers there, and so may another process's bind of the same port.
  */
-function reaches(listener: ListenAddress, host: string, port: number): boolean {
+export function reaches(listener: ListenAddress, host: string, port: number): boolean {
   if (listener.port !== port || port === 0) return false;
   if (sameAddress(listener.host, host)) return true;
   return isLocalAddress(host);

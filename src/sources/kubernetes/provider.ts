@@ -134,6 +134,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       settings: { ...main.kubernetes, ingressClass },
       logger,
       tuning: options.tuning,
+      ownListeners: options.ownListeners,
       base: () => live,
       onTranslation: (translation) => {
         // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes

@@ -208,6 +208,7 @@ export function readAnnotations(annotations: Readonly<Record<string, string>>): 
   const problems: string[] = [];
   const authProblems: string[] = [];
   const warnings: string[] = [];
+  let authTypeRefused = false;
   for (const name of Object.keys(annotations).sort()) {
     const value = (annotations[name] as string).trim();
     const entry = BY_NAME.get(name);
@@ -226,6 +227,7 @@ export function readAnnotations(annotations: Readonly<Record<string, string>>): 
     }
     const parsed = entry.parse(value);
     if (!parsed.ok) {
+      if (entry.target === 'authType') authTypeRefused = true;
       (entry.auth ? authProblems : problems).push(`${name}: ${parsed.message}`);
       continue;
     }
@@ -237,7 +239,8 @@ export function readAnnotations(annotations: Readonly<Record<string, string>>): 
     from.set(entry.target, { name, value });
     (settings as Record<string, unknown>)[entry.target] = parsed.value;
   }
-  if (settings.authType === undefined) {
+  // An auth-type written but refused (digest, say) was reported by name above; no second message.
+  if (settings.authType === undefined && !authTypeRefused) {
     const dangling = (['authSecret', 'authUrl', 'authSecretType'] as const).filter(
       (key) => settings[key] !== undefined,
     );

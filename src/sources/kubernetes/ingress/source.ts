@@ -12,8 +12,9 @@ import {
   type V1Secret,
   type V1Service,
 } from '@kubernetes/client-node';
-import type { KubernetesSettings, UpstreamsConfig } from '../../../config/types.ts';
+import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../../config/types.ts';
 import type { Logger } from '../../../log.ts';
+import { reaches } from '../endpoints.ts';
 import { ingressRejected } from '../metrics.ts';
 import {
   type ResourceWatch,
@@ -41,6 +42,8 @@ export interface IngressSourceOptions {
   /** A new translation, after any change (coalesced; never before every watch listed once). */
   onTranslation: (translation: IngressTranslation) => void;
   tuning?: Partial<WatchTuning>;
+  /** Tollgate's own bound listeners: an Ingress's auth-url may not target them (docs/ingress.md). */
+  ownListeners?: () => readonly ListenAddress[];
 }
 
 export interface IngressSource {
@@ -221,6 +224,8 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       services: serviceMap,
       secrets,
       base: options.base(),
+      reachesTollgate: (host, port) =>
+        (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
     });
     last = next;
     report(next.reports);
@@ -233,23 +238,26 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   function report(reports: ReadonlyMap<string, IngressReport>): void {
     const now = new Map<string, string>();
     for (const [key, item] of reports) {
-      const text = JSON.stringify([item.problems, item.warnings]);
+      const text = JSON.stringify([item.problems, item.warnings, item.notices]);
       now.set(key, text);
       ingressRejected.set({ namespace: item.namespace, name: item.name }, item.problems.length > 0 ? 1 : 0);
       if (reported.get(key) === text) continue;
+      const warnings = [...item.warnings, ...item.notices.map((notice) => notice.message)];
       if (item.problems.length > 0) {
         logger.warn(
-          { ingress: key, problems: item.problems, warnings: item.warnings, served: item.served },
+          { ingress: key, problems: item.problems, warnings, served: item.served },
           item.served ? 'ingress partly served' : 'ingress rejected: left out of the routing table',
         );
         void event(item, 'Warning', item.served ? 'PartlyServed' : 'Rejected', item.problems.join('; '));
-      } else if (item.warnings.length > 0) {
-        logger.warn({ ingress: key, warnings: item.warnings }, 'ingress served with warnings');
-        void event(item, 'Warning', 'Ignored', item.warnings.join('; '));
-      } else if (reported.has(key)) {
+      } else if (warnings.length > 0) {
+        logger.warn({ ingress: key, warnings }, 'ingress served with warnings');
+      } else {
         logger.info({ ingress: key }, 'ingress served');
-        void event(item, 'Normal', 'Served', 'served by Tollgate');
-      } else logger.info({ ingress: key }, 'ingress served');
+        if (reported.has(key)) void event(item, 'Normal', 'Served', 'served by Tollgate');
+      }
+      // One Event per kind of warning, each with its reason (docs/ingress.md#when-something-is-wrong).
+      for (const [reason, messages] of warningsByReason(item))
+        void event(item, 'Warning', reason, messages.join('; '));
     }
     for (const key of reported.keys()) {
       if (now.has(key)) continue;
@@ -365,6 +373,18 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       ]);
     },
   };
+}
+
+/** An Ingress's warnings by Event reason: ignored annotations are `Ignored`, notices carry their own. */
+function warningsByReason(item: IngressReport): Map<string, string[]> {
+  const byReason = new Map<string, string[]>();
+  if (item.warnings.length > 0) byReason.set('Ignored', [...item.warnings]);
+  for (const notice of item.notices) {
+    const messages = byReason.get(notice.reason) ?? [];
+    byReason.set(notice.reason, messages);
+    messages.push(notice.message);
+  }
+  return byReason;
 }
 
 function addressEntry(address: string): V1IngressLoadBalancerIngress {

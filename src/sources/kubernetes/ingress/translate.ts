@@ -18,7 +18,9 @@ import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.t
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
+import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+import { certificateHosts, type HostClaim, hostOwners, hostOwnershipProblem } from './ownership.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -39,16 +41,23 @@ export interface IngressInput {
   services: ReadonlyMap<string, V1Service>;
   /** By `namespace/name`; a Secret the watches listed and found absent is simply not in the map. */
   secrets: ReadonlyMap<string, V1Secret>;
-  /** The routes of upstreams.yaml: they win over any Ingress for the same host and path. */
+  /** The routes of upstreams.yaml: every host they name is theirs alone (docs/ingress.md#host-ownership). */
   base: Pick<UpstreamsConfig, 'hosts'>;
+  /** Tollgate's own listeners, which an Ingress's auth-url may not target (none given: not checked). */
+  reachesTollgate?: ReachesTollgate;
 }
 
 /** A TLS certificate an Ingress asks to serve for its hosts by SNI. */
 export interface IngressCertificate {
   /** `namespace/name` of the Secret. */
   secret: string;
-  /** The names it is served for: the hosts of its `spec.tls` entry, else the certificate's own names. */
+  /**
+   * The names it is served for: of the hosts of its `spec.tls` entry (else the certificate's own
+   * names), those its Ingress serves paths on (docs/ingress.md#tls).
+   */
   hosts: string[];
+  /** `hosts` came from `spec.tls[].hosts` (else from the certificate). */
+  listed: boolean;
   /** PEM, checked: the certificate parses and the key is its key. */
   certificate: string;
   key: string;
@@ -60,8 +69,16 @@ export interface IngressReport {
   name: string;
   problems: string[];
   warnings: string[];
+  /** Warnings with an Event reason of their own (docs/ingress.md#when-something-is-wrong). */
+  notices: IngressNotice[];
   /** Some of its paths are served (or closed with 503); false when it was left out entirely. */
   served: boolean;
+}
+
+/** A warning that gets its own Event reason; the Ingress is served. */
+export interface IngressNotice {
+  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed';
+  message: string;
 }
 
 export interface IngressTranslation {
@@ -136,27 +153,39 @@ export function byAge(a: V1Ingress, b: V1Ingress): number {
 export function translateIngresses(input: IngressInput): IngressTranslation {
   const classes = ourClasses(input);
   const claimed = new Map<string, string>();
-  for (const host of input.base.hosts)
-    for (const path of host.paths) claimed.set(claimKey(host.name, path), 'upstreams.yaml');
   const hosts = new Map<string, HostConfig>();
   const certificates: IngressCertificate[] = [];
   const reports = new Map<string, IngressReport>();
 
   const ours = input.ingresses.filter((ingress) => isOurs(ingress, classes)).sort(byAge);
-  for (const ingress of ours) {
+  const claims = ours.map(hostClaim);
+  const owners = hostOwners(
+    input.base.hosts.map((host) => host.name),
+    claims,
+  );
+  for (const [index, ingress] of ours.entries()) {
     const namespace = ingress.metadata?.namespace ?? 'default';
     const name = ingress.metadata?.name ?? '';
     const id = `${namespace}/${name}`;
-    const report: IngressReport = { namespace, name, problems: [], warnings: [], served: false };
+    const report: IngressReport = { namespace, name, problems: [], warnings: [], notices: [], served: false };
     reports.set(id, report);
+    // A host it does not own leaves the whole Ingress out (docs/ingress.md#host-ownership).
+    const foreign = (claims[index] as HostClaim).hosts
+      .map((host) => hostOwnershipProblem(host, owners.get(host), namespace))
+      .filter((problem) => problem !== null);
+    if (foreign.length > 0) {
+      report.problems.push(...foreign);
+      continue;
+    }
     const built = buildIngress(ingress, input, report);
     if (built === null) continue;
+    const servedHosts = new Set<string>();
     for (const [host, path] of built.paths) {
       const key = claimKey(host, path);
       const owner = claimed.get(key);
       if (owner !== undefined) {
         report.problems.push(
-          `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''} is already served by ${owner === 'upstreams.yaml' ? owner : `the older Ingress ${owner}`}`,
+          `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''} is already served by the older Ingress ${owner}`,
         );
         continue;
       }
@@ -165,10 +194,36 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
       hosts.set(host, hostConfig);
       hostConfig.paths.push(path);
       report.served = true;
+      servedHosts.add(host);
     }
-    certificates.push(...built.certificates);
+    for (const certificate of built.certificates) {
+      // SNI only for the hosts this Ingress serves (and so owns): a Secret claims no one else's.
+      const served = certificateHosts(certificate.hosts, servedHosts);
+      if (certificate.listed)
+        for (const host of certificate.hosts.filter((listed) => !served.includes(listed)))
+          report.notices.push({
+            reason: 'TLSHostNotServed',
+            message: `spec.tls: ${certificate.secret} is not served for ${host}: this Ingress serves no path there`,
+          });
+      if (served.length > 0) certificates.push({ ...certificate, hosts: served });
+    }
   }
   return { hosts: [...hosts.values()], certificates, reports };
+}
+
+/** The hosts an Ingress names: its rules' (a rule without host and defaultBackend name `DEFAULT`). */
+function hostClaim(ingress: V1Ingress): HostClaim {
+  const namespace = ingress.metadata?.namespace ?? 'default';
+  const hosts = new Set<string>();
+  for (const rule of ingress.spec?.rules ?? []) {
+    if (rule.host === undefined || rule.host === '') hosts.add(DEFAULT_HOST);
+    else {
+      const key = hostKey(rule.host);
+      if (key.ok) hosts.add(key.value);
+    }
+  }
+  if (ingress.spec?.defaultBackend) hosts.add(DEFAULT_HOST);
+  return { namespace, ingress: `${namespace}/${ingress.metadata?.name ?? ''}`, hosts: [...hosts] };
 }
 
 interface BuiltIngress {
@@ -205,24 +260,25 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
     if (secret === undefined) problems.push(`TLS Secret ${namespace}/${tls.secretName} does not exist`);
     else if (typeof pair === 'string') problems.push(`TLS Secret ${namespace}/${tls.secretName}: ${pair}`);
     else if (pair !== null) {
-      const hosts =
-        hostsOfEntry.length > 0 ? hostsOfEntry : certificateNames(new X509Certificate(pair.certificate));
-      certificates.push({ secret: `${namespace}/${tls.secretName}`, hosts, ...pair });
+      const listed = hostsOfEntry.length > 0;
+      const hosts = listed ? hostsOfEntry : certificateNames(new X509Certificate(pair.certificate));
+      certificates.push({ secret: `${namespace}/${tls.secretName}`, hosts, listed, ...pair });
     }
   }
 
-  const auth = authorizationOf(settings, namespace, input.secrets);
-  report.warnings.push(...auth.warnings);
+  const auth = authorizationOf(settings, namespace, input.secrets, input.reachesTollgate);
+  report.notices.push(...auth.warnings.map((message) => ({ reason: 'WeakPasswordHash' as const, message })));
   const closed = [...annotations.authProblems, ...auth.problems];
 
   const paths: Array<[string, PathConfig]> = [];
+  const missingBackends: string[] = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
     const prefix = exact ? exactPath(path) : normalisePrefix(path);
     if (!prefix.ok) {
       problems.push(`${where}.path '${path}' ${prefix.reason}`);
       return;
     }
-    const servers = backendOf(backend, namespace, input.services, where, problems, report.warnings);
+    const servers = backendOf(backend, namespace, input.services, where, problems, missingBackends);
     if (servers === undefined) return;
     const toHttps =
       settings.forceToHttps === true ||
@@ -286,6 +342,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
     return null;
   }
   report.problems.push(...closed);
+  report.notices.push(...missingBackends.map((message) => ({ reason: 'BackendNotFound' as const, message })));
   return { paths, certificates };
 }
 
@@ -361,6 +418,7 @@ function authorizationOf(
   settings: IngressSettings,
   namespace: string,
   secrets: ReadonlyMap<string, V1Secret>,
+  reachesTollgate?: ReachesTollgate,
 ): AuthOutcome {
   const outcome: AuthOutcome = { policy: null, problems: [], warnings: [] };
   const type = settings.authType;
@@ -373,6 +431,11 @@ function authorizationOf(
   if (type === 'forward') {
     if (settings.authUrl === undefined) {
       outcome.problems.push('auth-type forward needs an auth-url');
+      return outcome;
+    }
+    const target = authUrlTargetProblem(settings.authUrl, reachesTollgate);
+    if (target !== null) {
+      outcome.problems.push(`auth-url ${target}: an Ingress may not send auth requests there`);
       return outcome;
     }
     outcome.policy = {
@@ -466,21 +529,13 @@ function stickyOf(sticky: IngressSettings['sticky']): StickySessions | null {
 }
 
 /**
- * upstreams.yaml's config with the Ingress routes added (translateIngresses already dropped those
- * upstreams.yaml serves). A host both name gets the Ingress paths beside its own.
+ * upstreams.yaml's config with the Ingress hosts added. A host upstreams.yaml names is its own
+ * (docs/ingress.md#host-ownership): translateIngresses never gives one to an Ingress, and a
+ * translation made against the previous upstreams.yaml loses the hosts the new one took.
  */
 export function mergeIngressRoutes(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
   if (hosts.length === 0) return base;
-  const claimed = new Set<string>();
-  for (const host of base.hosts) for (const path of host.paths) claimed.add(claimKey(host.name, path));
-  const merged = base.hosts.map((host) => ({ ...host, paths: [...host.paths] }));
-  for (const host of hosts) {
-    // A translation made against the previous upstreams.yaml may name a path the new one took.
-    const paths = host.paths.filter((path) => !claimed.has(claimKey(host.name, path)));
-    if (paths.length === 0) continue;
-    const existing = merged.find((candidate) => candidate.name === host.name);
-    if (existing) existing.paths.push(...paths);
-    else merged.push({ name: host.name, paths });
-  }
-  return { ...base, hosts: merged };
+  const fileHosts = new Set(base.hosts.map((host) => host.name));
+  const added = hosts.filter((host) => !fileHosts.has(host.name));
+  return added.length === 0 ? base : { ...base, hosts: [...base.hosts, ...added] };
 }

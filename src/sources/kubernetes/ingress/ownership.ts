@@ -1,0 +1,77 @@
+import { DEFAULT_HOST } from '../../../routing/normalise.ts';
+
+/**
+ * Who a host belongs to (docs/ingress.md#host-ownership). Paths alone are the wrong unit for
+ * conflicts: a newer Ingress of another team adding `/api`, or `/` Exact beside an older `/` Prefix,
+ * would receive that host's users' API keys and cookies. So a host has one owner:
+ *
+ * - upstreams.yaml, for every host it names (written by the operator): no Ingress adds a path there;
+ * - else the namespace of the oldest Ingress naming the host in a rule (creationTimestamp, then
+ *   namespace/name, the order Ingresses are translated in). Every Ingress of that namespace may serve
+ *   paths there (per-path conflicts between them are decided as before); an Ingress of another
+ *   namespace naming it is left out and reported, whatever its paths.
+ *
+ * A claim is made by naming the host, not by compiling: a team whose Ingress is broken for a moment
+ * does not hand its host to the next namespace that names it. Pure: the same input, the same owners.
+ */
+
+export type HostOwner =
+  | { kind: 'file' }
+  /** `ingress`: `namespace/name` of the Ingress that claimed the host first. */
+  | { kind: 'namespace'; namespace: string; ingress: string };
+
+/** One Ingress's claim: the host keys its rules (and defaultBackend, as `DEFAULT`) name. */
+export interface HostClaim {
+  namespace: string;
+  /** `namespace/name`. */
+  ingress: string;
+  hosts: readonly string[];
+}
+
+/** The owner of every named host: upstreams.yaml's first, then claims in the order given (oldest first). */
+export function hostOwners(fileHosts: Iterable<string>, claimsOldestFirst: readonly HostClaim[]) {
+  const owners = new Map<string, HostOwner>();
+  for (const host of fileHosts) owners.set(host, { kind: 'file' });
+  for (const claim of claimsOldestFirst)
+    for (const host of claim.hosts)
+      if (!owners.has(host))
+        owners.set(host, { kind: 'namespace', namespace: claim.namespace, ingress: claim.ingress });
+  return owners;
+}
+
+/**
+ * True when an Ingress of `namespace` may serve paths on a host with this owner. The one rule to build
+ * on: whatever shares a host (same-namespace Ingresses, canaries beside their main Ingress) passes here
+ * and then meets the per-path conflict rules.
+ */
+export function mayServeHost(owner: HostOwner | undefined, namespace: string): boolean {
+  return owner === undefined || (owner.kind === 'namespace' && owner.namespace === namespace);
+}
+
+/** Why an Ingress of `namespace` may not name `host`, or null when it may. */
+export function hostOwnershipProblem(
+  host: string,
+  owner: HostOwner | undefined,
+  namespace: string,
+): string | null {
+  if (mayServeHost(owner, namespace)) return null;
+  const name = host === DEFAULT_HOST ? 'the default host (no host, defaultBackend)' : `host ${host}`;
+  if (owner?.kind === 'file') return `${name} is served by upstreams.yaml; an Ingress adds no path to it`;
+  const first = owner as Extract<HostOwner, { kind: 'namespace' }>;
+  return `${name} belongs to namespace ${first.namespace} (claimed first by the Ingress ${first.ingress}); an Ingress of namespace ${namespace} may not serve it`;
+}
+
+/**
+ * The names a TLS certificate is served for by SNI: only hosts its own Ingress serves paths on
+ * (hosts it routes and owns), and of those only the ones `names` covers (a name, or a one-label
+ * `*.` wildcard). Never a wildcard itself, never the default host: a Secret cannot claim SNI for
+ * hosts beyond its Ingress's own.
+ */
+export function certificateHosts(names: readonly string[], served: ReadonlySet<string>): string[] {
+  const covers = (name: string, host: string) =>
+    name === host ||
+    (name.startsWith('*.') && host.indexOf('.') > 0 && host.slice(host.indexOf('.') + 1) === name.slice(2));
+  return [...served].filter(
+    (host) => host !== DEFAULT_HOST && names.some((name) => covers(name.toLowerCase(), host)),
+  );
+}
