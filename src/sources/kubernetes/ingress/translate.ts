@@ -196,19 +196,32 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
       report.served = true;
       servedHosts.add(host);
     }
-    for (const certificate of built.certificates) {
-      // SNI only for the hosts this Ingress serves (and so owns): a Secret claims no one else's.
-      const served = certificateHosts(certificate.hosts, servedHosts);
-      if (certificate.listed)
-        for (const host of certificate.hosts.filter((listed) => !served.includes(listed)))
-          report.notices.push({
-            reason: 'TLSHostNotServed',
-            message: `spec.tls: ${certificate.secret} is not served for ${host}: this Ingress serves no path there`,
-          });
-      if (served.length > 0) certificates.push({ ...certificate, hosts: served });
-    }
+    certificates.push(...ownCertificates(built.certificates, servedHosts, report));
   }
   return { hosts: [...hosts.values()], certificates, reports };
+}
+
+/**
+ * An Ingress's certificates narrowed to the hosts it serves paths on (and so owns): a Secret never
+ * claims SNI for another's host (docs/ingress.md#tls). A listed host left out is reported.
+ */
+function ownCertificates(
+  certificates: readonly IngressCertificate[],
+  servedHosts: ReadonlySet<string>,
+  report: IngressReport,
+): IngressCertificate[] {
+  const kept: IngressCertificate[] = [];
+  for (const certificate of certificates) {
+    const served = certificateHosts(certificate.hosts, servedHosts);
+    if (certificate.listed)
+      for (const host of certificate.hosts.filter((listed) => !served.includes(listed)))
+        report.notices.push({
+          reason: 'TLSHostNotServed',
+          message: `spec.tls: ${certificate.secret} is not served for ${host}: this Ingress serves no path there`,
+        });
+    if (served.length > 0) kept.push({ ...certificate, hosts: served });
+  }
+  return kept;
 }
 
 /** The hosts an Ingress names: its rules' (a rule without host and defaultBackend name `DEFAULT`). */
