@@ -53,6 +53,7 @@ export function createRequestRecorder(
         client_ip: request.clientIp,
         subject: request.subject,
         completed: request.completed ?? res.writableFinished,
+        ...(request.cutShort === null ? {} : { reason: request.cutShort }),
       });
     },
     unrouted(req, res, startedAt, refused) {
