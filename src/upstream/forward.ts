@@ -6,7 +6,7 @@ import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
-import { cutStalledResponse, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
+import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamPools, type Wire, wireFor } from './pools.ts';
@@ -120,13 +120,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #clientGone = false;
   /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
   readonly #onClientGone = () => this.#clientClosed();
-  /** True from a write the client's socket or stream could not take until its 'drain'. */
-  #waitingForDrain = false;
-  /**
-   * Armed only while back-pressured, so a response that flows costs no timer; one per exchange,
-   * re-armed with refresh() (see #pauseUntilDrained).
-   */
-  #sendTimer: NodeJS.Timeout | null = null;
+  /** Made at the first back-pressure only (see #pauseUntilDrained). */
+  #sendTimer: ClientSendTimer | null = null;
 
   readonly request: ProxyRequest;
   readonly deps: ForwarderDeps;
@@ -220,9 +215,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #done(): void {
     this.#finished = true;
     this.#call?.stop();
-    // Still back-pressured after the upstream's end: the timer now guards the client connection alone.
-    if (this.#sendTimer !== null && !(this.#waitingForDrain && !this.request.res.destroyed))
-      clearTimeout(this.#sendTimer);
+    this.#sendTimer?.finish();
     const { req, res } = this.request;
     res.off('close', this.#onClientGone);
     if (this.withBody) req.off('aborted', this.#onClientGone);
@@ -289,29 +282,15 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
    */
   #pauseUntilDrained(ctrl: Dispatcher.DispatchController): void {
     ctrl.pause();
-    if (this.#waitingForDrain) return;
-    this.#waitingForDrain = true;
-    this.request.res.once('drain', this.#onDrain);
-    if (this.#sendTimer === null)
-      this.#sendTimer = setTimeout(
-        this.#onSendTimeout,
+    if (this.#sendTimer !== null) this.#sendTimer.stalled();
+    else
+      this.#sendTimer = new ClientSendTimer(
+        this.request,
         this.deps.sendTimeoutMs ?? DEFAULT_CLIENT_SEND_TIMEOUT_MS,
-      ).unref();
-    // A timer that fired (or is pending since an earlier stall) restarts from now.
-    else this.#sendTimer.refresh();
+        () => ctrl.resume(),
+        () => this.#clientClosed(),
+      );
   }
-
-  readonly #onDrain = () => {
-    this.#waitingForDrain = false;
-    this.controller?.resume();
-  };
-
-  readonly #onSendTimeout = () => {
-    // Drained since: the timer was left running rather than cleared on every 'drain'.
-    if (!this.#waitingForDrain) return;
-    cutStalledResponse(this.request);
-    this.#clientClosed();
-  };
 
   onResponseEnd(
     _ctrl: Dispatcher.DispatchController,
