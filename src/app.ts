@@ -166,6 +166,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     pools,
     observer: upstreamObserver,
     responseTimeoutMs: main.timeouts.upstreamResponseHeadersMs,
+    sendTimeoutMs: main.timeouts.clientSendMs,
   });
   let revocations: LoadedRevocations;
   try {

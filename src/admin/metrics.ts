@@ -46,6 +46,13 @@ export const upstreamRejectedTotal = new Counter({
   registers: [registry],
 });
 
+export const clientSendTimeoutsTotal = new Counter({
+  name: 'tollgate_client_send_timeouts_total',
+  help: 'Responses reset because the client took no byte of them for client_send_timeout_seconds, by route.',
+  labelNames: ['route'] as const,
+  registers: [registry],
+});
+
 export const authFailuresTotal = new Counter({
   name: 'tollgate_auth_failures_total',
   help: 'Requests refused by authentication, by route, method and reason code.',

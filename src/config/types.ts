@@ -33,6 +33,8 @@ export interface Timeouts {
   clientFirstByteMs: number;
   /** A request body pausing this long between chunks is cut (`client_body_timeout_seconds`, default 30). */
   clientBodyIdleMs: number;
+  /** A response the client takes no byte of for this long is reset (`client_send_timeout_seconds`, default 60). */
+  clientSendMs: number;
 }
 
 /** Per-upstream-server connection limits (docs/configuration.md "Upstream connections"). */

@@ -22,20 +22,35 @@ export function classifyFirstBytes(head: Buffer): FirstBytes {
  *
  * `Upgrade: h2c` is a different thing (an HTTP/1.1 request asking to switch) and is never honoured:
  * see upstream/headers.ts, which never forwards `Upgrade` except for WebSockets.
+ *
+ * Until the first bytes decide, neither server watches the connection, so the first-byte timeout is
+ * kept here (docs/security.md "Client limits"): a connection silent for `firstByteMs`, or still
+ * undecided (a lone byte, part of the preface) once that much time has passed, is closed. It reuses
+ * the socket's own idle timer, so a connection that decides at once costs no timer of its own.
  */
-export function acceptCleartextHttp2(server: http.Server, h2: Http2Server): void {
+export function acceptCleartextHttp2(server: http.Server, h2: Http2Server, firstByteMs: number): void {
   const [http1Listener] = server.listeners('connection') as Array<(socket: Socket) => void>;
   if (http1Listener === undefined) throw new Error('the HTTP/1.1 server has no connection listener');
   server.removeListener('connection', http1Listener);
   server.prependListener('connection', (socket: Socket) => {
     let head: Buffer = Buffer.alloc(0);
+    const acceptedAt = performance.now();
+    const tooSlow = () => socket.destroy();
     const onData = (chunk: Buffer) => {
       head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
       const kind = classifyFirstBytes(head);
-      if (kind === 'undecided') return;
+      if (kind === 'undecided') {
+        // Trickled: the idle timer alone would let each byte buy another `firstByteMs`.
+        if (performance.now() - acceptedAt >= firstByteMs) socket.destroy();
+        return;
+      }
       socket.off('data', onData);
+      socket.off('timeout', tooSlow);
       socket.pause();
       if (kind === 'h2') {
+        // The session keeps its own timers (listeners/http2-limits.ts); the socket's would see no
+        // activity once node:http2 reads it natively.
+        socket.setTimeout(0);
         // The bytes read are put back; node:http2 feeds a new session what the socket already
         // holds before reading it natively, so the session keeps the real socket (no JavaScript
         // stream in between, which cost more than the rest of a proxied gRPC call).
@@ -50,5 +65,7 @@ export function acceptCleartextHttp2(server: http.Server, h2: Http2Server): void
       socket.resume();
     };
     socket.on('data', onData);
+    socket.setTimeout(firstByteMs);
+    socket.once('timeout', tooSlow);
   });
 }

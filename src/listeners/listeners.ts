@@ -95,7 +95,7 @@ export function createProxyListeners(
   if (main.http2Cleartext) {
     const h2c = serve(http2.createServer(http2Options), false);
     applyHttp2Limits(h2c, h2Limits);
-    acceptCleartextHttp2(plain, h2c);
+    acceptCleartextHttp2(plain, h2c, main.timeouts.clientFirstByteMs);
     drainable.push(drainableHttp2(h2c, false));
   }
 

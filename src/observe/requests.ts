@@ -53,6 +53,8 @@ export function createRequestRecorder(
         client_ip: request.clientIp,
         subject: request.subject,
         completed: request.completed ?? res.writableFinished,
+        // pino leaves undefined fields out: `reason` appears only on responses Tollgate cut short.
+        reason: request.cutShort ?? undefined,
       });
     },
     unrouted(req, res, startedAt, refused) {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
+import type { CutReason } from '../upstream/client-send-timeout.ts';
 import type { Verdict } from './verdict.ts';
 
 /**
@@ -62,6 +63,8 @@ export interface ProxyRequest {
    * handshake went both ways); null means "the response was written to its end".
    */
   completed: boolean | null;
+  /** Set when Tollgate reset the response itself (upstream/client-send-timeout.ts); for the access log. */
+  cutShort: CutReason | null;
 }
 
 /**

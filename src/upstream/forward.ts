@@ -6,6 +6,7 @@ import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
+import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamPools, type Wire, wireFor } from './pools.ts';
@@ -20,6 +21,11 @@ export interface ForwarderDeps {
    * client-streaming call gets its response headers only at the end (docs/traffic.md#grpc).
    */
   responseTimeoutMs?: number;
+  /**
+   * `client_send_timeout_seconds` in ms: how long a response may wait for a client that takes none
+   * of it before it is reset and its upstream request aborted (docs/security.md "Client limits").
+   */
+  sendTimeoutMs?: number;
 }
 
 /**
@@ -114,6 +120,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #clientGone = false;
   /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
   readonly #onClientGone = () => this.#clientClosed();
+  /** Made at the first back-pressure only (see #pauseUntilDrained). */
+  #sendTimer: ClientSendTimer | null = null;
 
   readonly request: ProxyRequest;
   readonly deps: ForwarderDeps;
@@ -207,6 +215,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #done(): void {
     this.#finished = true;
     this.#call?.stop();
+    this.#sendTimer?.finish();
     const { req, res } = this.request;
     res.off('close', this.#onClientGone);
     if (this.withBody) req.off('aborted', this.#onClientGone);
@@ -250,7 +259,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // HTTP/2 has no reason phrase (node:http2 warns when given one).
     if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
     else res.writeHead(statusCode, outgoing);
-    if (res.writableNeedDrain) pauseUntilDrained(ctrl, res);
+    if (res.writableNeedDrain) this.#pauseUntilDrained(ctrl);
   }
 
   onResponseData(ctrl: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -262,7 +271,25 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       res.writeHead(this.#trailersOnly.statusCode, this.#trailersOnly.outgoing);
       this.#trailersOnly = null;
     }
-    if (!res.write(chunk)) pauseUntilDrained(ctrl, res);
+    if (!res.write(chunk)) this.#pauseUntilDrained(ctrl);
+  }
+
+  /**
+   * The client's socket or stream holds all it will buffer: the upstream is read no further until
+   * the client takes some of it ('drain', bytes actually accepted, not queued). A client that takes
+   * nothing for the send timeout (an HTTP/2 window left at 0, an HTTP/1.1 reader that stopped) would
+   * hold the upstream connection for good: its response is reset and the upstream request aborted.
+   */
+  #pauseUntilDrained(ctrl: Dispatcher.DispatchController): void {
+    ctrl.pause();
+    if (this.#sendTimer !== null) this.#sendTimer.stalled();
+    else
+      this.#sendTimer = new ClientSendTimer(
+        this.request,
+        this.deps.sendTimeoutMs ?? DEFAULT_CLIENT_SEND_TIMEOUT_MS,
+        () => ctrl.resume(),
+        () => this.#clientClosed(),
+      );
   }
 
   onResponseEnd(
@@ -481,9 +508,4 @@ function passEarlyHints(request: ProxyRequest, headers: Record<string, string | 
   } catch {
     // A Link value Node refuses to write: the hint is optional, the final response is not.
   }
-}
-
-function pauseUntilDrained(controller: Dispatcher.DispatchController, res: NodeJS.WritableStream): void {
-  controller.pause();
-  res.once('drain', () => controller.resume());
 }

@@ -86,6 +86,7 @@ describe('rendered configuration is accepted by tollgate validate', () => {
         'config.timeouts.upstreamResponseSeconds=30',
         'config.timeouts.keepaliveSeconds=20',
         'config.timeouts.clientHeaderSeconds=10',
+        'config.timeouts.clientSendSeconds=45',
         'config.shutdownDelaySeconds=3',
         'config.shutdownGraceSeconds=10',
         'config.rateLimitRedis=redis://redis.default.svc:6379',

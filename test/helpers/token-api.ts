@@ -34,6 +34,7 @@ export function tokenApiForTests(options: {
           clientKeepAliveMs: 5000,
           clientFirstByteMs: 5000,
           clientBodyIdleMs: 5000,
+          clientSendMs: 5000,
           upstreamConnectMs: 1,
           upstreamResponseHeadersMs: 1,
         },

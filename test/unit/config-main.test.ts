@@ -35,6 +35,7 @@ const DEFAULTS: MainConfig = {
     clientHeadersMs: 30000,
     clientFirstByteMs: 10000,
     clientBodyIdleMs: 30000,
+    clientSendMs: 60000,
   },
   maxClientConnections: 10000,
   upstreamLimits: {
@@ -84,6 +85,7 @@ describe('main.yaml: valid files', () => {
         client_header_timeout_seconds: 10
         client_first_byte_timeout_seconds: 5
         client_body_timeout_seconds: 20
+        client_send_timeout_seconds: 45
         max_client_connections: 2000
         upstream_max_connections: 100
         upstream_max_connections_per_route: 60
@@ -130,6 +132,7 @@ describe('main.yaml: valid files', () => {
         clientHeadersMs: 10000,
         clientFirstByteMs: 5000,
         clientBodyIdleMs: 20000,
+        clientSendMs: 45000,
       },
       maxClientConnections: 2000,
       upstreamLimits: {

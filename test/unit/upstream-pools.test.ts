@@ -12,6 +12,7 @@ const timeouts = {
   clientHeadersMs: 5_000,
   clientFirstByteMs: 5_000,
   clientBodyIdleMs: 5_000,
+  clientSendMs: 5_000,
 };
 const limits = { maxConnectionsPerServer: 4, maxConnectionsPerRoute: 3, queueSize: 1, queueTimeoutMs: 1_000 };
 

@@ -241,6 +241,7 @@ upstreams.yaml is found beside main.yaml by default.
   "upstream_response_timeout_seconds" $c.timeouts.upstreamResponseSeconds
   "keepalive_timeout_seconds" $c.timeouts.keepaliveSeconds
   "client_header_timeout_seconds" $c.timeouts.clientHeaderSeconds
+  "client_send_timeout_seconds" $c.timeouts.clientSendSeconds
   "shutdown_delay_seconds" $c.shutdownDelaySeconds
   "shutdown_grace_seconds" $c.shutdownGraceSeconds
 }}
