@@ -7,9 +7,18 @@ import { type Browser, chromium } from 'playwright-core';
 import { hashPassword } from '../../src/auth/password.ts';
 import type { StatusModel } from '../../src/observe/status.ts';
 import { hasOpenssl, SecretVolume, selfSigned } from '../helpers/certs.ts';
+import {
+  endpointSlice,
+  ingress,
+  ingressClass,
+  secret,
+  service,
+  startFakeKubeApi,
+} from '../helpers/fake-kube-api.ts';
 import { testScope } from '../helpers/scope.ts';
 import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
+import { PROCESS_START_MS } from '../helpers/workers.ts';
 
 /**
  * /status and /status.json on the admin port (docs/observability.md#status), through the built
@@ -352,5 +361,90 @@ describe('/status with 20,000 routes', () => {
     assert.equal(model.routes.length, 500);
     assert.deepEqual(model.routes_truncated, { shown: 500, total: 20_000 });
     assert.equal(model.totals.routes, 20_000);
+  });
+});
+
+describe('/status with the Ingress controller', { skip: hasOpenssl() ? false : 'no openssl' }, () => {
+  it('lists Ingress routes, the watches, a rejected Ingress and an Ingress TLS certificate', async () => {
+    const pod = await scope.upstream({ name: 'shop' });
+    const api = scope.keep(await startFakeKubeApi());
+    api.apply(ingressClass());
+    api.apply(
+      service({ name: 'shop', namespace: 'apps', ports: [{ name: 'http', port: 80, targetPort: pod.port }] }),
+    );
+    api.apply(
+      endpointSlice({
+        service: 'shop',
+        namespace: 'apps',
+        ports: [{ name: 'http', port: pod.port }],
+        endpoints: [{ ip: '127.0.0.1' }],
+      }),
+    );
+    const shopCertificate = selfSigned('shop.test');
+    api.apply(
+      secret({
+        name: 'shop-tls',
+        namespace: 'apps',
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': shopCertificate.cert.toString(), 'tls.key': shopCertificate.key.toString() },
+      }),
+    );
+    api.apply(
+      ingress({
+        name: 'shop',
+        namespace: 'apps',
+        tls: [{ hosts: ['shop.test'], secretName: 'shop-tls' }],
+        rules: [{ host: 'shop.test', paths: [{ service: 'shop', port: 80 }] }],
+      }),
+    );
+    // upstreams.yaml owns file.test: an Ingress naming it is left out and reported.
+    api.apply(
+      ingress({
+        name: 'clash',
+        namespace: 'apps',
+        rules: [{ host: 'file.test', paths: [{ service: 'shop', port: 80 }] }],
+      }),
+    );
+    const fallback = selfSigned('default.test');
+    const volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
+    scope.keep({ close: async () => volume.remove() });
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-status-kube-'));
+    const tollgate = await scope.tollgate({
+      main: {
+        proxy_address_tls: '127.0.0.1:0',
+        tls_certificate: volume.path('tls.crt'),
+        tls_key_file: volume.path('tls.key'),
+        kubernetes: { kubeconfig: api.writeKubeconfig(dir, 'apps'), ingress_class: 'tollgate' },
+      },
+      upstreams: { upstreams: { 'file.test': { paths: { '/': { servers: [pod.address] } } } } },
+      env: { KUBECONFIG: '' },
+      readyTimeoutMs: PROCESS_START_MS,
+    });
+    const model = await statusWhen(
+      tollgate,
+      (m) =>
+        m.routes.some((route) => route.host === 'shop.test' && route.servers.length === 1) &&
+        (m.kubernetes?.ingresses_rejected.length ?? 0) > 0 &&
+        m.certificates.some((cert) => cert.certificate === 'ingress'),
+      30_000,
+    );
+    const shop = model.routes.find((route) => route.host === 'shop.test');
+    assert.equal(shop?.state, 'ok');
+    assert.equal(shop?.servers[0]?.address, `127.0.0.1:${pod.port}`);
+    assert.deepEqual(model.kubernetes?.ingresses_rejected, [{ namespace: 'apps', name: 'clash' }]);
+    const watched = model.kubernetes?.watches.map((watch) => watch.resource) ?? [];
+    for (const resource of ['ingresses', 'services', 'secrets', 'endpointslices'])
+      assert.ok(watched.includes(resource), `${resource} in ${watched.join(', ')}`);
+    assert.ok(model.kubernetes?.watches.every((watch) => watch.up && watch.last_sync !== null));
+    const ingressCertificate = model.certificates.find((cert) => cert.certificate === 'ingress');
+    assert.deepEqual(ingressCertificate?.names, ['shop.test']);
+    assert.equal(ingressCertificate?.warning, true);
+    assert.deepEqual(model.certificates.find((cert) => cert.certificate === 'tls_certificate')?.names, [
+      'default.test',
+    ]);
+    const page = (await request(`${tollgate.adminUrl}/status`)).body;
+    assert.match(page, /Ingresses not served as written: <span class="warning">apps\/clash<\/span>/);
+    const text = JSON.stringify(model);
+    assert.ok(!text.includes(shopCertificate.key.toString().split('\n')[1] as string), 'no private key');
   });
 });
