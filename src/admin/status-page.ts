@@ -101,7 +101,7 @@ function sources(model: StatusModel): string {
         source.problems.length > 0
           ? `<ul>${source.problems.map((problem) => `<li><code>${text(problem)}</code></li>`).join('')}</ul>`
           : '';
-      return `<tr><td>${text(source.source)}${source.origin ? `<br><span class="muted">${text(source.origin)}</span>` : ''}</td><td class="${source.result === 'failure' ? 'failure' : 'ok'}">${text(source.result)}</td><td>${text(source.last_attempt)}</td><td>${text(source.last_success ?? 'never')}</td><td><code>${text(source.hash ?? '')}</code></td><td>${problems}</td></tr>`;
+      return `<tr><td>${text(source.source)}${source.origin ? `<br><span class="muted">${text(source.origin)}</span>` : ''}</td><td class="${RESULT_CLASS[source.result]}">${text(source.result.replace('_', ' '))}</td><td>${text(source.last_attempt)}</td><td>${text(source.last_success ?? 'never')}</td><td><code>${text(source.hash ?? '')}</code></td><td>${problems}</td></tr>`;
     })
     .join('\n');
   const kube = model.kubernetes;
@@ -123,7 +123,7 @@ ${kube.watches.map((watch) => `<tr><td>${text(watch.resource)}</td><td class="${
   return `<section>
 <h2>Sources and reloads</h2>
 <table>
-<thead><tr><th>Source</th><th>Last result</th><th>Last attempt</th><th>Last success</th><th>Config identity</th><th>Refused because</th></tr></thead>
+<thead><tr><th>Source</th><th>Last result</th><th>Last attempt</th><th>Last success</th><th>Config identity</th><th>Why not live</th></tr></thead>
 <tbody>
 ${rows || '<tr><td colspan="6">Nothing watched.</td></tr>'}
 </tbody>
@@ -131,6 +131,13 @@ ${rows || '<tr><td colspan="6">Nothing watched.</td></tr>'}
 ${kubernetes}
 </section>`;
 }
+
+const RESULT_CLASS: Record<StatusModel['sources'][number]['result'], string> = {
+  loaded: 'ok',
+  success: 'ok',
+  failure: 'failure',
+  restart_required: 'warning',
+};
 
 function certificates(model: StatusModel): string {
   if (model.certificates.length === 0) return '';

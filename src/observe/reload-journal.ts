@@ -5,7 +5,8 @@
  * (sources/files), so the page and the metric never disagree. Only what the logs already say is
  * kept (the problems are the logged one-line messages, never a file's content or its sha256).
  */
-export type ReloadResult = 'loaded' | 'success' | 'failure';
+/** `restart_required`: main.yaml changed on disk, which is never applied live (docs/reload.md). */
+export type ReloadResult = 'loaded' | 'success' | 'failure' | 'restart_required';
 
 export interface ReloadRecord {
   /** The `file` label of the reload metrics: upstreams.yaml, main.yaml, tls_certificate, … */
@@ -42,17 +43,18 @@ export function noteReload(
   now = Date.now(),
 ): void {
   const previous = records.get(source);
+  const live = result === 'loaded' || result === 'success';
   records.set(source, {
     source,
     origin: detail.origin ?? null,
     at: now,
     result,
     // A refused reload changes nothing: the identity live before stays live.
-    hash: result === 'failure' ? (previous?.hash ?? null) : (detail.hash ?? previous?.hash ?? null),
+    hash: live ? (detail.hash ?? previous?.hash ?? null) : (previous?.hash ?? null),
     problems: (detail.problems ?? [])
       .slice(0, MAX_PROBLEMS)
       .map((line) => (line.length > MAX_PROBLEM_LENGTH ? `${line.slice(0, MAX_PROBLEM_LENGTH)}…` : line)),
-    lastSuccessAt: result === 'failure' ? (previous?.lastSuccessAt ?? null) : now,
+    lastSuccessAt: live ? now : (previous?.lastSuccessAt ?? null),
   });
 }
 

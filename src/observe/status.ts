@@ -159,7 +159,7 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
       exact: route.exact,
       auth: route.redirectTo !== null ? 'redirect' : (route.auth?.type ?? 'none'),
       credentials: credentialCount(route),
-      redirect_to: route.redirectTo,
+      redirect_to: route.redirectTo === null ? null : withoutSecrets(route.redirectTo),
       service: route.service,
       state,
       problems,
@@ -228,6 +228,16 @@ function routeState(
   if (down > 0)
     return { state: 'warning', problems: [`${down} of ${servers.length} servers out of rotation`] };
   return { state: 'ok', problems: [] };
+}
+
+/** A URL's scheme, host and path: user info and query are left out, they may carry a secret. */
+function withoutSecrets(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  } catch {
+    return '(not shown)';
+  }
 }
 
 function credentialCount(route: Route): number | null {

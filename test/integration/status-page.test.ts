@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFile, mkdtemp, stat } from 'node:fs/promises';
+import { appendFile, copyFile, mkdtemp, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -260,6 +260,17 @@ describe('/status on the admin port (single process)', { skip: hasOpenssl() ? fa
 
     const page = (await request(`${tollgate.adminUrl}/status`)).body;
     assert.match(page, /<td class="failure">failure<\/td>/);
+
+    // main.yaml is never applied live: a change is shown as waiting for a restart.
+    assert.equal(refused.sources.find((source) => source.source === 'main.yaml')?.result, 'loaded');
+    const mainPath = join(tollgate.dir, 'main.yaml');
+    await appendFile(mainPath, 'log_level: debug\n');
+    const changed = await statusWhen(tollgate, (m) =>
+      m.sources.some((source) => source.source === 'main.yaml' && source.result === 'restart_required'),
+    );
+    assert.deepEqual(changed.sources.find((source) => source.source === 'main.yaml')?.problems, [
+      'changed on disk; restart tollgate to apply it',
+    ]);
   });
 
   it('reads in Chromium with JavaScript off: routes, health, reloads, certificate warning', async () => {

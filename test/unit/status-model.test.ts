@@ -41,7 +41,11 @@ describe('buildStatus', () => {
       fakeRoute({ id: 'ok.test/', servers: [a] }),
       fakeRoute({ id: 'half.test/', servers: [a, b] }),
       fakeRoute({ id: 'none.test/', servers: [], service: 'default/shop:80' }),
-      fakeRoute({ id: 'moved.test/', servers: [], redirectTo: 'https://elsewhere.test' }),
+      fakeRoute({
+        id: 'moved.test/',
+        servers: [],
+        redirectTo: 'https://u:secret-pw@elsewhere.test?sig=secret-sig',
+      }),
     ]);
     const model = buildStatus(
       inputs({
@@ -79,6 +83,8 @@ describe('buildStatus', () => {
       { address: b.address, up: false, requests: 0, errors: 4, in_flight: 0 },
     ]);
     assert.equal(model.routes[3]?.auth, 'redirect');
+    assert.equal(model.routes[3]?.redirect_to, 'https://elsewhere.test/');
+    assert.ok(!JSON.stringify(model).includes('secret-'), 'no user info or query of a redirect');
     assert.deepEqual(model.totals, {
       routes: 4,
       servers: 2,
