@@ -254,7 +254,7 @@ function indexMetrics(snapshot: MetricsSnapshot): Map<string, MetricsSnapshot[nu
   return new Map(snapshot.map((metric) => [metric.name, metric]));
 }
 
-/** Sums a metric's samples by the given labels (joined with a newline); the first sample wins for names. */
+/** Sums a metric's samples by the given labels, keyed by their values joined with a newline. */
 function sumBy(
   metric: MetricsSnapshot[number] | undefined,
   labelNames: readonly string[],
