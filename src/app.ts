@@ -21,6 +21,7 @@ import { boundAddressesField, listen } from './listen.ts';
 import { createProxyListeners } from './listeners/listeners.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createRequestRecorder } from './observe/requests.ts';
+import { followServerLoad } from './observe/server-load.ts';
 import { createPipeline } from './pipeline/pipeline.ts';
 import { answerClientError } from './proxy/client-error.ts';
 import { createProxyHandler } from './proxy/server.ts';
@@ -153,6 +154,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     upstreamCaFile: main.upstreamCaFile ?? null,
   });
   runtime.onTableSwap((next) => pools.retainOnly(next));
+  followServerLoad(() => pools.load(runtime.table()));
   const logUnverified = unverifiedUpstreamsLog(logger);
   logUnverified(table);
   runtime.onTableSwap(logUnverified);

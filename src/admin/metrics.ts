@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { serverLoadNow } from '../observe/server-load.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
 import { RequestCounter, RouteHistogram } from './route-metrics.ts';
 
@@ -129,6 +130,38 @@ export const upstreamUp = new Gauge({
   help: '1 when the server is in rotation for the route, 0 while ejected.',
   labelNames: ['route', 'server'] as const,
   // With workers each keeps its own passive health: 0 as soon as one of them ejected the server.
+  aggregator: 'min',
+  registers: [registry],
+});
+
+// Read from the connection slots at scrape time (observe/server-load): nothing more on the request path.
+export const upstreamInFlight = new Gauge({
+  name: 'tollgate_upstream_in_flight',
+  help: 'Requests holding a connection to the server now, all routes together, by server.',
+  labelNames: ['server'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const load of serverLoadNow()) this.set({ server: load.address }, load.inFlight);
+  },
+});
+
+export const upstreamRequestsTotal = new Counter({
+  name: 'tollgate_upstream_requests_total',
+  help: 'Requests sent to the server (every attempt, retries included), all routes together, by server.',
+  labelNames: ['server'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const load of serverLoadNow()) this.inc({ server: load.address }, load.dispatched);
+  },
+});
+
+export const tlsCertificateExpiry = new Gauge({
+  name: 'tollgate_tls_certificate_expiry_timestamp_seconds',
+  help: 'Unix time a certificate of the TLS listener expires (its notAfter), by certificate (the main.yaml key) and the names it serves.',
+  labelNames: ['certificate', 'names'] as const,
+  // With workers each loads the same files: the earliest expiry is the one that matters.
   aggregator: 'min',
   registers: [registry],
 });

@@ -2,8 +2,11 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import { ADMIN_CONNECTIONS } from '../client-limits.ts';
 import { sendError } from '../errors.ts';
+import { reloadRecords } from '../observe/reload-journal.ts';
+import { buildStatus, type StatusModel, sharedFor } from '../observe/status.ts';
 import type { Runtime } from '../runtime.ts';
 import { registry } from './metrics.ts';
+import { renderStatusPage } from './status-page.ts';
 
 /** What /readyz answers: 200 with a body when ready, 503 with the reason otherwise. */
 export interface Readiness {
@@ -18,7 +21,12 @@ export interface Readiness {
 export interface AdminSources {
   readiness(): Readiness;
   metrics(): Promise<string>;
+  /** What /status and /status.json show (observe/status). */
+  status(): Promise<StatusModel>;
 }
+
+/** How long one /status build is reused: a reload loop costs one build per second (see sharedFor). */
+const STATUS_REUSE_MS = 1_000;
 
 /** A single process: ready once its own listeners are bound; its own registry. */
 function processSources(runtime: Runtime): AdminSources {
@@ -28,6 +36,15 @@ function processSources(runtime: Runtime): AdminSources {
         ? { ready: true, body: { status: 'ready', config_hash: runtime.table().hash } }
         : { ready: false, body: { status: runtime.phase } },
     metrics: () => registry.metrics(),
+    status: async () =>
+      buildStatus({
+        now: Date.now(),
+        phase: runtime.phase,
+        table: runtime.table(),
+        metrics: await registry.getMetricsAsJSON(),
+        reloads: reloadRecords(),
+        workers: null,
+      }),
   };
 }
 
@@ -46,6 +63,8 @@ export function createAdminServer(
   runtime: Runtime,
   sources: AdminSources = processSources(runtime),
 ): http.Server {
+  const status = sharedFor(STATUS_REUSE_MS, () => sources.status());
+  const served: AdminSources = { ...sources, status };
   // Insertion order is the eviction order: a connection moves to the end when it was last served.
   const open = new Map<Socket, { computing: number }>();
   const server = http.createServer(async (req, res) => {
@@ -57,7 +76,7 @@ export function createAdminServer(
       if (route === undefined) return sendError(res, 'not_found', undefined, 'unknown admin path');
       if (req.method !== 'GET' && req.method !== 'HEAD')
         return sendError(res, 'method_not_allowed', { allow: 'GET, HEAD' });
-      await route(sources, res);
+      await route(served, res);
     } finally {
       if (state) {
         state.computing -= 1;
@@ -95,10 +114,34 @@ const ADMIN_ROUTES: Record<string, AdminRoute> = {
     res.writeHead(200, { 'content-type': registry.contentType, 'content-length': Buffer.byteLength(body) });
     res.end(body);
   },
+  // Read-only, like everything here; never cached by a browser or proxy: it is a live view.
+  '/status': async (sources, res) => {
+    const body = renderStatusPage(await sources.status());
+    res.writeHead(200, {
+      'content-type': 'text/html; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      // Nothing on the page runs or loads: no script, no frame, only its own inline style.
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    });
+    res.end(body);
+  },
+  '/status.json': async (sources, res) =>
+    json(res, 200, await sources.status(), { 'cache-control': 'no-store' }),
 };
 
-function json(res: http.ServerResponse, status: number, value: unknown): void {
+function json(
+  res: http.ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   const body = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    ...headers,
+  });
   res.end(body);
 }

@@ -62,8 +62,8 @@ export function recordLiveConfig(hash: string): void {
 }
 
 /** Publishes the table loaded at start as live, before any reload. */
-export function recordStartupConfig(table: RoutingTable): void {
-  recordLoadedAtStart(UPSTREAMS_METRIC_NAME);
+export function recordStartupConfig(table: RoutingTable, origin?: string): void {
+  recordLoadedAtStart(UPSTREAMS_METRIC_NAME, { hash: table.hash, origin });
   recordLiveConfig(table.hash);
 }
 
@@ -88,7 +88,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
     messages: string[],
     details: Record<string, unknown>,
   ): ReloadOutcome => {
-    recordReload(metric, 'failure');
+    recordReload(metric, 'failure', { origin: file, problems: messages });
     logger.error(
       { file, live_hash: runtime.table().hash, ...details },
       `upstreams.yaml not reloaded; the previous config keeps serving`,
@@ -132,7 +132,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
     const previous = runtime.table();
     runtime.swapTable(table);
     live = { snapshot, origin: file };
-    recordReload(metric, 'success');
+    recordReload(metric, 'success', { origin: file, hash: table.hash });
     recordLiveConfig(table.hash);
     logger.info(
       {

@@ -4,6 +4,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { configLastReloadSuccess, configReloadsTotal } from '../admin/metrics.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
+import { noteReload, type ReloadDetail } from '../observe/reload-journal.ts';
 import { type CheckScheduler, createCheckScheduler } from './check-scheduler.ts';
 
 /**
@@ -129,15 +130,18 @@ function stateKey(snapshots: readonly FileSnapshot[]): string {
  * Creates the series of a watched file at 0 and marks what was loaded at start as live, so rate()
  * and alerts see a value from the first scrape.
  */
-export function recordLoadedAtStart(name: string): void {
+export function recordLoadedAtStart(name: string, detail?: ReloadDetail): void {
   configReloadsTotal.inc({ file: name, result: 'success' }, 0);
   configReloadsTotal.inc({ file: name, result: 'failure' }, 0);
   configLastReloadSuccess.setToCurrentTime({ file: name });
+  noteReload(name, 'loaded', detail);
 }
 
-export function recordReload(name: string, result: 'success' | 'failure'): void {
+/** `detail` is what /status shows of it (observe/reload-journal): the live identity, or why not. */
+export function recordReload(name: string, result: 'success' | 'failure', detail?: ReloadDetail): void {
   configReloadsTotal.inc({ file: name, result });
   if (result === 'success') configLastReloadSuccess.setToCurrentTime({ file: name });
+  noteReload(name, result, detail);
 }
 
 /**
@@ -324,7 +328,7 @@ export async function createFileWatcher(options: FileWatcherOptions): Promise<Fi
     recordLoadedAtStart(name);
 
     const reject = (reason: string, trigger: string) => {
-      recordReload(name, 'failure');
+      recordReload(name, 'failure', { problems: [reason] });
       logger.error({ event: spec.events?.rejected, file: name, paths, trigger, reason }, rejectedMessage);
     };
     await watchEntry({

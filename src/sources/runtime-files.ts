@@ -1,5 +1,6 @@
 import { configReloadsTotal } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
+import { noteReload } from '../observe/reload-journal.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';
 import {
@@ -44,15 +45,22 @@ export function createMainChangeNotice(
   runningHash: string | null = null,
 ): (snapshot: FileSnapshot) => void {
   configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' }, 0);
+  noteReload(MAIN_METRIC_NAME, 'loaded', { origin: file });
   return (snapshot) => {
     if (snapshot.kind === 'content' && snapshot.hash === runningHash) {
       // No hash of main.yaml in logs: it may hold the masterkey or a Redis password, and a hash of
       // the file lets them be guessed offline (docs/configuration.md, "Config identity").
       logger.info({ file }, 'main.yaml is back to the content tollgate is running with');
+      noteReload(MAIN_METRIC_NAME, 'loaded', { origin: file });
       return;
     }
-    if (snapshot.kind === 'content')
+    if (snapshot.kind === 'content') {
       configReloadsTotal.inc({ file: MAIN_METRIC_NAME, result: 'restart_required' });
+      noteReload(MAIN_METRIC_NAME, 'restart_required', {
+        origin: file,
+        problems: ['changed on disk; restart tollgate to apply it'],
+      });
+    }
     logger.warn(
       { file },
       snapshot.kind === 'content'

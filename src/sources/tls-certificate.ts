@@ -3,6 +3,7 @@ import type { Server as TlsServer } from 'node:tls';
 import { checkTlsPair, readTlsPair, type TlsPairNames } from '../config/file-checks.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
+import { recordCertificateExpiry } from '../observe/certificates.ts';
 import { CertificateStore, type ServedCertificate, servedCertificate } from './certificate-store.ts';
 import type { FileWatcher } from './files.ts';
 
@@ -81,6 +82,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
   const live: LoadedPair[] = pairs.map((names) => {
     const read = readTlsPair(names);
     const pair = loaded(read.cert, read.key, read.x509);
+    recordCertificateExpiry(metricName(names), pair.summary);
     logger.info({ certificate: pair.summary, certFile: names.certFile }, 'TLS certificate loaded');
     return pair;
   });
@@ -116,6 +118,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
           },
           apply(next) {
             live[index] = next;
+            recordCertificateExpiry(metricName(names), next.summary);
             publish();
             if (index === 0) for (const server of servers) server.setSecureContext(defaultMaterial());
           },

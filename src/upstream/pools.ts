@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { checkServerIdentity, getCACertificates } from 'node:tls';
 import { buildConnector, type Client, Pool } from 'undici';
 import type { Timeouts, UpstreamLimits } from '../config/types.ts';
+import type { ServerLoad } from '../observe/server-load.ts';
 import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import { ServerSlots } from './slots.ts';
@@ -189,6 +190,22 @@ export class UpstreamPools {
       this.#slots.set(server.origin, slots);
     }
     return slots;
+  }
+
+  /**
+   * Requests in flight to, and sent to, each server of `table` (one entry per address), read from the
+   * slots without creating any: what tollgate_upstream_in_flight and /status show (observe/server-load).
+   */
+  load(table: RoutingTable): ServerLoad[] {
+    const seen = new Set<string>();
+    const load: ServerLoad[] = [];
+    for (const server of table.servers) {
+      if (seen.has(server.address)) continue;
+      seen.add(server.address);
+      const slots = this.#slots.get(server.origin);
+      load.push({ address: server.address, inFlight: slots?.inUse ?? 0, dispatched: slots?.dispatched ?? 0 });
+    }
+    return load;
   }
 
   /**

@@ -29,6 +29,8 @@ interface Waiter {
 export class ServerSlots {
   readonly #limits: SlotLimits;
   #inUse = 0;
+  /** Slots ever handed out: requests sent to this server, for /status and its metric (observe/server-load). */
+  #dispatched = 0;
   readonly #byRoute = new Map<string, number>();
   readonly #waiters: Waiter[] = [];
 
@@ -38,6 +40,10 @@ export class ServerSlots {
 
   get inUse(): number {
     return this.#inUse;
+  }
+
+  get dispatched(): number {
+    return this.#dispatched;
   }
 
   get waiting(): number {
@@ -88,6 +94,7 @@ export class ServerSlots {
 
   #take(routeId: string): Release {
     this.#inUse++;
+    this.#dispatched++;
     this.#byRoute.set(routeId, (this.#byRoute.get(routeId) ?? 0) + 1);
     let released = false;
     return () => {

@@ -25,6 +25,8 @@ export interface ClusterMetrics {
    * null while they disagree: only then does tollgate_config_info show a hash.
    */
   render(own: Registry, liveHash: string | null): Promise<string>;
+  /** The same sums as render, as metric objects (what /status reads, observe/status). */
+  snapshot(own: Registry, liveHash: string | null): Promise<MetricsSnapshot>;
 }
 
 /**
@@ -50,19 +52,22 @@ export function createClusterMetrics(): ClusterMetrics {
       const cumulative = last.filter(isCumulative);
       retired = toSnapshot(AggregatorRegistry.aggregate([retired, cumulative]));
     },
-    async render(own, liveHash) {
-      const snapshots = [await own.getMetricsAsJSON(), ...live.values(), retired].map((snapshot) =>
-        snapshot.filter((metric) => metric.name !== CONFIG_INFO),
-      );
-      const configInfo = (await own.getMetricsAsJSON()).find((metric) => metric.name === CONFIG_INFO);
-      if (configInfo !== undefined) {
-        // Exactly one hash series, and only one every worker serves (docs/reload.md).
-        const values = liveHash === null ? [] : [{ value: 1, labels: { hash: liveHash } }];
-        snapshots.push([{ ...configInfo, values }]);
-      }
-      return AggregatorRegistry.aggregate(snapshots).metrics();
-    },
+    render: async (own, liveHash) => (await aggregate(own, liveHash)).metrics(),
+    snapshot: async (own, liveHash) => (await aggregate(own, liveHash)).getMetricsAsJSON(),
   };
+
+  async function aggregate(own: Registry, liveHash: string | null): Promise<Registry> {
+    const snapshots = [await own.getMetricsAsJSON(), ...live.values(), retired].map((snapshot) =>
+      snapshot.filter((metric) => metric.name !== CONFIG_INFO),
+    );
+    const configInfo = (await own.getMetricsAsJSON()).find((metric) => metric.name === CONFIG_INFO);
+    if (configInfo !== undefined) {
+      // Exactly one hash series, and only one every worker serves (docs/reload.md).
+      const values = liveHash === null ? [] : [{ value: 1, labels: { hash: liveHash } }];
+      snapshots.push([{ ...configInfo, values }]);
+    }
+    return AggregatorRegistry.aggregate(snapshots);
+  }
 }
 
 /**

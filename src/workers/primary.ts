@@ -9,6 +9,8 @@ import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { boundAddressesField, listen } from '../listen.ts';
 import { abandonLogs, createLogger, type Logger } from '../log.ts';
+import { reloadRecords } from '../observe/reload-journal.ts';
+import { buildStatus } from '../observe/status.ts';
 import { serveClusterCounters } from '../pipeline/cluster-counters.ts';
 import { createRuntime } from '../runtime.ts';
 import type { KubernetesProvider } from '../sources/kubernetes/provider.ts';
@@ -182,7 +184,30 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     return clusterMetrics.render(registry, liveHash());
   };
 
-  const adminServer = createAdminServer(runtime, { readiness, metrics });
+  // /status: the primary's table and reloads, the workers' numbers as summed for /metrics, and
+  // what the primary knows of each worker from their messages (docs/workers.md).
+  const status = async () => {
+    await collectMetrics();
+    workerMetrics.serving.set(servingCurrent());
+    return buildStatus({
+      now: Date.now(),
+      phase: runtime.phase,
+      table: runtime.table(),
+      metrics: await clusterMetrics.snapshot(registry, liveHash()),
+      reloads: reloadRecords(),
+      workers: {
+        configured: slots.length,
+        serving: servingCurrent(),
+        list: slots.map((slot) => ({
+          index: slot.index,
+          pid: slot.worker?.process.pid ?? null,
+          state: slot.state,
+          serves_live_config: slot.state === 'serving' && slot.seq === live.seq,
+        })),
+      },
+    });
+  };
+  const adminServer = createAdminServer(runtime, { readiness, metrics, status });
   // A rotated masterkey_file is applied here first (token API), then sent to every worker.
   const masterkeys: MasterkeySource = {
     ...prepared.masterkeys,

@@ -37,6 +37,8 @@ const EVERYTHING = {
   podDisruptionBudget: { enabled: true, minAvailable: 1 },
   autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 6, targetMemoryUtilizationPercentage: 80 },
   metrics: { serviceMonitor: { enabled: true, labels: { release: 'prometheus' } } },
+  grafanaDashboard: { enabled: true },
+  prometheusRule: { enabled: true, labels: { release: 'prometheus' } },
   config: {
     shutdownDelaySeconds: 10,
     shutdownGraceSeconds: 50,

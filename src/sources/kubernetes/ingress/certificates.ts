@@ -1,6 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { Logger } from '../../../log.ts';
+import { type CertificateExpiry, recordCertificateExpiry } from '../../../observe/certificates.ts';
 import type { CertificateStore, ServedCertificate } from '../../certificate-store.ts';
 
 /** The SNI store's source name for certificates from Ingress TLS Secrets (docs/ingress.md#tls). */
@@ -25,9 +26,13 @@ export interface IngressCertificates {
  */
 export function createIngressCertificates(logger: Logger): IngressCertificates {
   let contexts = new Map<string, SecureContext>();
+  // notAfter of each pair, read once (docs/observability.md: tollgate_tls_certificate_expiry_timestamp_seconds).
+  let expiries = new Map<string, string>();
   return {
     update(store, certificates) {
       const next = new Map<string, SecureContext>();
+      const nextExpiries = new Map<string, string>();
+      const expiring: CertificateExpiry[] = [];
       const served: ServedCertificate[] = [];
       for (const item of certificates) {
         const id = createHash('sha256').update(item.certificate).update('\0').update(item.key).digest('hex');
@@ -46,9 +51,25 @@ export function createIngressCertificates(logger: Logger): IngressCertificates {
         }
         next.set(id, context);
         served.push({ names: item.names, context });
+        const validTo = nextExpiries.get(id) ?? expiries.get(id) ?? validToOf(item.certificate);
+        nextExpiries.set(id, validTo);
+        expiring.push({ names: item.names, validTo });
       }
       contexts = next;
+      expiries = nextExpiries;
+      recordCertificateExpiry(INGRESS_CERTIFICATE_LABEL, expiring);
       store.set(INGRESS_CERTIFICATES, served);
     },
   };
+}
+
+/** The `certificate` label of the expiry metric for Ingress TLS Secrets (main.yaml's use their key). */
+const INGRESS_CERTIFICATE_LABEL = 'ingress';
+
+function validToOf(pem: string): string {
+  try {
+    return new X509Certificate(pem).validTo;
+  } catch {
+    return '';
+  }
 }

@@ -1,0 +1,336 @@
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { Route, RoutingTable } from '../routing/types.ts';
+import type { ReloadRecord } from './reload-journal.ts';
+
+/**
+ * The model behind /status and /status.json on the admin port (docs/observability.md#status): what
+ * is routed where, how each server is doing, where the config came from and how its last reload
+ * went, the listener's certificates and the workers. Built, like Traefik's runtime view, from what
+ * the process already keeps: the live routing table, the metrics it exports (so a number on the page
+ * is the number Prometheus scrapes, summed over workers by the primary) and the reload journal.
+ *
+ * Nothing credential-bearing is ever read into it: a route's auth is its method and how many users
+ * or keys it has, never a password hash, key, secret, token, URL or header of an auth service.
+ */
+
+/** One process's (or a primary's summed) metrics, as prom-client's getMetricsAsJSON gives them. */
+export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
+
+/**
+ * The most routes listed: with tens of thousands of routes the page must stay small and cheap to
+ * build. Routes needing attention are listed first, so truncation only ever hides healthy ones.
+ */
+export const MAX_STATUS_ROUTES = 500;
+/** Certificates expiring sooner than this are flagged (the chart's alert uses the same bound). */
+export const CERTIFICATE_WARNING_DAYS = 14;
+const DAY_MS = 86_400_000;
+
+export type RouteState = 'ok' | 'warning' | 'down';
+
+export interface ServerStatus {
+  address: string;
+  /** In rotation for this route now (tollgate_upstream_up). */
+  up: boolean;
+  /** Requests sent to the server, all routes together (tollgate_upstream_requests_total). */
+  requests: number;
+  /** Failed attempts of this route on the server, every kind (tollgate_upstream_errors_total). */
+  errors: number;
+  /** Requests holding a connection to it now, all routes together (tollgate_upstream_in_flight). */
+  in_flight: number;
+}
+
+export interface RouteStatus {
+  id: string;
+  host: string;
+  path: string;
+  exact: boolean;
+  /** basic, apikey, jwt, forward, … or none; `redirect` routes answer before any auth. */
+  auth: string;
+  /** How many users (basic) or keys (apikey) the route accepts: a count, never a credential. */
+  credentials: number | null;
+  redirect_to: string | null;
+  service: string | null;
+  state: RouteState;
+  /** Why the state is not ok, in words. */
+  problems: string[];
+  requests: number;
+  responses_5xx: number;
+  servers: ServerStatus[];
+}
+
+export interface SourceStatus {
+  source: string;
+  origin: string | null;
+  last_attempt: string;
+  result: ReloadRecord['result'];
+  hash: string | null;
+  last_success: string | null;
+  problems: readonly string[];
+}
+
+export interface CertificateStatus {
+  certificate: string;
+  names: string[];
+  expires_at: string;
+  days_left: number;
+  /** Expires within CERTIFICATE_WARNING_DAYS (or already has). */
+  warning: boolean;
+}
+
+export interface WorkerStatus {
+  index: number;
+  pid: number | null;
+  state: string;
+  /** Serves the config the primary last sent (false while a swap is in progress). */
+  serves_live_config: boolean;
+}
+
+export interface WorkersStatus {
+  configured: number;
+  serving: number;
+  restarts: Record<string, number>;
+  list: WorkerStatus[];
+}
+
+export interface StatusModel {
+  generated_at: string;
+  phase: string;
+  config_hash: string;
+  totals: {
+    routes: number;
+    servers: number;
+    routes_down: number;
+    routes_warning: number;
+    requests: number;
+    responses_5xx: number;
+  };
+  routes: RouteStatus[];
+  /** Set when more routes exist than are listed (see MAX_STATUS_ROUTES). */
+  routes_truncated: { shown: number; total: number } | null;
+  sources: SourceStatus[];
+  kubernetes: {
+    watches: Array<{ resource: string; up: boolean; last_sync: string | null }>;
+    /** Ingresses not served as written (tollgate_ingress_rejected = 1): see their Events. */
+    ingresses_rejected: Array<{ namespace: string; name: string }>;
+  } | null;
+  certificates: CertificateStatus[];
+  workers: WorkersStatus | null;
+}
+
+export interface StatusInputs {
+  now: number;
+  phase: string;
+  table: RoutingTable;
+  metrics: MetricsSnapshot;
+  reloads: readonly ReloadRecord[];
+  workers: Omit<WorkersStatus, 'restarts'> | null;
+  maxRoutes?: number;
+}
+
+export function buildStatus(inputs: StatusInputs): StatusModel {
+  const { table, now } = inputs;
+  const metrics = indexMetrics(inputs.metrics);
+  const requests = sumBy(metrics.get('tollgate_requests_total'), ['route']);
+  const failures = sumBy(metrics.get('tollgate_requests_total'), ['route'], (labels) =>
+    String(labels.status).startsWith('5'),
+  );
+  const upstreamErrors = sumBy(metrics.get('tollgate_upstream_errors_total'), ['route', 'server']);
+  const up = sumBy(metrics.get('tollgate_upstream_up'), ['route', 'server']);
+  const dispatched = sumBy(metrics.get('tollgate_upstream_requests_total'), ['server']);
+  const inFlight = sumBy(metrics.get('tollgate_upstream_in_flight'), ['server']);
+
+  const all = table.routes.map((route) => {
+    const servers = route.servers.map((server) => {
+      const key = `${route.id}\n${server.address}`;
+      return {
+        address: server.address,
+        // No series yet (a server just added): health starts optimistic, as the balancer does.
+        up: (up.get(key) ?? 1) > 0,
+        requests: dispatched.get(server.address) ?? 0,
+        errors: upstreamErrors.get(key) ?? 0,
+        in_flight: inFlight.get(server.address) ?? 0,
+      };
+    });
+    const { state, problems } = routeState(route, servers);
+    return {
+      id: route.id,
+      host: route.hostKey,
+      path: route.prefix,
+      exact: route.exact,
+      auth: route.redirectTo !== null ? 'redirect' : (route.auth?.type ?? 'none'),
+      credentials: credentialCount(route),
+      redirect_to: route.redirectTo === null ? null : withoutSecrets(route.redirectTo),
+      service: route.service,
+      state,
+      problems,
+      requests: requests.get(route.id) ?? 0,
+      responses_5xx: failures.get(route.id) ?? 0,
+      servers,
+    } satisfies RouteStatus;
+  });
+  const maxRoutes = inputs.maxRoutes ?? MAX_STATUS_ROUTES;
+  const order: Record<RouteState, number> = { down: 0, warning: 1, ok: 2 };
+  // Stable: within a state, the table's own order.
+  const listed = [...all].sort((a, b) => order[a.state] - order[b.state]).slice(0, maxRoutes);
+
+  let totalRequests = 0;
+  let total5xx = 0;
+  for (const value of requests.values()) totalRequests += value;
+  for (const value of failures.values()) total5xx += value;
+
+  return {
+    generated_at: new Date(now).toISOString(),
+    phase: inputs.phase,
+    config_hash: table.hash,
+    totals: {
+      routes: all.length,
+      servers: new Set(table.servers.map((server) => server.address)).size,
+      routes_down: all.filter((route) => route.state === 'down').length,
+      routes_warning: all.filter((route) => route.state === 'warning').length,
+      requests: totalRequests,
+      responses_5xx: total5xx,
+    },
+    routes: listed,
+    routes_truncated: all.length > listed.length ? { shown: listed.length, total: all.length } : null,
+    sources: inputs.reloads.map((record) => ({
+      source: record.source,
+      origin: record.origin,
+      last_attempt: new Date(record.at).toISOString(),
+      result: record.result,
+      hash: record.hash,
+      last_success: record.lastSuccessAt === null ? null : new Date(record.lastSuccessAt).toISOString(),
+      problems: record.problems,
+    })),
+    kubernetes: kubernetesStatus(metrics),
+    certificates: certificates(metrics, now),
+    workers:
+      inputs.workers === null
+        ? null
+        : {
+            ...inputs.workers,
+            restarts: Object.fromEntries(sumBy(metrics.get('tollgate_worker_restarts_total'), ['reason'])),
+          },
+  };
+}
+
+function routeState(
+  route: Route,
+  servers: readonly ServerStatus[],
+): { state: RouteState; problems: string[] } {
+  // Traefik's runtime view in miniature: a route that cannot serve is down, one that serves with
+  // fewer servers than configured is a warning.
+  if (route.unavailable !== null) return { state: 'down', problems: ['auth policy could not be built'] };
+  if (route.redirectTo !== null) return { state: 'ok', problems: [] };
+  if (servers.length === 0)
+    return { state: 'down', problems: [route.service ? 'no ready endpoints' : 'no servers'] };
+  const down = servers.filter((server) => !server.up).length;
+  if (down === servers.length) return { state: 'down', problems: ['no healthy server'] };
+  if (down > 0)
+    return { state: 'warning', problems: [`${down} of ${servers.length} servers out of rotation`] };
+  return { state: 'ok', problems: [] };
+}
+
+/** A URL's scheme, host and path: user info and query are left out, they may carry a secret. */
+function withoutSecrets(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  } catch {
+    return '(not shown)';
+  }
+}
+
+function credentialCount(route: Route): number | null {
+  const auth = route.auth;
+  if (auth === null) return null;
+  if (auth.type === 'basic') return auth.users.length;
+  if (auth.type === 'apikey') return auth.keys.length;
+  return null;
+}
+
+type Labels = Partial<Record<string, string | number>>;
+
+function indexMetrics(snapshot: MetricsSnapshot): Map<string, MetricsSnapshot[number]> {
+  return new Map(snapshot.map((metric) => [metric.name, metric]));
+}
+
+/** Sums a metric's samples by the given labels, keyed by their values joined with a newline. */
+function sumBy(
+  metric: MetricsSnapshot[number] | undefined,
+  labelNames: readonly string[],
+  keep: (labels: Labels) => boolean = () => true,
+): Map<string, number> {
+  const sums = new Map<string, number>();
+  if (metric === undefined) return sums;
+  for (const sample of metric.values) {
+    const labels = sample.labels as Labels;
+    if (!keep(labels)) continue;
+    const key = labelNames.map((name) => String(labels[name] ?? '')).join('\n');
+    sums.set(key, (sums.get(key) ?? 0) + sample.value);
+  }
+  return sums;
+}
+
+function kubernetesStatus(metrics: Map<string, MetricsSnapshot[number]>): StatusModel['kubernetes'] {
+  const up = metrics.get('tollgate_kubernetes_watch_up');
+  if (up === undefined || up.values.length === 0) return null;
+  const lastSync = sumBy(metrics.get('tollgate_kubernetes_last_sync_timestamp_seconds'), ['resource']);
+  const rejected = metrics.get('tollgate_ingress_rejected')?.values ?? [];
+  return {
+    watches: up.values.map((sample) => {
+      const resource = String((sample.labels as Labels).resource ?? '');
+      const synced = lastSync.get(resource);
+      return {
+        resource,
+        up: sample.value > 0,
+        last_sync: synced ? new Date(synced * 1000).toISOString() : null,
+      };
+    }),
+    ingresses_rejected: rejected
+      .filter((sample) => sample.value > 0)
+      .map((sample) => {
+        const labels = sample.labels as Labels;
+        return { namespace: String(labels.namespace ?? ''), name: String(labels.name ?? '') };
+      }),
+  };
+}
+
+function certificates(metrics: Map<string, MetricsSnapshot[number]>, now: number): CertificateStatus[] {
+  const expiry = metrics.get('tollgate_tls_certificate_expiry_timestamp_seconds');
+  if (expiry === undefined) return [];
+  return expiry.values.map((sample) => {
+    const labels = sample.labels as Labels;
+    const expiresMs = sample.value * 1000;
+    const daysLeft = Math.floor((expiresMs - now) / DAY_MS);
+    return {
+      certificate: String(labels.certificate ?? ''),
+      names: String(labels.names ?? '')
+        .split(',')
+        .filter((name) => name !== ''),
+      expires_at: new Date(expiresMs).toISOString(),
+      days_left: daysLeft,
+      warning: expiresMs - now < CERTIFICATE_WARNING_DAYS * DAY_MS,
+    };
+  });
+}
+
+/**
+ * One build at a time, and its result reused for `reuseMs`: a client reloading /status in a loop
+ * (or many at once) costs one build per interval, so the admin port's probes are never starved
+ * (docs/security.md, "The admin port").
+ */
+export function sharedFor<T>(reuseMs: number, build: () => Promise<T>, clock = Date.now): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | null = null;
+  return () => {
+    const now = clock();
+    if (last !== null && now - last.at < reuseMs) return last.value;
+    const value = build();
+    const entry = { at: now, value };
+    last = entry;
+    // A failed build is not reused.
+    value.catch(() => {
+      if (last === entry) last = null;
+    });
+    return value;
+  };
+}
