@@ -105,6 +105,7 @@ export function routeRequest(
       upstream: null,
       responseBytes: 0,
       completed: null,
+      trace: null,
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestTrace } from '../observe/tracing.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { Verdict } from './verdict.ts';
 
@@ -62,6 +63,8 @@ export interface ProxyRequest {
    * handshake went both ways); null means "the response was written to its end".
    */
   completed: boolean | null;
+  /** The request's spans when tracing is on (docs/observability.md#tracing), else null. */
+  trace: RequestTrace | null;
 }
 
 /**
