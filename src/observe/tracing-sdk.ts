@@ -3,10 +3,11 @@ import {
   type Context,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
-  type TextMapSetter,
+  TraceFlags,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
@@ -55,21 +56,30 @@ const headerGetter: TextMapGetter<Record<string, string | string[] | undefined>>
   get: (carrier, key) => carrier[key],
 };
 
-/** Puts `name: value` in a flat `[name, value, …]` list, replacing the client's own copies. */
-const listSetter: TextMapSetter<string[]> = {
-  set(carrier, key, value) {
-    for (let i = carrier.length - 2; i >= 0; i -= 2) {
-      if ((carrier[i] as string).toLowerCase() === key) carrier.splice(i, 2);
-    }
-    carrier.push(key, value);
-  },
-};
+/**
+ * Puts the span's `traceparent` (and `tracestate`) in a flat `[name, value, …]` header list, in place
+ * of the client's own copies. Written directly as W3CTraceContextPropagator.inject writes them: the
+ * propagator would first need a Context (a Map copy) per call.
+ */
+function injectIntoList(span: Span, headers: string[]): void {
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    const name = (headers[i] as string).toLowerCase();
+    if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2);
+  }
+  const context = span.spanContext();
+  headers.push('traceparent', traceparentOf(context));
+  if (context.traceState !== undefined) headers.push('tracestate', context.traceState.serialize());
+}
 
-const recordSetter: TextMapSetter<Record<string, string>> = {
-  set(carrier, key, value) {
-    carrier[key] = value;
-  },
-};
+function injectIntoRecord(span: Span, headers: Record<string, string>): void {
+  const context = span.spanContext();
+  headers.traceparent = traceparentOf(context);
+  if (context.traceState !== undefined) headers.tracestate = context.traceState.serialize();
+}
+
+function traceparentOf(context: SpanContext): string {
+  return `00-${context.traceId}-${context.spanId}-0${Number(context.traceFlags || TraceFlags.NONE).toString(16)}`;
+}
 
 export const startTracing: StartTracing = (settings, deps) => {
   const metrics = registerTracingMetrics();
@@ -93,7 +103,7 @@ export const startTracing: StartTracing = (settings, deps) => {
     ],
   });
   const tracer = provider.getTracer('tollgate');
-  const context: SpanContext = {
+  const context: SpanFactory = {
     tracer,
     propagator: new W3CTraceContextPropagator(),
     redactQuery: deps.redactQuery,
@@ -128,14 +138,14 @@ function createExporter(settings: TracingSettings): SpanExporter {
     : new ProtobufTraceExporter({ url });
 }
 
-interface SpanContext {
+interface SpanFactory {
   readonly tracer: Tracer;
   readonly propagator: W3CTraceContextPropagator;
   readonly redactQuery: TracingDeps['redactQuery'];
 }
 
 /** The trace the client's `traceparent` names (when valid), or a new one. */
-function parentOf(context: SpanContext, headers: Record<string, string | string[] | undefined>): Context {
+function parentOf(context: SpanFactory, headers: Record<string, string | string[] | undefined>): Context {
   if (headers.traceparent === undefined) return ROOT_CONTEXT;
   return context.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
 }
@@ -152,7 +162,7 @@ function methodAttributes(method: string | undefined, attributes: Attributes): s
 }
 
 /** `url.path` and `url.query` as recorded: the query without any token parameter (docs/tokens.md). */
-function urlAttributes(context: SpanContext, path: string, query: string, attributes: Attributes): void {
+function urlAttributes(context: SpanFactory, path: string, query: string, attributes: Attributes): void {
   attributes['url.path'] = path;
   const kept = query === '' ? '' : context.redactQuery(query);
   if (kept !== '') attributes['url.query'] = kept;
@@ -168,7 +178,7 @@ function endServerSpan(span: Span, status: number): void {
   span.end();
 }
 
-function traceUnrouted(context: SpanContext, request: UnroutedRequest): string | null {
+function traceUnrouted(context: SpanFactory, request: UnroutedRequest): string | null {
   const { req } = request;
   const attributes: Attributes = {
     'network.protocol.version': protocolOf(req),
@@ -189,12 +199,12 @@ function traceUnrouted(context: SpanContext, request: UnroutedRequest): string |
 /** The spans of one routed request. An object with fields, not closures: one allocation per request. */
 class TracedRequest implements RequestTrace {
   readonly traceId: string | null;
-  readonly #context: SpanContext;
+  readonly #context: SpanFactory;
   readonly #span: Span;
   /** The server span as the parent of this request's client spans. */
   readonly #asParent: Context;
 
-  constructor(context: SpanContext, request: ProxyRequest) {
+  constructor(context: SpanFactory, request: ProxyRequest) {
     this.#context = context;
     const { req, route } = request;
     const attributes: Attributes = {
@@ -203,7 +213,6 @@ class TracedRequest implements RequestTrace {
       'server.address': request.host,
       'network.protocol.version': protocolOf(req),
       'client.address': request.clientIp,
-      'tollgate.route': route.id,
       'tollgate.auth.method': route.auth?.type ?? 'none',
     };
     const method = methodAttributes(req.method, attributes);
@@ -242,11 +251,10 @@ class TracedRequest implements RequestTrace {
       'server.address': host,
       'server.port': port,
       'url.full': `${server.origin}${request.path}${query === '' ? '' : `?${query}`}`,
-      'tollgate.upstream': server.address,
     };
     const name = methodAttributes(method, attributes);
     const span = this.#context.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, this.#asParent);
-    this.#context.propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, listSetter);
+    injectIntoList(span, headers);
     return new CallSpan(span);
   }
 
@@ -264,7 +272,7 @@ class TracedRequest implements RequestTrace {
       { kind: SpanKind.CLIENT, attributes },
       this.#asParent,
     );
-    this.#context.propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, recordSetter);
+    injectIntoRecord(span, headers);
     return new CallSpan(span);
   }
 
