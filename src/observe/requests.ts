@@ -40,7 +40,7 @@ export function createRequestRecorder(
       const status = recordedStatus(res);
       requestsTotal.count(route.id, request.req.method ?? '', status);
       requestDuration.record(route.id, seconds);
-      trace?.end(request, status);
+      trace?.end(status);
       if (!accessLog) return;
       const line: Record<string, unknown> = {
         msg: 'access',

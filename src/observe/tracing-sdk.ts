@@ -276,7 +276,7 @@ class TracedRequest implements RequestTrace {
     return new CallSpan(span);
   }
 
-  end(_request: ProxyRequest, status: number): void {
+  end(status: number): void {
     endServerSpan(this.#span, status);
   }
 }

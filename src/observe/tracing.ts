@@ -30,7 +30,7 @@ export interface RequestTrace {
   /** A CLIENT span for a forward-auth check; its `traceparent` is set in `headers`. */
   authCall(origin: string, method: string, headers: Record<string, string>): ClientSpan;
   /** Ends the SERVER span with the status the client got. */
-  end(request: ProxyRequest, status: number): void;
+  end(status: number): void;
 }
 
 /** One outgoing call's span. */
@@ -83,7 +83,7 @@ export function createTracing(settings: TracingSettings, deps: TracingDeps): Tra
   return {
     load() {
       loading ??= import('./tracing-sdk.ts').then((module) => {
-        sdk = (module.startTracing as StartTracing)(settings, deps);
+        sdk = module.startTracing(settings, deps);
       });
       return loading;
     },
