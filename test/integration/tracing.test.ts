@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type AuthService, OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
+import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import { type CollectedSpan, type OtlpCollector, startOtlpCollector } from '../helpers/otlp-collector.ts';
 import {
   type RefusedAddress,
@@ -56,6 +57,7 @@ describe('tracing: spans, context and attributes (OTLP/HTTP protobuf)', () => {
     const servers = [upstream.address];
     tollgate = await startTollgate({
       main: {
+        http2_cleartext: true,
         tracing: {
           endpoint: collector.origin,
           protocol: 'http/protobuf',
@@ -178,6 +180,28 @@ describe('tracing: spans, context and attributes (OTLP/HTTP protobuf)', () => {
     assert.equal(children[0]?.attributes['url.full'], `http://${upstream.address}/api/report?keep=1`);
     const everything = Buffer.concat(collector.bodies).toString('latin1');
     assert.doesNotMatch(everything, /SECRET-/);
+  });
+
+  it('an HTTP/2 request is traced the same way, its traceparent continued from the HEADERS frame', async () => {
+    const session = await connectHttp2(tollgate.proxyUrl, HOST);
+    try {
+      const res = await h2Request(session, {
+        ':method': 'GET',
+        ':path': '/api/over-h2',
+        ':authority': HOST,
+        ':scheme': 'http',
+        traceparent: `00-${TRACE_ID}-${CALLER_SPAN_ID}-01`,
+      });
+      assert.equal(res.status, 200);
+    } finally {
+      session.close();
+    }
+    const { server, children } = await traceOf(collector, '/api/over-h2');
+    assert.equal(server.traceId, TRACE_ID);
+    assert.equal(server.attributes['network.protocol.version'], '2');
+    assert.equal(server.attributes['server.address'], HOST);
+    const received = upstream.requests.find((r) => r.url === '/api/over-h2');
+    assert.equal(received?.headers.traceparent, `00-${TRACE_ID}-${children[0]?.spanId}-01`);
   });
 
   it('records the auth method and result on the SERVER span; a refusal (4xx) is not a server error', async () => {
