@@ -67,3 +67,11 @@ export async function startBenchAuthService(): Promise<{ port: number; started: 
   await waitForHttp(`http://127.0.0.1:${port}/ping`, started);
   return { port, started };
 }
+
+/** Starts the trace collector sink of the `tollgate-tracing` target and waits until it answers. */
+export async function startOtlpSink(): Promise<{ port: number; started: Started }> {
+  const port = await freePort();
+  const started = startScript('otlp-sink', 'otlp-sink.ts', [String(port)]);
+  await waitForHttp(`http://127.0.0.1:${port}/ping`, started);
+  return { port, started };
+}

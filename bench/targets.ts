@@ -21,7 +21,12 @@ import { h2load, h2loadBinary } from './h2load.ts';
 import { waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
 import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
-import { startBenchAuthService, startReferenceProxy, startSharedUndiciProxies } from './node-targets.ts';
+import {
+  startBenchAuthService,
+  startOtlpSink,
+  startReferenceProxy,
+  startSharedUndiciProxies,
+} from './node-targets.ts';
 import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
 import { freePort, type Started } from './processes.ts';
 import {
@@ -317,6 +322,20 @@ export const TARGETS: readonly TargetDefinition[] = [
       };
     },
   },
+  // Tracing on, every request sampled, spans exported to a sink on loopback (docs/observability.md#tracing):
+  // against `tollgate` (tracing off) in the same rounds. The sink's CPU is a collector's, not charged.
+  tollgateTarget('tollgate-tracing', async (context) => {
+    const sink = await context.shared('otlp-sink', () => startOtlpSink());
+    const tollgate = await startTollgate(context.upstreamPort, {
+      tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+    });
+    return {
+      label: 'tollgate + tracing (sample_ratio 1)',
+      url: `${tollgate.base}/`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
   // The same build started as plain `node dist/main.js`, without the young-generation cap
   // (src/v8-launch-flags.ts): what the cap does to the paced p99, in the same rounds (docs/benchmark.md).
   {
@@ -498,6 +517,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'caddy',
     metric: 'cpu',
     note: 'Node against Go',
+  },
+  {
+    name: 'tollgate+tracing / tollgate',
+    numerator: 'tollgate-tracing',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    goal: 1.3,
   },
   {
     name: 'tollgate / tollgate baseline build',

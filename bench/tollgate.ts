@@ -84,6 +84,8 @@ export interface TollgateSetup {
   mainJs?: string;
   /** Node's V8 flags; default V8_LAUNCH_FLAGS, as the container image starts Tollgate. */
   v8Flags?: readonly string[];
+  /** A collector's URL: tracing on, every request sampled (docs/observability.md#tracing). */
+  tracingEndpoint?: string;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -134,6 +136,9 @@ export async function startTollgate(
       `masterkey: "${masterkey}"`,
       `workers: ${workers}`,
       ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
+      ...(setup.tracingEndpoint === undefined
+        ? []
+        : ['tracing:', `  endpoint: "${setup.tracingEndpoint}"`, '  sample_ratio: 1']),
       '',
     ].join('\n'),
   );

@@ -20,7 +20,7 @@ import { createLifecycle } from './lifecycle.ts';
 import { boundAddressesField, listen } from './listen.ts';
 import { createProxyListeners } from './listeners/listeners.ts';
 import { createLogger, type Logger } from './log.ts';
-import { createRequestRecorder } from './observe/requests.ts';
+import { createObserve } from './observe/observe.ts';
 import { followServerLoad } from './observe/server-load.ts';
 import { createPipeline } from './pipeline/pipeline.ts';
 import { answerClientError } from './proxy/client-error.ts';
@@ -179,6 +179,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     throw new StartError(`tollgate: ${(error as Error).message}`);
   }
   const worker = options.worker ?? null;
+  // The token parameter never reaches the access log or a span, whatever the route (docs/tokens.md).
+  const observe = createObserve(main, logger, (query) => takeQueryParam(query, main.tokenParam).rest);
   const pipeline = createPipeline({
     main,
     table: runtime.table,
@@ -188,13 +190,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     clock,
     logger,
     rateLimitShared: worker ? 'cluster' : 'process',
+    tracing: observe.tracing,
   });
-  // The token parameter never reaches the access log, whatever the route (docs/tokens.md).
-  const recorder = createRequestRecorder(
-    logger,
-    main.accessLog,
-    (query) => takeQueryParam(query, main.tokenParam).rest,
-  );
+  const { recorder } = observe;
   const handler = createProxyHandler({ pipeline, forward, recorder, logger });
   const webSockets = createWebSocketHandler({
     runtime,
@@ -258,6 +256,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       () => pipeline.close(),
       () => health.close(),
       () => pools.close(),
+      () => observe.close(),
     ],
   });
 
@@ -272,6 +271,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     runtime,
     async listen() {
       try {
+        await observe.ready();
         bound = {
           // A worker reports the primary's admin and API addresses as configured.
           admin: adminServer

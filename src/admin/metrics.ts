@@ -198,3 +198,33 @@ export function registerWorkerMetrics() {
     }),
   };
 }
+
+let tracingMetrics: ReturnType<typeof createTracingMetrics> | null = null;
+
+/**
+ * Tracing's families (docs/observability.md#tracing), registered only in a process that exports
+ * spans, so one without `tracing:` exposes exactly the metrics it always did.
+ */
+export function registerTracingMetrics() {
+  tracingMetrics ??= createTracingMetrics();
+  return tracingMetrics;
+}
+
+function createTracingMetrics() {
+  const dropped = new Counter({
+    name: 'tollgate_trace_spans_dropped_total',
+    help: 'Sampled spans never delivered to the collector, by reason (queue_full: the export queue was full; export_failed: the collector refused them or did not answer in time).',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  // Both series from the start: a dashboard's rate() sees the first drop.
+  for (const reason of ['queue_full', 'export_failed']) dropped.labels(reason).inc(0);
+  return {
+    dropped,
+    exported: new Counter({
+      name: 'tollgate_trace_spans_exported_total',
+      help: 'Spans the collector accepted.',
+      registers: [registry],
+    }),
+  };
+}

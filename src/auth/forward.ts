@@ -137,25 +137,29 @@ function createForwardAuthenticator(
     request.consumedHeaders.push(...consumed);
     const method = req.method === 'HEAD' ? 'HEAD' : 'GET';
     const startedAt = performance.now();
-    const observe = (result: 'allowed' | 'denied' | 'error') =>
+    const headers = checkHeaders(request, settings);
+    // The check's CLIENT span, its traceparent sent to the auth service (docs/observability.md#tracing).
+    const span = request.trace === null ? null : request.trace.authCall(pool.origin, method, headers);
+    const observe = (result: 'allowed' | 'denied' | 'error', failure?: Failure) => {
       forwardAuthDuration.observe(
         { route: request.route.id, result },
         (performance.now() - startedAt) / 1000,
       );
+      if (span === null) return;
+      span.attribute('tollgate.auth.result', result);
+      span.end(result === 'error' ? (failure ?? 'error') : null);
+    };
     const signal = AbortSignal.timeout(settings.timeoutMs);
     let response: Awaited<ReturnType<Pool['request']>>;
     try {
-      response = await pool.dispatcher.request({
-        path,
-        method,
-        headers: checkHeaders(request, settings),
-        signal,
-      });
+      response = await pool.dispatcher.request({ path, method, headers, signal });
     } catch (error) {
-      observe('error');
-      return unavailable(request, signal.aborted ? 'timeout' : 'unreachable', errorDetail(error));
+      const failure = signal.aborted ? 'timeout' : 'unreachable';
+      observe('error', failure);
+      return unavailable(request, failure, errorDetail(error));
     }
     const status = response.statusCode;
+    span?.responded(status);
     try {
       if (status >= 200 && status < 300) {
         await response.body.dump({ limit: MAX_RELAYED_BODY_BYTES, signal });
@@ -173,10 +177,11 @@ function createForwardAuthenticator(
       }
       await response.body.dump({ limit: MAX_RELAYED_BODY_BYTES, signal });
     } catch (error) {
-      observe('error');
-      return unavailable(request, signal.aborted ? 'timeout' : 'unreachable', errorDetail(error));
+      const failure = signal.aborted ? 'timeout' : 'unreachable';
+      observe('error', failure);
+      return unavailable(request, failure, errorDetail(error));
     }
-    observe('error');
+    observe('error', 'bad_status');
     return unavailable(request, 'bad_status', `answered ${status}`);
   };
 }

@@ -135,6 +135,22 @@ export interface MainConfig {
    * (docs/traffic.md#tls-to-upstreams). Absent when not set.
    */
   upstreamCaFile?: string | null;
+  /** The `tracing:` block (docs/observability.md#tracing); absent when main.yaml has none. */
+  tracing?: TracingSettings;
+}
+
+/** OpenTelemetry export settings (docs/observability.md#tracing), checked by config/validate-tracing. */
+export interface TracingSettings {
+  /** The collector's OTLP/HTTP base URL as written (`http://collector:4318`); spans go to `/v1/traces`. */
+  endpoint: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** Share of new traces sampled, 0 to 1; an incoming traceparent's decision is followed. */
+  sampleRatio: number;
+  serviceName: string;
+  /** Finished spans waiting for export at most; more are dropped (and counted). */
+  queueSize: number;
+  /** Longest a finished span waits before its batch is sent. */
+  batchDelayMs: number;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */

@@ -14,6 +14,7 @@ import {
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
+import { readTracing } from './validate-tracing.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
 export const MAIN_KEYS = [
@@ -29,6 +30,7 @@ export const MAIN_KEYS = [
   'upstreams_conf',
   'log_level',
   'access_log',
+  'tracing',
   'masterkey',
   'master_key',
   'masterkey_file',
@@ -185,6 +187,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     ),
     // Read and checked with the other files main.yaml names (config/file-checks).
     ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
+    ...optional(
+      'tracing',
+      read('tracing', (f) => readTracing(r, f), null),
+    ),
   };
   // Where each tls_certificates file was written, for the file checks run after validation.
   for (const [key, node] of positions) rememberPosition(config, key, { file: r.file, ...r.positionOf(node) });

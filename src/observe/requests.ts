@@ -4,6 +4,7 @@ import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from 
 import type { Logger } from '../log.ts';
 import type { Unrouted } from '../pipeline/1-route.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
+import type { Tracing } from './tracing.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
 export const NO_ROUTE = '(none)';
@@ -23,22 +24,25 @@ export type QueryRedactor = (query: string) => string;
  * (docs/observability.md). The logged path is the normalised path plus the query that was
  * forwarded, passed through `redactQuery` in every case: the auth stage removes the token parameter
  * only when it runs, so a request answered before authentication (429, to_https) would otherwise
- * log a token. Headers are never logged.
+ * log a token. Headers are never logged. With tracing, the request's SERVER span ends here too, and
+ * the access log line names its `trace_id` when it is sampled.
  */
 export function createRequestRecorder(
   logger: Logger,
   accessLog: boolean,
   redactQuery: QueryRedactor,
+  tracing: Tracing | null = null,
 ): RequestRecorder {
   return {
     routed(request) {
-      const { res, route } = request;
+      const { res, route, trace } = request;
       const seconds = (performance.now() - request.startedAt) / 1000;
       const status = recordedStatus(res);
       requestsTotal.count(route.id, request.req.method ?? '', status);
       requestDuration.record(route.id, seconds);
+      trace?.end(status);
       if (!accessLog) return;
-      logger.info({
+      const line: Record<string, unknown> = {
         msg: 'access',
         method: request.req.method,
         host: request.host,
@@ -55,13 +59,26 @@ export function createRequestRecorder(
         completed: request.completed ?? res.writableFinished,
         // pino leaves undefined fields out: `reason` appears only on responses Tollgate cut short.
         reason: request.cutShort ?? undefined,
-      });
+      };
+      if (trace !== null && trace.traceId !== null) line.trace_id = trace.traceId;
+      logger.info(line);
     },
     unrouted(req, res, startedAt, refused) {
       const seconds = (performance.now() - startedAt) / 1000;
       const status = recordedStatus(res);
       requestsTotal.count(NO_ROUTE, req.method ?? '', status);
       requestDuration.record(NO_ROUTE, seconds);
+      const traceId =
+        tracing === null
+          ? null
+          : tracing.unrouted({
+              req,
+              status,
+              startedAt,
+              path: refused.path,
+              query: refused.query,
+              clientIp: refused.clientIp,
+            });
       if (!accessLog) return;
       logger.info({
         msg: 'access',
@@ -77,6 +94,7 @@ export function createRequestRecorder(
         bytes: localResponseBytes(res),
         route: NO_ROUTE,
         client_ip: refused.clientIp,
+        ...(traceId === null ? {} : { trace_id: traceId }),
       });
     },
   };

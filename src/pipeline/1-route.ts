@@ -106,6 +106,7 @@ export function routeRequest(
       responseBytes: 0,
       completed: null,
       cutShort: null,
+      trace: null,
     },
   };
 }

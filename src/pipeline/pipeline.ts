@@ -4,6 +4,7 @@ import type { Clock } from '../auth/clock.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
+import { type Tracing, withAuthOutcome } from '../observe/tracing.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { createTrustTest } from '../upstream/client-address.ts';
 import type { ServerHealth } from '../upstream/health.ts';
@@ -28,6 +29,8 @@ export interface PipelineDeps {
   logger: Logger;
   /** Where rate-limit counters live: this process, or the workers' primary (docs/workers.md). */
   rateLimitShared?: 'process' | 'cluster';
+  /** Starts each routed request's spans (docs/observability.md#tracing); null without tracing. */
+  tracing?: Tracing | null;
 }
 
 /**
@@ -46,6 +49,7 @@ export interface Pipeline {
 
 export function createPipeline(deps: PipelineDeps): Pipeline {
   const { main, logger } = deps;
+  const tracing = deps.tracing ?? null;
   const isTrustedProxy = createTrustTest(main.trustedProxies);
   const rateLimit = createRateLimitStage({ main, logger, shared: deps.rateLimitShared });
   const auth = createAuthStage({
@@ -59,7 +63,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
   const stages: readonly Stage[] = Object.freeze([
     createToHttpsStage(main),
     rateLimit.stage,
-    auth.stage,
+    tracing === null ? auth.stage : withAuthOutcome(auth.stage),
     createPickServerStage({ health: deps.health }),
   ]);
   const failed = (error: unknown): Verdict => {
@@ -70,6 +74,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     route: (req, res, startedAt) => {
       const routed = routeRequest(req, res, deps.table(), isTrustedProxy, startedAt);
       markIfUrlCarriesToken(req.url, main.tokenParam, res, routed.ok ? routed.request : null);
+      if (tracing !== null && routed.ok) routed.request.trace = tracing.start(routed.request);
       return routed;
     },
     run(request) {

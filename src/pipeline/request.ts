@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestTrace } from '../observe/tracing.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { CutReason } from '../upstream/client-send-timeout.ts';
 import type { Verdict } from './verdict.ts';
@@ -65,6 +66,8 @@ export interface ProxyRequest {
   completed: boolean | null;
   /** Set when Tollgate reset the response itself (upstream/client-send-timeout.ts); for the access log. */
   cutShort: CutReason | null;
+  /** The request's spans when tracing is on (docs/observability.md#tracing), else null. */
+  trace: RequestTrace | null;
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Dispatcher } from 'undici';
 import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
+import type { ClientSpan } from '../observe/tracing.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
@@ -118,6 +119,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #responded = false;
   #finished = false;
   #clientGone = false;
+  /** This attempt's CLIENT span when the request is traced (docs/observability.md#tracing). */
+  #span: ClientSpan | null = null;
   /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
   readonly #onClientGone = () => this.#clientClosed();
   /** Made at the first back-pressure only (see #pauseUntilDrained). */
@@ -170,6 +173,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
     const servername = tlsServerName(server);
     if (servername !== undefined) options.servername = servername;
+    if (request.trace !== null)
+      this.#span = request.trace.upstreamAttempt(request, server, options.headers as string[]);
     if (this.grpc) {
       this.#call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
       options.headersTimeout = 0;
@@ -212,8 +217,9 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.controller?.abort(new Error('client closed the connection'));
   }
 
-  #done(): void {
+  #done(spanError?: string): void {
     this.#finished = true;
+    this.#span?.end(spanError);
     this.#call?.stop();
     this.#sendTimer?.finish();
     const { req, res } = this.request;
@@ -243,6 +249,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.#responded = true;
+    this.#span?.responded(statusCode);
     this.deps.observer.onUpstreamSuccess(request, this.server);
     if (res.destroyed) return;
     const outgoing = clientResponseHeaders(
@@ -317,6 +324,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   ): void {
     const { request, upgrade, server } = this;
     const { res } = request;
+    this.#span?.responded(statusCode);
     this.#done();
     const incoming = headers as IncomingHttpHeaders;
     const problem = upgrade === null ? 'an upgrade nobody asked for' : upgrade.accept(statusCode, incoming);
@@ -335,10 +343,18 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     upgrade?.open(socket, incoming);
   }
 
+  /** `error.type` of a failed attempt's span: the failure class, or who ended it. */
+  #spanError(error: Error): string {
+    if (this.#clientGone || (this.request.res.destroyed && !this.#responded)) return 'client_closed';
+    if ((error as NodeJS.ErrnoException).code === 'UND_ERR_INVALID_ARG') return 'invalid_request';
+    if (this.#call?.expired) return 'deadline_exceeded';
+    return classifyUpstreamError(error).kind;
+  }
+
   onResponseError(_ctrl: Dispatcher.DispatchController, error: Error): void {
     const { request, deps, server } = this;
     const { res } = request;
-    this.#done();
+    this.#done(this.#span === null ? undefined : this.#spanError(error));
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'UND_ERR_INVALID_ARG') {
       // undici refused to send this request (a header it considers invalid): the client's fault,
