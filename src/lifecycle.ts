@@ -69,7 +69,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   const keepUntilExit = options.keepUntilExit ?? [];
   const cleanup = options.cleanup ?? [];
 
-  const openResponses = new Set<ServerResponse>();
+  const openResponses = createOpenResponses();
   const sockets = new Set<Socket>();
   let draining = false;
   /** Listeners closed: from now on a connection is closed as soon as it has nothing in flight. */
@@ -101,14 +101,14 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     // One listener function per server, not a closure per response, and `on` rather than `once`
     // (a response closes exactly once): this runs for every request (docs/benchmark.md).
     function untrack(this: ServerResponse) {
-      openResponses.delete(this);
+      openResponses.closed(this);
       // A keep-alive connection whose response went out before the drain goes idle now: close it
       // (once Node has marked it idle, hence the next turn of the loop).
       if (stoppedAccepting) setImmediate(() => server.closeIdleConnections());
     }
-    const track = (_req: IncomingMessage, res: ServerResponse) => {
+    const track = (req: IncomingMessage, res: ServerResponse) => {
       if (draining) closeAfterResponse(res);
-      openResponses.add(res);
+      openResponses.opened(req, res);
       res.on('close', untrack);
     };
     server.prependListener('request', track);
@@ -142,7 +142,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       },
       'shutting down: readiness is off, still serving until the delay ends',
     );
-    for (const res of openResponses) closeAfterResponse(res);
+    for (const res of openResponses.latestPerConnection()) closeAfterResponse(res);
     await sleep(delayMs);
 
     stoppedAccepting = true;
@@ -151,7 +151,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       server.closeIdleConnections();
     }
     logger.info(
-      { in_flight: openResponses.size, connections: sockets.size },
+      { in_flight: openResponses.count, connections: sockets.size },
       'stopped accepting connections; draining',
     );
     // Every connection closed (each goes as soon as its last response is out), or the grace is over.
@@ -168,7 +168,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     const cut = sockets.size;
     if (cut > 0) {
       logger.warn(
-        { connections: cut, in_flight: openResponses.size },
+        { connections: cut, in_flight: openResponses.count },
         'shutdown_grace_seconds elapsed; closing the remaining connections',
       );
       for (const server of servers) server.closeAllConnections();
@@ -195,6 +195,52 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
         finished = drain(reason, wasReady);
       }
       return finished;
+    },
+  };
+}
+
+/** A connection as the drain sees it: an HTTP/1.1 socket or an HTTP/2 session. */
+interface Connection {
+  readonly destroyed: boolean;
+  once(event: 'close', listener: () => void): unknown;
+}
+
+/**
+ * The responses in flight, as the drain needs them: how many, and the latest one of each connection
+ * (closing a connection after its latest response lets the ones before it finish; an HTTP/2 session
+ * is closed whole).
+ *
+ * Why not a Set of open responses: a Set that every request adds to and deletes from is rehashed into
+ * a new table every few dozen requests, and V8 links each discarded table to its successor (for
+ * iterators still walking it). Once a discarded table has been promoted to the old generation, that
+ * link keeps the newer tables, and every response they held, alive through each young collection
+ * until the next full one: under steady load every request's objects were copied and promoted, about
+ * 6 MB per scavenge (docs/benchmark.md, "Bytes surviving a scavenge"). Here a request only overwrites
+ * its connection's entry, and entries come and go with connections, not requests.
+ */
+function createOpenResponses() {
+  const latest = new Map<Connection, ServerResponse | null>();
+  let count = 0;
+  const connectionOf = (req: IncomingMessage, res: ServerResponse): Connection =>
+    http2StreamOf(res)?.session ?? req.socket;
+  return {
+    get count() {
+      return count;
+    },
+    opened(req: IncomingMessage, res: ServerResponse): void {
+      count++;
+      const connection = connectionOf(req, res);
+      if (connection.destroyed) return;
+      if (!latest.has(connection)) connection.once('close', () => latest.delete(connection));
+      latest.set(connection, res);
+    },
+    closed(res: ServerResponse): void {
+      count--;
+      const connection = connectionOf(res.req, res);
+      if (latest.get(connection) === res) latest.set(connection, null);
+    },
+    *latestPerConnection(): Iterable<ServerResponse> {
+      for (const res of latest.values()) if (res !== null) yield res;
     },
   };
 }

@@ -105,7 +105,13 @@ class CountersChannel {
   #waiting: Waiting[] = [];
   #flushScheduled = false;
   #nextId = 1;
-  readonly #inFlight = new Map<number, { waiting: Waiting[]; timer: NodeJS.Timeout }>();
+  /**
+   * Batches sent and not yet answered, oldest first (the primary answers in order, so the match is
+   * almost always the first). An array, not a Map keyed by id: a Map that gains and loses a key per
+   * batch keeps the requests' continuations alive through young collections (see lifecycle.ts,
+   * createOpenResponses).
+   */
+  readonly #inFlight: { id: number; waiting: Waiting[]; timer: NodeJS.Timeout }[] = [];
 
   constructor(timeoutMs: number) {
     this.#timeoutMs = timeoutMs;
@@ -139,20 +145,24 @@ class CountersChannel {
     // One timer per batch: a primary that does not answer in time lets these requests through (the
     // caller logs it), rather than holding them.
     const timer = setTimeout(() => {
-      this.#inFlight.delete(id);
+      this.#take(id);
       const error = new Error('no answer from the primary in time');
       for (const one of waiting) one.reject(error);
     }, this.#timeoutMs);
     timer.unref();
-    this.#inFlight.set(id, { waiting, timer });
+    this.#inFlight.push({ id, waiting, timer });
     const batch: AskBatch = { channel: CHANNEL, id, asks };
     process.send(batch);
   }
 
+  #take(id: number): { waiting: Waiting[]; timer: NodeJS.Timeout } | undefined {
+    const index = this.#inFlight.findIndex((batch) => batch.id === id);
+    return index === -1 ? undefined : this.#inFlight.splice(index, 1)[0];
+  }
+
   #settle(message: AnswerBatch): void {
-    const batch = this.#inFlight.get(message.id);
+    const batch = this.#take(message.id);
     if (batch === undefined) return;
-    this.#inFlight.delete(message.id);
     clearTimeout(batch.timer);
     batch.waiting.forEach((one, index) => {
       const answer = message.answers[index];

@@ -26,6 +26,9 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
+/** Routes a server's slot counts remember at 0 before idle ones are dropped. */
+const MANY_ROUTES = 256;
+
 export class ServerSlots {
   readonly #limits: SlotLimits;
   #inUse = 0;
@@ -101,8 +104,11 @@ export class ServerSlots {
       if (released) return;
       released = true;
       this.#inUse--;
+      // Kept at 0 rather than deleted: a key deleted and added again per request churns the Map's
+      // tables, which keeps young objects alive through scavenges (see lifecycle.ts, createOpenResponses).
+      // (Pruned only when many routes have come and gone, so reloads do not grow it without bound.)
       const left = (this.#byRoute.get(routeId) ?? 1) - 1;
-      if (left === 0) this.#byRoute.delete(routeId);
+      if (left === 0 && this.#byRoute.size > MANY_ROUTES) this.#byRoute.delete(routeId);
       else this.#byRoute.set(routeId, left);
       this.#grant();
     };
