@@ -19,6 +19,7 @@ import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routin
 import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+import { policiesOf } from './policy-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -217,7 +218,13 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
 
   const paths: Array<[string, PathConfig]> = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
-    const prefix = exact ? exactPath(path) : normalisePrefix(path);
+    // Request policies (docs/ingress.md#request-policies); a regex path is routed by its literal start.
+    const policy = policiesOf(settings, path);
+    if (!policy.ok) {
+      for (const problem of policy.problems) if (!problems.includes(problem)) problems.push(problem);
+      return;
+    }
+    const prefix = exact ? exactPath(policy.routeKey) : normalisePrefix(policy.routeKey);
     if (!prefix.ok) {
       problems.push(`${where}.path '${path}' ${prefix.reason}`);
       return;
@@ -246,6 +253,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         responseHeaders: settings.responseHeaders ?? null,
         redirectTo: null,
         authFailureLimit: null,
+        ...(policy.policies ? { policies: policy.policies } : {}),
       },
     ]);
   };
