@@ -29,6 +29,8 @@ export function compilePathPattern(
 ): Compiled<PathPattern> {
   if (source.length > MAX_PATTERN_LENGTH)
     return { ok: false, reason: `is longer than ${MAX_PATTERN_LENGTH} characters` };
+  const simple = options.caseInsensitive ? null : LITERAL_THEN_REST.exec(source);
+  if (simple !== null) return { ok: true, value: literalThenRest(source, simple[1] as string) };
   let re: RE2JS;
   try {
     re = RE2JS.compile(source, options.caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
@@ -46,14 +48,29 @@ export function compilePathPattern(
       groups,
       test: (path: string) => re.test(path),
       exec(path: string): readonly string[] | null {
-        const matcher = re.matcher(path);
-        if (!matcher.find()) return null;
-        const found: string[] = [];
-        for (let i = 0; i <= groups; i++) found.push(matcher.group(i) ?? '');
-        return found;
+        // re2js's exec is about twice as fast as a Matcher with group() calls (docs/decisions.md).
+        const found = re.exec(path) as Array<string | undefined> | null;
+        if (found === null) return null;
+        for (let i = 0; i <= groups; i++) found[i] ??= '';
+        return found as string[];
       },
     }),
   };
+}
+
+/**
+ * `^/literal/(.*)` (optionally ending in `$`), the shape most rewrites take: the same answers as RE2
+ * gives (a path has no newline for `.` to miss), from startsWith and slice, at a tenth of the cost.
+ */
+const LITERAL_THEN_REST = /^\^([^.^$*+?()[\]{}|\\]*)\(\.\*\)\$?$/;
+
+function literalThenRest(source: string, literal: string): PathPattern {
+  return Object.freeze({
+    source,
+    groups: 1,
+    test: (path: string) => path.startsWith(literal),
+    exec: (path: string) => (path.startsWith(literal) ? [path, path.slice(literal.length)] : null),
+  });
 }
 
 /**

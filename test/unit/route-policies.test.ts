@@ -232,3 +232,23 @@ describe('sizes and regex route keys', () => {
     assert.equal(regexRouteKey('/.*'), '/');
   });
 });
+
+describe('the literal-then-rest shortcut', () => {
+  it('answers as RE2 does for ^literal(.*)', () => {
+    const paths = ['/api/x', '/api/', '/api', '/apix/y', '/other/api/x', '/api/a/b%20c', '/'];
+    for (const source of ['^/api/(.*)', '^/api/(.*)$', '^/api(.*)', '^/(.*)']) {
+      const fast = compilePathPattern(source);
+      // The same pattern made unrecognisable to the shortcut, so RE2 answers it.
+      const slow = compilePathPattern(`(?:${source})`);
+      assert.ok(fast.ok && slow.ok);
+      for (const path of paths) {
+        assert.equal(fast.value.test(path), slow.value.test(path), `${source} test ${path}`);
+        assert.deepEqual(
+          fast.value.exec(path)?.slice() ?? null,
+          slow.value.exec(path)?.slice() ?? null,
+          `${source} exec ${path}`,
+        );
+      }
+    }
+  });
+});
