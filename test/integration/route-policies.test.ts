@@ -23,6 +23,8 @@ describe('route policies from upstreams.yaml', () => {
   let sink: Upstream;
   /** Request heads the sink saw (its 'request' event fires before any body byte). */
   let sinkHeads = 0;
+  /** Answers at once, before reading the body, and keeps the response open. */
+  let early: http.Server;
   let tollgate: Tollgate;
 
   const get = (path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<SimpleResponse> =>
@@ -38,6 +40,13 @@ describe('route policies from upstreams.yaml', () => {
     sink.server.on('request', () => {
       sinkHeads++;
     });
+    early = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('started\n');
+    });
+    early.listen(0, '127.0.0.1');
+    await once(early, 'listening');
+    const earlyAddress = `127.0.0.1:${(early.address() as net.AddressInfo).port}`;
     const servers = [app.address];
     tollgate = await startTollgate({
       main: { access_log: false, trusted_proxies: ['127.0.0.2/32'], http2_cleartext: true },
@@ -78,6 +87,7 @@ describe('route policies from upstreams.yaml', () => {
               },
               '/upload': { servers: [sink.address], max_body_bytes: 100 },
               '/upload-global': { servers: [sink.address] },
+              '/upload-early': { servers: [earlyAddress], max_body_bytes: 100 },
               '/upload-unlimited': { servers: [sink.address], max_body_bytes: 0 },
               '/upload-auth': {
                 servers: [sink.address],
@@ -95,6 +105,8 @@ describe('route policies from upstreams.yaml', () => {
     await tollgate?.stop();
     await app?.close();
     await sink?.close();
+    early?.closeAllConnections();
+    early?.close();
   });
 
   describe('source_ranges and deny_ranges', () => {
@@ -333,6 +345,32 @@ describe('route policies from upstreams.yaml', () => {
         req.end('b'.repeat(50));
       });
       assert.equal(fits.json().bodyBytes, 100);
+    });
+
+    it('cuts the response short when the upstream had already answered', async () => {
+      const outcome = await new Promise<string>((resolve) => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port: tollgate.proxyPort,
+          method: 'POST',
+          path: '/upload-early',
+          headers: { host: HOST, 'transfer-encoding': 'chunked' },
+          agent: false,
+        });
+        req.on('error', () => resolve('request error'));
+        req.on('response', (res) => {
+          assert.equal(res.statusCode, 200);
+          res.on('data', () => {
+            // The answer has started: now the body grows past the limit.
+            req.write('x'.repeat(150));
+          });
+          res.on('end', () => resolve('clean end'));
+          res.on('aborted', () => resolve('aborted'));
+          res.on('error', () => resolve('response error'));
+        });
+        req.write('x'.repeat(10));
+      });
+      assert.notEqual(outcome, 'clean end', 'a cut response must not look complete');
     });
 
     it('cuts an HTTP/2 body without content-length that grows past the limit', async () => {
