@@ -208,6 +208,20 @@ describe('request policy annotations on Ingresses', () => {
       api.events.find((e) => e.involvedObject.name === 'broken-cors')?.message ?? '',
       /cors-\*: '\*' with allow_credentials/,
     );
+    // An access rule it cannot honour closes the paths rather than leaving them to another route.
+    serve('broken-range', 'broken-range.test', { [`${NGINX}whitelist-source-range`]: '10.0.0.0/33' });
+    await settled(
+      'broken-range.test',
+      '/',
+      (res) => res.status === 503 && res.json().error === 'auth_misconfigured',
+    );
+    await waitFor(() =>
+      api.events.some((e) => e.involvedObject.name === 'broken-range' && e.type === 'Warning'),
+    );
+    assert.match(
+      api.events.find((e) => e.involvedObject.name === 'broken-range')?.message ?? '',
+      /whitelist-source-range: '10\.0\.0\.0\/33': the prefix length must be 0-32/,
+    );
     assert.equal((await send('broken.test', '/')).status, 404);
     assert.equal((await send('broken-cors.test', '/')).status, 404);
   });

@@ -515,4 +515,15 @@ describe('request policy annotations (docs/ingress.md#request-policies)', () => 
     );
     assert.equal(translated({ [`${NGINX}proxy-body-size`]: '8q' }).hosts.length, 0);
   });
+
+  it('an address range that cannot be honoured closes the paths (503) instead, like an auth rule', () => {
+    const result = translated({
+      [`${NGINX}denylist-source-range`]: '10.0.0.0/8, bad',
+      [`${NGINX}enable-cors`]: 'true',
+    });
+    const path = result.hosts[0]?.paths[0];
+    assert.match(path?.unavailable ?? '', /denylist-source-range: 'bad' is not an IP address/);
+    assert.equal(path?.policies, undefined);
+    assert.match(result.reports.get('apps/p')?.problems.join() ?? '', /denylist-source-range/);
+  });
 });

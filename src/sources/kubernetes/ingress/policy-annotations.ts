@@ -64,8 +64,9 @@ function entry<K extends keyof PolicySettings>(
   target: K,
   name: string,
   parse: (value: string) => Parsed<PolicySettings[K]>,
+  closes = false,
 ): PolicyAnnotation<K> {
-  return { target, names: [`${NGINX}${name}`], parse, auth: false };
+  return { target, names: [`${NGINX}${name}`], parse, auth: closes };
 }
 
 /** Rows for annotations.ts's table. */
@@ -90,8 +91,9 @@ export const POLICY_ANNOTATIONS: ReadonlyArray<PolicyAnnotation<keyof PolicySett
   entry('corsMaxAge', 'cors-max-age', (value) =>
     /^[0-9]{1,9}$/.test(value) ? ok(Number(value)) : bad('expected a whole number of seconds'),
   ),
-  entry('whitelistSourceRange', 'whitelist-source-range', list),
-  entry('denylistSourceRange', 'denylist-source-range', list),
+  // Access rules, like authentication: one that cannot be honoured closes the paths (see policiesOf).
+  entry('whitelistSourceRange', 'whitelist-source-range', list, true),
+  entry('denylistSourceRange', 'denylist-source-range', list, true),
 ];
 
 /** ingress-nginx's defaults for `enable-cors: "true"` without the other cors-* annotations. */
@@ -115,8 +117,20 @@ export const INGRESS_CORS_DEFAULTS = Object.freeze({
 const REGEX_CHARACTER = /[.^$*+?()[\]{}|\\]/;
 
 /**
+ * Problems of the address-range annotations. Like an auth rule, an access rule that cannot be
+ * honoured must not leave the paths open to whichever route would take them if the Ingress were left
+ * out (another Ingress's `/` for the same Service, `DEFAULT`): the translation closes the paths
+ * (503 `auth_misconfigured`) with these reasons instead.
+ */
+export function closingPolicyProblems(settings: PolicySettings): string[] {
+  const ranges = { sourceRanges: settings.whitelistSourceRange, denyRanges: settings.denylistSourceRange };
+  return policyProblems(ranges).map((problem) => `${annotationOf(problem.key)}: ${problem.message}`);
+}
+
+/**
  * One Ingress path's policies, with the route key it is served under (a regex path's literal
- * beginning), or the problems that keep the Ingress out (each naming its annotation).
+ * beginning), or the problems that keep the Ingress out (each naming its annotation). Problems of
+ * the address ranges are closingPolicyProblems' business, not reported here.
  */
 export function policiesOf(
   settings: PolicySettings,
@@ -148,7 +162,8 @@ export function policiesOf(
   if (cors !== null) policies.cors = cors;
 
   for (const problem of policyProblems(policies))
-    problems.push(`${annotationOf(problem.key)}: ${problem.message}`);
+    if (problem.key !== 'source_ranges' && problem.key !== 'deny_ranges')
+      problems.push(`${annotationOf(problem.key)}: ${problem.message}`);
   if (problems.length > 0) return { ok: false, problems };
   return { ok: true, policies: Object.keys(policies).length === 0 ? null : policies, routeKey };
 }

@@ -19,7 +19,7 @@ import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routin
 import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
-import { policiesOf } from './policy-annotations.ts';
+import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -214,7 +214,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
 
   const auth = authorizationOf(settings, namespace, input.secrets);
   report.warnings.push(...auth.warnings);
-  const closed = [...annotations.authProblems, ...auth.problems];
+  const closed = [...annotations.authProblems, ...auth.problems, ...closingPolicyProblems(settings)];
 
   const paths: Array<[string, PathConfig]> = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
@@ -253,7 +253,8 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         responseHeaders: settings.responseHeaders ?? null,
         redirectTo: null,
         authFailureLimit: null,
-        ...(policy.policies ? { policies: policy.policies } : {}),
+        // A closed path answers 503 whatever else it says; its policies may not even compile.
+        ...(policy.policies && closed.length === 0 ? { policies: policy.policies } : {}),
       },
     ]);
   };
