@@ -1,10 +1,22 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { request, type SimpleResponse, startTollgate, type Tollgate } from '../helpers/tollgate.ts';
+import { reloadCount } from '../helpers/reload-metrics.ts';
+import {
+  MAIN_JS,
+  request,
+  type SimpleResponse,
+  startTollgate,
+  type Tollgate,
+  waitFor,
+} from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 /**
@@ -397,6 +409,77 @@ describe('route policies from upstreams.yaml', () => {
       } finally {
         client.close();
       }
+    });
+  });
+  describe('bad policies', () => {
+    it('validate refuses them with file:line, one line each', async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'tollgate-policies-'));
+      try {
+        await writeFile(join(dir, 'main.yaml'), 'proxy_address_http: "127.0.0.1:0"\n');
+        await writeFile(
+          join(dir, 'upstreams.yaml'),
+          [
+            'max_body_bytes: 8q',
+            'upstreams:',
+            '  app.test:',
+            '    paths:',
+            '      /:',
+            '        servers: ["127.0.0.1:3000"]',
+            '        rewrite: { regex: "^/(a)\\\\1", replacement: /x }',
+            '        cors: { allow_origins: ["*"], allow_credentials: true }',
+            '        source_ranges: [10.0.0.0/33]',
+            '',
+          ].join('\n'),
+        );
+        const result = spawnSync(
+          process.execPath,
+          [MAIN_JS, 'validate', '--config', join(dir, 'main.yaml')],
+          {
+            encoding: 'utf8',
+            env: { ...process.env, TOLLGATE_CONFIG: '' },
+            timeout: 60_000,
+          },
+        );
+        assert.equal(result.status, 1, result.stdout);
+        assert.match(result.stderr, /upstreams\.yaml:1:17: max_body_bytes: '8q' is not a size/);
+        assert.match(
+          result.stderr,
+          /upstreams\.yaml:7:\d+: .*rewrite\.regex: .*not a linear-time \(RE2\) regular expression/,
+        );
+        assert.match(result.stderr, /upstreams\.yaml:8:\d+: .*cors: '\*' with allow_credentials/);
+        assert.match(result.stderr, /upstreams\.yaml:9:\d+: .*source_ranges: '10\.0\.0\.0\/33'/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('a reload with a broken policy is refused and the previous config keeps serving', async () => {
+      const failures = async () => reloadCount(await tollgate.metrics(), 'upstreams.yaml', 'failure') || 0;
+      const before = await failures();
+      await tollgate.writeUpstreams({
+        upstreams: {
+          [HOST]: {
+            paths: {
+              '/': { servers: [app.address], cors: { allow_origins: ['*'], allow_credentials: true } },
+            },
+          },
+        },
+      });
+      await waitFor(async () => (await failures()) > before, 10_000);
+      assert.ok(
+        tollgate
+          .logs()
+          .some((line) =>
+            /upstreams\.yaml:\d+:\d+: .*cors: '\*' with allow_credentials/.test(String(line.msg)),
+          ),
+      );
+      const res = await get('/cors/x', { origin: 'https://app.example.com' });
+      assert.equal(
+        res.headers['access-control-allow-origin'],
+        'https://app.example.com',
+        'the old policy still serves',
+      );
+      assert.equal((await get('/internal/x')).status, 403);
     });
   });
 });
