@@ -45,6 +45,7 @@ export function withCorsHeaders(request: ProxyRequest, verdict: Answer | Redirec
   const extra = request.responseHeaders;
   if (extra !== null)
     for (const name in extra) if (name.startsWith('access-control-')) added[name] = extra[name] as string;
+  // One spread per kind: a redirect's headers are plain strings, an answer's may be lists.
   if (verdict.kind === 'redirect') return { ...verdict, headers: { ...verdict.headers, ...added } };
   return { ...verdict, headers: { ...verdict.headers, ...added } };
 }
