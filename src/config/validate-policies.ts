@@ -1,5 +1,5 @@
 import { isMap, isScalar } from 'yaml';
-import { policyProblems } from '../routing/policies.ts';
+import { parseRange, policyProblems } from '../routing/policies.ts';
 import { parseByteSize } from './byte-size.ts';
 import type { CorsConfig, PathPolicies, RewriteConfig } from './policy-types.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
@@ -54,11 +54,9 @@ export function readPathPolicies(r: YamlReader, fields: Map<string, Field>): { p
   const cors = corsField && readCors(r, corsField);
   if (cors) policies.cors = cors;
   const sourceField = get('source_ranges');
-  if (sourceField)
-    policies.sourceRanges = readStrings(r, sourceField, 'a list of CIDR ranges such as ["10.0.0.0/8"]');
+  if (sourceField) policies.sourceRanges = readRanges(r, sourceField);
   const denyField = get('deny_ranges');
-  if (denyField)
-    policies.denyRanges = readStrings(r, denyField, 'a list of CIDR ranges such as ["10.0.0.0/8"]');
+  if (denyField) policies.denyRanges = readRanges(r, denyField);
 
   // The shared checks, each reported at the key it is about.
   const where: Record<string, Field | undefined> = {
@@ -66,10 +64,10 @@ export function readPathPolicies(r: YamlReader, fields: Map<string, Field>): { p
     'rewrite.regex': rewriteField,
     'rewrite.replacement': rewriteField,
     cors: corsField,
-    source_ranges: sourceField,
-    deny_ranges: denyField,
   };
   for (const problem of policyProblems(policies)) {
+    // Ranges were checked one by one above, each at its own line.
+    if (problem.key === 'source_ranges' || problem.key === 'deny_ranges') continue;
     const field = where[problem.key];
     const sub = field && subField(r, field, problem.key.split('.')[1]);
     const at = sub ?? field;
@@ -148,6 +146,19 @@ function readCors(r: YamlReader, field: Field): CorsConfig | undefined {
 
 /** Methods a preflight is told when `allow_methods` is not written. */
 export const DEFAULT_CORS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** A list of CIDRs, each checked at its own line; only the valid ones are kept (the file is refused anyway). */
+function readRanges(r: YamlReader, field: Field): string[] {
+  const out: string[] = [];
+  for (const item of r.items(field, 'a list of CIDR ranges such as ["10.0.0.0/8"]') ?? []) {
+    const text = r.string(item);
+    if (text === undefined) continue;
+    const range = parseRange(text);
+    if (range.ok) out.push(text.trim());
+    else r.report(item.node, item.path, range.reason);
+  }
+  return out;
+}
 
 function readStrings(r: YamlReader, field: Field, expected: string): string[] {
   const out: string[] = [];

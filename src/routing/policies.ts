@@ -10,6 +10,9 @@ import {
   type Replacement,
 } from './path-pattern.ts';
 
+// Validation reads ranges one by one (each at its own line) with the parser routing compiles them with.
+export { parseRange };
+
 /**
  * A route's request policies (docs/policies.md), compiled once per (re)load and frozen. Each is read
  * by its own pipeline stage, in this order: source ranges → CORS → (redirects) app root → … → body

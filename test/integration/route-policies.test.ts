@@ -447,7 +447,7 @@ describe('route policies from upstreams.yaml', () => {
           /upstreams\.yaml:7:\d+: .*rewrite\.regex: .*not a linear-time \(RE2\) regular expression/,
         );
         assert.match(result.stderr, /upstreams\.yaml:8:\d+: .*cors: '\*' with allow_credentials/);
-        assert.match(result.stderr, /upstreams\.yaml:9:\d+: .*source_ranges: '10\.0\.0\.0\/33'/);
+        assert.match(result.stderr, /upstreams\.yaml:9:\d+: .*source_ranges\[0\]: '10\.0\.0\.0\/33'/);
       } finally {
         await rm(dir, { recursive: true, force: true });
       }
