@@ -70,20 +70,35 @@ function blockList(ranges: readonly string[]): BlockList | null {
   return list;
 }
 
+/** Client addresses whose answer a route remembers (per compiled table: a reload starts afresh). */
+const MAX_REMEMBERED = 4096;
+
 /** null when neither list has a range: the route then has no check at all. */
 export function compileSourceRanges(allow: readonly string[], deny: readonly string[]): SourceRanges | null {
   const allowed = blockList(allow);
   const denied = blockList(deny);
   if (allowed === null && denied === null) return null;
+  const decide = (ip: string): boolean => {
+    const address = unmappedIPv4(ip) ?? ip;
+    const version = isIP(address);
+    // No usable address (a Unix socket, say): only a route without an allow list takes it.
+    if (version === 0) return allowed === null;
+    const family = version === 4 ? 'ipv4' : 'ipv6';
+    if (denied?.check(address, family)) return false;
+    return allowed === null || allowed.check(address, family);
+  };
+  // A BlockList check builds a SocketAddress per call; the same few clients ask again and again
+  // (keep-alive), so answers are remembered, in a map emptied when full so it stays small.
+  const known = new Map<string, boolean>();
   return Object.freeze({
     admits(ip: string): boolean {
-      const address = unmappedIPv4(ip) ?? ip;
-      const version = isIP(address);
-      // No usable address (a Unix socket, say): only a route without an allow list takes it.
-      if (version === 0) return allowed === null;
-      const family = version === 4 ? 'ipv4' : 'ipv6';
-      if (denied?.check(address, family)) return false;
-      return allowed === null || allowed.check(address, family);
+      let answer = known.get(ip);
+      if (answer === undefined) {
+        answer = decide(ip);
+        if (known.size >= MAX_REMEMBERED) known.clear();
+        known.set(ip, answer);
+      }
+      return answer;
     },
   });
 }
