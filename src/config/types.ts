@@ -4,6 +4,7 @@
  * UpstreamsConfig into the immutable RoutingTable the hot path uses.
  */
 
+import type { PathPolicies } from './policy-types.ts';
 import type { ServiceRef } from './service-ref.ts';
 
 /** main.yaml `workers`: a count, or `auto` for the CPUs this container may use (docs/workers.md). */
@@ -324,6 +325,8 @@ export interface PathConfig {
   upstreamTls?: UpstreamTlsConfig | null;
   /** `upstream_protocol`; absent = `auto`. */
   upstreamProtocol?: UpstreamProtocol;
+  /** Request policies: rewrite, body limit, CORS, source ranges (docs/policies.md); absent = none. */
+  policies?: PathPolicies | null;
 }
 
 export interface HostConfig {
@@ -359,6 +362,8 @@ export interface UpstreamsConfig {
   requestHeaders: HeaderOps | null;
   responseHeaders: HeaderOps | null;
   authFailureLimit: number | null;
+  /** Global `max_body_bytes` (docs/policies.md#max_body_bytes); absent or null = no limit. */
+  maxBodyBytes?: number | null;
   /** In file order. */
   hosts: HostConfig[];
 }

@@ -26,6 +26,7 @@ import { validateAuthorization } from './validate-auth.ts';
 import { readHttpUrl } from './validate-forward.ts';
 import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
+import { POLICY_KEYS, readMaxBodyBytes, readPathPolicies } from './validate-policies.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 const TOP_KEYS = [
@@ -37,6 +38,7 @@ const TOP_KEYS = [
   'authorization',
   'auth_failure_limit',
   ...HEADER_RULE_KEYS,
+  'max_body_bytes',
   'upstreams',
 ];
 const HOST_KEYS = ['paths'];
@@ -52,6 +54,7 @@ const PATH_KEYS = [
   ...HEADER_RULE_KEYS,
   'upstream_tls',
   'upstream_protocol',
+  ...POLICY_KEYS,
 ];
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
 const UPSTREAM_TLS_KEYS = ['ca_file', 'server_name', 'certificate', 'key', 'verify'];
@@ -134,6 +137,8 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   const failureLimit = get('auth_failure_limit');
   if (failureLimit) config.authFailureLimit = readAuthFailureLimit(r, failureLimit);
   Object.assign(config, readHeaderRules(r, fields));
+  const maxBody = get('max_body_bytes');
+  if (maxBody) config.maxBodyBytes = readMaxBodyBytes(r, maxBody) ?? null;
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
@@ -366,6 +371,7 @@ function readPath(
     // Only when set, so configs without them compare (and hash) as before.
     ...(upstreamTls ? { upstreamTls } : {}),
     ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),
+    ...readPathPolicies(r, fields),
   };
 }
 

@@ -70,6 +70,10 @@ export function routeRequest(
   if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
   const route = table.match(host, target.path);
   if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
+  // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
+  const pattern = route.policy?.pathPattern;
+  if (pattern != null && !pattern.test(target.path))
+    return unrouted(refuse('not_found'), address.clientIp, target);
   if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
@@ -95,6 +99,8 @@ export function routeRequest(
       forwardedFor: address.forwardedFor,
       peerTrusted: address.peerTrusted,
       startedAt,
+      upstreamPath: target.path,
+      body: null,
       subject: null,
       forwardQuery: target.query,
       consumedHeaders: [],

@@ -4,6 +4,7 @@ import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
+import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
@@ -56,6 +57,7 @@ export function compileRoutingTable(
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
         requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
+        policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
       });
       routes.push(route);
     }

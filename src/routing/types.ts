@@ -5,6 +5,7 @@ import type {
   UpstreamProtocol,
 } from '../config/types.ts';
 import type { HeaderRules } from './header-rules.ts';
+import type { RoutePolicy } from './policies.ts';
 
 /**
  * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
@@ -78,6 +79,8 @@ export interface Route {
   readonly requestHeaders: HeaderRules | null;
   /** Rules for the upstream's response on its way to the client, or null. */
   readonly responseHeaders: HeaderRules | null;
+  /** Source ranges, CORS, app root, body limit, rewrite (docs/policies.md); null = none of them. */
+  readonly policy?: RoutePolicy | null;
 }
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */

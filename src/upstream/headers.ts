@@ -177,3 +177,16 @@ export function earlyHintHeaders(
   if (link === undefined || link.length === 0) return null;
   return { link };
 }
+
+/** Adds `name` to the response's Vary unless it is there already (or Vary is `*`). */
+export function addVary(out: IncomingHttpHeaders, name: string): void {
+  const existing = out.vary;
+  if (existing === undefined || existing === '') {
+    out.vary = name;
+    return;
+  }
+  const text = Array.isArray(existing) ? existing.join(', ') : existing;
+  const lower = name.toLowerCase();
+  if (text.split(',').some((token) => token.trim().toLowerCase() === lower || token.trim() === '*')) return;
+  out.vary = `${text}, ${name}`;
+}

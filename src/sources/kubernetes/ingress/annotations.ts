@@ -1,5 +1,6 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { POLICY_ANNOTATIONS, type PolicySettings } from './policy-annotations.ts';
 
 /**
  * The Ingress annotations Tollgate understands, as one table (docs/ingress.md#annotations): each
@@ -15,7 +16,7 @@ export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings {
+export interface IngressSettings extends PolicySettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -188,6 +189,8 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
   ),
   spec('requestHeaders', [`${TOLLGATE_PREFIX}request-headers`], headerRule),
   spec('responseHeaders', [`${TOLLGATE_PREFIX}response-headers`], headerRule),
+  // rewrite-target, proxy-body-size, cors-*, source ranges… (docs/ingress.md#request-policies)
+  ...POLICY_ANNOTATIONS,
 ];
 
 const BY_NAME = new Map(ANNOTATIONS.flatMap((entry) => entry.names.map((name) => [name, entry] as const)));

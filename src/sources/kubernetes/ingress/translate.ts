@@ -21,6 +21,7 @@ import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 import { certificateHosts, type HostClaim, hostOwners, hostOwnershipProblem } from './ownership.ts';
+import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -281,12 +282,18 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
 
   const auth = authorizationOf(settings, namespace, input.secrets, input.reachesTollgate);
   report.notices.push(...auth.warnings.map((message) => ({ reason: 'WeakPasswordHash' as const, message })));
-  const closed = [...annotations.authProblems, ...auth.problems];
+  const closed = [...annotations.authProblems, ...auth.problems, ...closingPolicyProblems(settings)];
 
   const paths: Array<[string, PathConfig]> = [];
   const missingBackends: string[] = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
-    const prefix = exact ? exactPath(path) : normalisePrefix(path);
+    // Request policies (docs/ingress.md#request-policies); a regex path is routed by its literal start.
+    const policy = policiesOf(settings, path);
+    if (!policy.ok) {
+      for (const problem of policy.problems) if (!problems.includes(problem)) problems.push(problem);
+      return;
+    }
+    const prefix = exact ? exactPath(policy.routeKey) : normalisePrefix(policy.routeKey);
     if (!prefix.ok) {
       problems.push(`${where}.path '${path}' ${prefix.reason}`);
       return;
@@ -315,6 +322,8 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         responseHeaders: settings.responseHeaders ?? null,
         redirectTo: null,
         authFailureLimit: null,
+        // A closed path answers 503 whatever else it says; its policies may not even compile.
+        ...(policy.policies && closed.length === 0 ? { policies: policy.policies } : {}),
       },
     ]);
   };
