@@ -164,6 +164,8 @@ describe('forward auth through the proxy process', () => {
     assert.equal(echo.headers['x-auth-request-email'], 'alice@example.com');
     assert.equal(echo.headers['x-tollgate-subject'], 'alice');
     assert.equal(echo.headers.cookie, `${OAUTH2_PROXY_COOKIE}; theme=dark`);
+    // The client's claim about the original request reaches no auth layer behind Tollgate either.
+    assert.equal(echo.headers['x-forwarded-uri'], undefined);
     const check = oauth2.checks.at(-1);
     assert.ok(check);
     assert.equal(check.method, 'GET');
