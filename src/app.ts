@@ -161,7 +161,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   runtime.onTableSwap((next) => health.sync(next));
 
   // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
-  const upstreamObserver = createUpstreamObserver(health);
+  const upstreamObserver = createUpstreamObserver(health, logger);
   const forward = createForwarder({
     pools,
     observer: upstreamObserver,
