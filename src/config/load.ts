@@ -49,6 +49,8 @@ function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
     const at = reader.locateTopLevelValue(key);
     if (at) rememberPosition(config, key, { file: reader.file, ...at });
   }
+  const kubeconfigAt = reader.locateNestedValue(['kubernetes', 'kubeconfig']);
+  if (kubeconfigAt) rememberPosition(config, 'kubernetes.kubeconfig', { file: reader.file, ...kubeconfigAt });
 }
 
 /**
@@ -79,19 +81,26 @@ export async function loadConfig(
 
   const mainReader = new YamlReader(mainText.value, mainPath);
   let main: MainConfig | null = null;
+  // main.yaml as far as it validated: its files are checked even while other keys have problems,
+  // so validate reports every problem in one pass (docs/cli.md); a key that failed is simply unset.
+  let partialMain: MainConfig | null = null;
   let upstreamsPath: string | null = null;
   let upstreamsConfWritten: string | null = null;
   if (mainReader.wellFormed) {
     const validated = validateMain(mainReader, mainFile);
     if (validated.upstreamsConfKnown) upstreamsPath = validated.config.upstreamsConf;
     upstreamsConfWritten = validated.upstreamsConfWritten;
-    if (mainReader.issues.length === 0) {
-      main = validated.config;
-      rememberMainPositions(mainReader, main);
-    }
+    partialMain = validated.config;
+    rememberMainPositions(mainReader, partialMain);
+    if (mainReader.issues.length === 0) main = validated.config;
   }
-  const issues = inFileOrder(mainReader.issues);
-  if (upstreamsPath === null) return { ok: false, issues };
+  /** main.yaml's problems: its own, and those of the files it names (checked with `upstreams`). */
+  const mainIssues = (upstreams: UpstreamsConfig | null) =>
+    inFileOrder([
+      ...mainReader.issues,
+      ...(partialMain === null ? [] : checkRuntimeFiles(partialMain, upstreams, 'main')),
+    ]);
+  if (upstreamsPath === null) return { ok: false, issues: mainIssues(null) };
 
   // Messages name the upstreams file the way the operator named main.yaml: relative stays relative.
   const shownPath = isAbsolute(mainPath) ? upstreamsPath : relative(process.cwd(), upstreamsPath);
@@ -108,17 +117,16 @@ export async function loadConfig(
     const missing = text.unreadable
       ? whyUpstreamsUnreadable(mainReader, upstreamsConfWritten, upstreamsPath, text.unreadable)
       : text.issues;
-    return { ok: false, issues: inFileOrder([...issues, ...missing]) };
+    return { ok: false, issues: inFileOrder([...mainIssues(null), ...missing]) };
   }
   const upstreams = parseUpstreamsConfig(text.value, shownPath);
-  if (!upstreams.ok) return { ok: false, issues: [...issues, ...upstreams.issues] };
-  if (main === null) return { ok: false, issues };
-  const mismatches = checkConsistency(main, upstreams.value);
-  if (mismatches.length > 0) return { ok: false, issues: mismatches };
+  if (!upstreams.ok) return { ok: false, issues: [...mainIssues(null), ...upstreams.issues] };
   // Every file main.yaml names and the process reads, with the readers the process uses (validate
   // and start both load through here, docs/configuration.md).
-  const unusable = checkRuntimeFiles(main, upstreams.value, 'main');
-  if (unusable.length > 0) return { ok: false, issues: unusable };
+  const issues = mainIssues(upstreams.value);
+  if (main === null) return { ok: false, issues };
+  const mismatches = checkConsistency(main, upstreams.value);
+  if (mismatches.length > 0 || issues.length > 0) return { ok: false, issues: [...mismatches, ...issues] };
   return { ok: true, value: { main, upstreams: upstreams.value } };
 }
 
