@@ -352,6 +352,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         );
       } catch (error) {
         // Nothing is served half-way: release what was bound, then report the first problem.
+        lifecycle.startFailed(error);
         await close('start-up failed');
         throw error instanceof Error && error.message.startsWith('cannot listen')
           ? new StartError(`tollgate: ${error.message}`)

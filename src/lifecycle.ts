@@ -43,6 +43,12 @@ export interface Lifecycle {
    * resolves once it finished; a second call returns the same promise.
    */
   shutdown(reason: string): Promise<void>;
+  /**
+   * The start failed (a port taken, a provider that would not start): logs why, once, as an error,
+   * and makes the shutdown that follows release what was bound without the drain's lines, since
+   * nothing was served and there is nothing to drain (docs/observability.md).
+   */
+  startFailed(error: unknown): void;
 }
 
 /** How long a cleanup step may take before the exit goes ahead anyway. */
@@ -118,6 +124,8 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   }
 
   let finished: Promise<void> | null = null;
+  /** Set by startFailed(): the drain's steps run, their lines are debug. */
+  let failedStart = false;
 
   const runCleanup = async () => {
     await Promise.allSettled(
@@ -134,13 +142,17 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
     const graceEnds = Date.now() + delayMs + graceMs;
-    logger.info(
+    const announce = (fields: object, message: string) =>
+      failedStart ? logger.debug(fields, message) : logger.info(fields, message);
+    announce(
       {
         signal,
         shutdown_delay_seconds: main.shutdownDelaySeconds,
         shutdown_grace_seconds: main.shutdownGraceSeconds,
       },
-      'shutting down: readiness is off, still serving until the delay ends',
+      wasReady
+        ? 'shutting down: readiness is off, still serving until the delay ends'
+        : 'shutting down before it was ready: no delay',
     );
     for (const res of openResponses) closeAfterResponse(res);
     await sleep(delayMs);
@@ -150,7 +162,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       if (server.listening) server.close(() => {});
       server.closeIdleConnections();
     }
-    logger.info(
+    announce(
       { in_flight: openResponses.size, connections: sockets.size },
       'stopped accepting connections; draining',
     );
@@ -180,7 +192,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       server.close(() => {});
       server.closeAllConnections();
     }
-    logger.info({ connections_cut: cut }, 'shutdown complete');
+    announce({ connections_cut: cut }, 'shutdown complete');
     // Log lines still buffered get what is left of the grace period, never more: a stdout nobody
     // reads must not hold the exit (docs/observability.md#when-stdout-stalls).
     await flushLogs(logger, graceEnds - Date.now());
@@ -195,6 +207,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
         finished = drain(reason, wasReady);
       }
       return finished;
+    },
+    startFailed(error) {
+      if (failedStart) return;
+      failedStart = true;
+      logger.error(
+        // The words of the stderr line, without its `tollgate: ` prefix (a worker's reason arrives with it).
+        {
+          event: 'start_failed',
+          error: (error instanceof Error ? error.message : String(error)).replace(/^tollgate: /, ''),
+        },
+        'start-up failed: exiting without serving',
+      );
     },
   };
 }

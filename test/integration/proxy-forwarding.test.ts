@@ -401,7 +401,7 @@ describe('forwarding through the proxy process', () => {
     assert.equal(tollgate.stdout().includes('secret-40'), false, 'no token in any log line');
   });
 
-  it('reports a port already in use in one clear line and exits 1', async () => {
+  it('reports a port already in use in one clear line and exits 1, never claiming to serve', async () => {
     const busy = await startTollgate({
       upstreams: { upstreams: { DEFAULT: { paths: { '/': { servers: [a.address] } } } } },
       main: { proxy_address_http: `127.0.0.1:${tollgate.proxyPort}` },
@@ -409,12 +409,18 @@ describe('forwarding through the proxy process', () => {
     });
     const code = await busy.exited;
     assert.equal(code, 1);
-    assert.match(
-      busy.stderr(),
-      new RegExp(
-        `cannot listen on 127\\.0\\.0\\.1:${tollgate.proxyPort} \\(proxy_address_http\\): address already in use`,
-      ),
+    const failure = new RegExp(
+      `cannot listen on 127\\.0\\.0\\.1:${tollgate.proxyPort} \\(proxy_address_http\\): address already in use`,
     );
+    assert.match(busy.stderr(), failure);
+    // The log says the start failed, and why; no drain of a proxy that never served.
+    const failed = busy.logs().filter((line) => line.event === 'start_failed');
+    assert.equal(failed.length, 1, busy.stdout());
+    assert.equal(failed[0]?.level, 'error');
+    assert.match(String(failed[0]?.error), failure);
+    for (const claim of ['still serving', 'draining', 'shutting down', 'shutdown complete']) {
+      assert.ok(!busy.stdout().includes(claim), `'${claim}' logged by a start that failed: ${busy.stdout()}`);
+    }
     await busy.stop();
   });
 });
