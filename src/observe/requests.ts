@@ -64,7 +64,7 @@ export function createRequestRecorder(
       logger.info({
         msg: 'access',
         method: req.method,
-        host: req.headers[':authority'] ?? req.headers.host,
+        host: refused.host,
         // Normalised, the token parameter removed like on routed lines; a target that could not be
         // normalised (400 bad_path) is never logged raw.
         path: refused.path === null ? null : loggedPath(refused.path, refused.query, redactQuery),
