@@ -68,6 +68,12 @@ export function checkConsistency(
   return [...(resolved.ok ? [] : resolved.issues), ...checkRuntimeFiles(main, upstreams, 'upstreams')];
 }
 
+/** masterkey_file's own problems (unreadable, empty), when upstreams.yaml cannot be had to agree with. */
+function masterkeyFileIssues(main: MainConfig): ConfigIssue[] {
+  const resolved = resolveMasterkey(main, null);
+  return resolved.ok ? [] : resolved.issues;
+}
+
 /**
  * Reads and validates both files, collecting every problem of both (the upstreams file is still
  * checked when main.yaml has problems, as long as its location is known).
@@ -94,11 +100,15 @@ export async function loadConfig(
     rememberMainPositions(mainReader, partialMain);
     if (mainReader.issues.length === 0) main = validated.config;
   }
-  /** main.yaml's problems: its own, and those of the files it names (checked with `upstreams`). */
+  /**
+   * main.yaml's problems: its own, and those of the files it names (checked with `upstreams`; without
+   * it, masterkey_file is read here, as checkConsistency cannot run).
+   */
   const mainIssues = (upstreams: UpstreamsConfig | null) =>
     inFileOrder([
       ...mainReader.issues,
       ...(partialMain === null ? [] : checkRuntimeFiles(partialMain, upstreams, 'main')),
+      ...(partialMain === null || upstreams !== null ? [] : masterkeyFileIssues(partialMain)),
     ]);
   if (upstreamsPath === null) return { ok: false, issues: mainIssues(null) };
 
@@ -124,9 +134,18 @@ export async function loadConfig(
   // Every file main.yaml names and the process reads, with the readers the process uses (validate
   // and start both load through here, docs/configuration.md).
   const issues = mainIssues(upstreams.value);
-  if (main === null) return { ok: false, issues };
-  const mismatches = checkConsistency(main, upstreams.value);
-  if (mismatches.length > 0 || issues.length > 0) return { ok: false, issues: [...mismatches, ...issues] };
+  // partialMain is set: upstreamsPath came from it. The masterkey agreement too, beside the rest.
+  const mismatches = checkConsistency(main ?? (partialMain as MainConfig), upstreams.value);
+  if (main === null || mismatches.length > 0 || issues.length > 0) {
+    const inMain = (issue: ConfigIssue) => issue.file === mainReader.file;
+    return {
+      ok: false,
+      issues: [
+        ...inFileOrder([...issues, ...mismatches.filter(inMain)]),
+        ...mismatches.filter((issue) => !inMain(issue)),
+      ],
+    };
+  }
   return { ok: true, value: { main, upstreams: upstreams.value } };
 }
 

@@ -269,6 +269,7 @@ describe('validate and start refuse the same broken files alike', () => {
         'kubernetes:',
         '  ingress_class: tollgate',
         '  kubeconfig: /nonexistent/kubeconfig',
+        'masterkey_file: missing-masterkey',
         '',
       ].join('\n'),
     );
@@ -298,6 +299,7 @@ describe('validate and start refuse the same broken files alike', () => {
       /main\.yaml:7:19: upstream_ca_file: \S+\/upstream-ca\.pem holds no PEM certificate/,
       /main\.yaml:8:1: log_levle:/,
       /main\.yaml:11:15: kubernetes\.kubeconfig: kubeconfig \/nonexistent\/kubeconfig does not exist/,
+      /main\.yaml:12:17: masterkey_file: cannot read \S+\/missing-masterkey: no such file/,
       /upstreams\.yaml:5:\d+: upstreams\.app\.test\.paths\.\/\.servers:/,
       /upstreams\.yaml:8:\d+: \S+upstream_tls\.ca_file: \S+\/path-ca\.pem holds no PEM certificate/,
     ]) {
