@@ -124,7 +124,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   }
 
   let finished: Promise<void> | null = null;
-  /** Set by startFailed(): the drain's steps run, their lines are debug. */
+  /** Set by startFailed(): the drain's steps run, only its warnings are logged. */
   let failedStart = false;
 
   const runCleanup = async () => {
@@ -142,17 +142,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
     const graceEnds = Date.now() + delayMs + graceMs;
-    const announce = (fields: object, message: string) =>
-      failedStart ? logger.debug(fields, message) : logger.info(fields, message);
-    announce(
+    // After a failed start nothing was served: the drain's info lines would only mislead (startFailed).
+    const logger = failedStart ? warningsOnly(options.logger) : options.logger;
+    const starting = wasReady
+      ? 'shutting down: readiness is off, still serving until the delay ends'
+      : 'shutting down before it was ready: no delay';
+    logger.info(
       {
         signal,
         shutdown_delay_seconds: main.shutdownDelaySeconds,
         shutdown_grace_seconds: main.shutdownGraceSeconds,
       },
-      wasReady
-        ? 'shutting down: readiness is off, still serving until the delay ends'
-        : 'shutting down before it was ready: no delay',
+      starting,
     );
     for (const res of openResponses) closeAfterResponse(res);
     await sleep(delayMs);
@@ -162,7 +163,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       if (server.listening) server.close(() => {});
       server.closeIdleConnections();
     }
-    announce(
+    logger.info(
       { in_flight: openResponses.size, connections: sockets.size },
       'stopped accepting connections; draining',
     );
@@ -192,7 +193,7 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       server.close(() => {});
       server.closeAllConnections();
     }
-    announce({ connections_cut: cut }, 'shutdown complete');
+    logger.info({ connections_cut: cut }, 'shutdown complete');
     // Log lines still buffered get what is left of the grace period, never more: a stdout nobody
     // reads must not hold the exit (docs/observability.md#when-stdout-stalls).
     await flushLogs(logger, graceEnds - Date.now());
@@ -221,4 +222,9 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       );
     },
   };
+}
+
+/** `logger` without its info and debug lines (unless it is quieter already). */
+function warningsOnly(logger: Logger): Logger {
+  return logger.isLevelEnabled('info') ? logger.child({}, { level: 'warn' }) : logger;
 }
