@@ -56,6 +56,11 @@ const CLEANUP_TIMEOUT_MS = 2_000;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** `logger` without its info and debug lines (unless it is quieter already). */
+function warningsOnly(logger: Logger): Logger {
+  return logger.isLevelEnabled('info') ? logger.child({}, { level: 'warn' }) : logger;
+}
+
 /**
  * The graceful shutdown, in the order Kubernetes needs (docs/reload.md):
  *
@@ -222,9 +227,4 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
       );
     },
   };
-}
-
-/** `logger` without its info and debug lines (unless it is quieter already). */
-function warningsOnly(logger: Logger): Logger {
-  return logger.isLevelEnabled('info') ? logger.child({}, { level: 'warn' }) : logger;
 }

@@ -11,11 +11,6 @@ export interface Unrouted {
   ok: false;
   verdict: Answer;
   clientIp: string;
-  /**
-   * The normalised host (as routed requests log it: lower case, no port), or null when it is
-   * missing, malformed or ambiguous (it is never logged raw).
-   */
-  host: string | null;
   /** The normalised path, or null when the target could not be normalised (it is never logged raw). */
   path: string | null;
   /** The raw query without `?` ('' when none), to be logged only with credentials removed. */
@@ -47,7 +42,7 @@ export function routeRequest(
   const target = normaliseTarget(req.url ?? '');
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
-    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp, null, target);
+    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp, target);
   }
   // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
   // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
@@ -61,7 +56,6 @@ export function routeRequest(
     return unrouted(
       refuse('bad_request', {}, 'the :authority and Host headers name different hosts'),
       address.clientIp,
-      null,
       target,
     );
   }
@@ -71,17 +65,16 @@ export function routeRequest(
     return unrouted(
       refuse('bad_request', {}, 'the Host header is missing or malformed'),
       address.clientIp,
-      null,
       target,
     );
-  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, host, target);
+  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
   const route = table.match(host, target.path);
-  if (route === null) return unrouted(refuse('not_found'), address.clientIp, host, target);
+  if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
   if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
-    return unrouted(refuse('bad_path'), address.clientIp, host, target);
+    return unrouted(refuse('bad_path'), address.clientIp, target);
   }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
@@ -131,12 +124,11 @@ function withoutPathParameters(path: string): string {
 }
 
 /** A refusal before routing. A plain function, not a closure made for every request. */
-function unrouted(verdict: Answer, clientIp: string, host: string | null, target: NormalisedPath): Unrouted {
+function unrouted(verdict: Answer, clientIp: string, target: NormalisedPath): Unrouted {
   return {
     ok: false,
     verdict,
     clientIp,
-    host,
     path: target.ok ? target.path : null,
     query: target.ok ? target.query : '',
   };
