@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import { forwardAuthDuration } from '../admin/metrics.ts';
 import type { ForwardAuthSettings } from '../config/types.ts';
 import { normaliseHeaderName } from '../header-names.ts';
+import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import {
@@ -20,7 +21,7 @@ import {
  *   sent (those are removed even when the auth service returns none: delete, then set);
  * - 401, 403, 3xx (not 304): relayed to the client with its status, Location, Set-Cookie,
  *   WWW-Authenticate, Content-Type and body (at most 64 KiB), so login redirects work; with
- *   `signin_url`, a 401 becomes a 302 to the sign-in page instead;
+ *   `signin_url`, a 401 becomes a 302 to the sign-in page instead (not for gRPC: it stays a 401);
  * - anything else, a timeout (`timeout_seconds`, connect to body) or no connection: 503
  *   `auth_unavailable`.
  *
@@ -245,7 +246,9 @@ function denial(
       : sentCredentials
         ? 'invalid_credentials'
         : 'missing_credentials';
-  if (status === 401 && settings.signinUrl !== null) {
+  // A gRPC client cannot follow a redirect to a login page: it keeps the 401, which it reads as
+  // 16 UNAUTHENTICATED (local-response.ts), where a 302 would be 2 UNKNOWN.
+  if (status === 401 && settings.signinUrl !== null && !isGrpcRequest(request.req)) {
     const { location: _dropped, 'www-authenticate': _challenge, 'content-type': _type, ...kept } = relayed;
     return {
       denial: {

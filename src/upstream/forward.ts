@@ -380,7 +380,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       return;
     }
     const failure = classifyUpstreamError(error);
-    deps.observer.onUpstreamFailure(request, server, failure.kind);
+    deps.observer.onUpstreamFailure(request, server, failure.kind, error);
     if (this.#responded) {
       // The upstream broke mid-body: the client must see a truncated response, not a clean end.
       res.destroy(error);

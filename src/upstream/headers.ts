@@ -31,6 +31,7 @@ import type { HeaderRules } from '../routing/header-rules.ts';
  * - A name made with `_` instead of `-` is dropped whenever its `-` form is one we manage: no proxy
  *   writes those, only someone hoping an upstream merges them with the real one.
  * - `Connection` may name extra hop-by-hop headers, but never Host, Content-Length or a header we manage.
+ * - Several `Cookie` lines (HTTP/2 crumbs) go upstream as one, joined with `; ` (RFC 9113 §8.2.3).
  * - Header rules (`request_headers`, `response_headers`) and forward-auth response headers are applied
  *   here, after that hygiene; validation keeps them off every name above (header-names.ts).
  */
@@ -78,6 +79,8 @@ export function upstreamRequestHeaders(
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;
+  // Where the first Cookie value sits in `out`, so later crumbs join it (see below).
+  let cookieAt = -1;
   let host = false;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
@@ -100,6 +103,15 @@ export function upstreamRequestHeaders(
       // Joined into one list so our hop can be appended to it.
       forwarded = forwarded === null ? value : `${forwarded}, ${value}`;
       continue;
+    }
+    if (normalised === 'cookie') {
+      // HTTP/2 splits Cookie into crumbs; they become one `; `-joined line (RFC 9113 §8.2.3), which
+      // is what forward auth was shown (Node joins them so), so the upstream reads the approved set.
+      if (cookieAt >= 0) {
+        out[cookieAt] = `${out[cookieAt]}; ${value}`;
+        continue;
+      }
+      cookieAt = out.length + 1;
     }
     out.push(name, value);
   }
