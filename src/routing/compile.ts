@@ -1,5 +1,6 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
@@ -33,6 +34,7 @@ export function compileRoutingTable(
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
+      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
       const route: Route = Object.freeze({
         // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
         id: hostKey + prefix + (exact ? '$' : ''),
@@ -41,9 +43,7 @@ export function compileRoutingTable(
         exact,
         unavailable: path.unavailable ?? null,
         servers: Object.freeze(
-          (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, upstreamTransport(path, address), servers),
-          ),
+          addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
         ),
         service: path.service ? serviceRefText(path.service) : null,
         // A global authorization replaces every per-path one, on every host (docs/configuration.md).
@@ -56,6 +56,7 @@ export function compileRoutingTable(
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
         requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
+        ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       routes.push(route);
     }
