@@ -321,9 +321,10 @@ function readPath(
 
   const serversField = fields.get('servers');
   const serviceField = fields.get('service');
-  const redirectField = get('redirect_to') ?? get('redirect');
+  const redirectField = get('redirect_to');
   // A path that only redirects needs no server.
-  if (serversField === undefined && serviceField === undefined && redirectField === undefined) {
+  const redirects = redirectField !== undefined || get('redirect') !== undefined;
+  if (serversField === undefined && serviceField === undefined && !redirects) {
     r.report(
       entry.keyNode,
       entry.path,
