@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { isMap } from 'yaml';
 import { checkSigninTemplate, sampleSigninUrl } from '../auth/signin-url.ts';
 import { isHostname } from '../routing/normalise.ts';
@@ -35,6 +36,8 @@ export function readBackendPolicies(r: YamlReader, fields: Map<string, Field>): 
   if (host) result.upstreamHost = readUpstreamHost(r, host);
   const redirect = get('redirect');
   if (redirect) result.redirect = readRedirect(r, redirect);
+  if (redirect && get('redirect_to'))
+    r.report(redirect.keyNode, redirect.path, "a path takes 'redirect' or 'redirect_to', not both");
   return result;
 }
 
@@ -73,9 +76,7 @@ export function upstreamHostProblem(text: string): string | null {
   const match = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+)(?::([0-9]{1,5}))?$/.exec(text);
   const host = match?.[1] ?? '';
   const port = match?.[2];
-  const hostOk = host.startsWith('[')
-    ? /^\[[0-9a-fA-F:.]+\]$/.test(host)
-    : isHostname(host) || /^[0-9.]+$/.test(host);
+  const hostOk = host.startsWith('[') ? isIP(host.slice(1, -1)) === 6 : isIP(host) === 4 || isHostname(host);
   if (match === null || !hostOk || (port !== undefined && (Number(port) < 1 || Number(port) > 65535)))
     return `'${text}' is not a host name or IP address with an optional :port`;
   return null;

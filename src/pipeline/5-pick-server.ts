@@ -38,7 +38,7 @@ export function createPickServerStage(deps: { health: ServerHealth }): Stage {
       if (
         pinned !== null &&
         health.isAvailable(route, pinned) &&
-        inGroup(route, route.servers.indexOf(pinned), group)
+        (group === 'all' || inGroup(route, route.servers.indexOf(pinned), group))
       ) {
         request.candidates = balancer.pinned(route, pinned);
         return PASS;
