@@ -70,6 +70,8 @@ describe('backend policies in upstreams.yaml', () => {
     tollgate = await startTollgate({
       main: { upstream_response_timeout_seconds: 30, upstream_connect_timeout_seconds: 30 },
       upstreams: {
+        // Sticky sessions on: requests without the cookie are balanced (by weight), pinned ones stay.
+        sticky_sessions: true,
         upstreams: {
           [HOST]: {
             paths: {
@@ -132,6 +134,21 @@ describe('backend policies in upstreams.yaml', () => {
     // Smooth weighted round robin is deterministic: exact shares, not a statistical tendency.
     assert.deepEqual(Object.fromEntries(counts), { heavy: 30, light: 10 });
     assert.equal(drained.requests.length, 0);
+  });
+
+  it('weighted servers: a client pinned by the sticky cookie stays with its server, whatever the weights', async () => {
+    let pinned: { cookie: string } | null = null;
+    for (let i = 0; i < 4 && pinned === null; i++) {
+      const res = await get('/weighted');
+      if (res.json<{ server: string }>().server !== 'light') continue;
+      const cookie = (res.headers['set-cookie'] as string[]).find((c) => c.startsWith('tollgate_sticky='));
+      pinned = { cookie: String(cookie).split(';')[0] as string };
+    }
+    assert.ok(pinned !== null, 'the server of weight 1 is picked once in every 4 requests');
+    for (let i = 0; i < 8; i++) {
+      const res = await get('/weighted', { cookie: pinned.cookie });
+      assert.equal(res.json<{ server: string }>().server, 'light');
+    }
   });
 
   it('timeouts.response_seconds: 504 on this path while the global timeout lets another wait', async () => {

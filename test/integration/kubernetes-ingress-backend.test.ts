@@ -43,6 +43,8 @@ describe('Ingress backend annotations through the built process (fake API server
   let dir: string;
   let tollgate: Tollgate;
   const podCert = selfSigned('pod.apps.svc');
+  const clientCert = selfSigned('tollgate-client', { ip: false });
+  let mtlsPod: ProtocolUpstream;
 
   const get = (host: string, path = '/', headers: Record<string, string> = {}): Promise<SimpleResponse> =>
     request(`${tollgate.proxyUrl}${path}`, { headers: { host, ...headers } });
@@ -106,6 +108,7 @@ describe('Ingress backend annotations through the built process (fake API server
     tlsPod = await startProtocolUpstream({ name: 'tls-pod', tls: podCert });
     h2Pod = await startProtocolUpstream({ name: 'h2-pod', tls: podCert, h2: true, h2Only: true });
     h2cPod = await startProtocolUpstream({ name: 'h2c-pod', h2: true });
+    mtlsPod = await startProtocolUpstream({ name: 'mtls-pod', tls: podCert, clientCa: clientCert.cert });
     grpcPod = await startEchoServer();
     oauth2 = await startOauth2Proxy();
     api = await startFakeKubeApi();
@@ -114,6 +117,7 @@ describe('Ingress backend annotations through the built process (fake API server
     serviceAt('tls', tlsPod.port);
     serviceAt('h2', h2Pod.port);
     serviceAt('h2c', h2cPod.port);
+    serviceAt('mtls', mtlsPod.port);
     serviceAt('grpc', grpcPod.port);
     serviceAt('elsewhere', (plain.get('other') as Upstream).port, 'team-b');
     dir = await mkdtemp(join(tmpdir(), 'tollgate-ingress-backend-'));
@@ -138,7 +142,7 @@ describe('Ingress backend annotations through the built process (fake API server
     await api?.stop();
     await oauth2?.close();
     await Promise.all([...plain.values()].map((u) => u.close()));
-    await Promise.all([tlsPod, h2Pod, h2cPod, grpcPod].map((u) => u?.close()));
+    await Promise.all([tlsPod, h2Pod, h2cPod, mtlsPod, grpcPod].map((u) => u?.close()));
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -200,6 +204,29 @@ describe('Ingress backend annotations through the built process (fake API server
       }),
     );
     await settled('verified.test', '/', (r) => r.status === 502);
+  });
+
+  it('proxy-ssl-secret tls.crt/tls.key: the client certificate a pod requiring mTLS checks', async () => {
+    api.apply(
+      secret({
+        name: 'client-pair',
+        namespace: 'apps',
+        data: { 'tls.crt': clientCert.cert.toString(), 'tls.key': clientCert.key.toString() },
+      }),
+    );
+    api.apply(
+      ingress({
+        name: 'mtls',
+        namespace: 'apps',
+        annotations: {
+          [`${NGINX}backend-protocol`]: 'HTTPS',
+          [`${NGINX}proxy-ssl-secret`]: 'client-pair',
+        },
+        rules: [{ host: 'mtls.test', paths: [{ service: 'mtls', port: 80 }] }],
+      }),
+    );
+    const res = await settled('mtls.test', '/', (r) => r.status === 200);
+    assert.equal(res.json<SeenRequest>().clientCn, 'tollgate-client');
   });
 
   it('backend-protocol GRPCS, H2C and GRPC: HTTP/2 over TLS, h2c, and a real gRPC call', async () => {
