@@ -116,7 +116,8 @@ export const signinUrl = (value: string): Parsed<string> => {
   const problem = signinUrlProblem(value);
   if (problem !== null) return bad(problem);
   if (/[\s"'`{};\\]/.test(value)) return bad('contains characters a URL does not need');
-  return ok(value);
+  // Without variables it is read as before they existed: the URL in its normal form.
+  return ok(value.includes('$') ? value : new URL(value).href);
 };
 
 function row(
