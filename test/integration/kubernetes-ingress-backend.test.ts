@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { type AuthService, startOauth2Proxy } from '../helpers/auth-services.ts';
+import { type AuthService, nonLoopbackAddress, startOauth2Proxy } from '../helpers/auth-services.ts';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 import {
   endpointSlice,
@@ -110,7 +110,8 @@ describe('Ingress backend annotations through the built process (fake API server
     h2cPod = await startProtocolUpstream({ name: 'h2c-pod', h2: true });
     mtlsPod = await startProtocolUpstream({ name: 'mtls-pod', tls: podCert, clientCa: clientCert.cert });
     grpcPod = await startEchoServer();
-    oauth2 = await startOauth2Proxy();
+    // An Ingress's auth-url may not name loopback: the auth service listens on this machine's address.
+    oauth2 = await startOauth2Proxy(nonLoopbackAddress() ?? '127.0.0.1');
     api = await startFakeKubeApi();
     api.apply(ingressClass());
     for (const [name, upstream] of plain) serviceAt(name, upstream.port);
@@ -348,7 +349,12 @@ describe('Ingress backend annotations through the built process (fake API server
     );
   });
 
-  it("auth-signin in oauth2-proxy's form works; an unknown $variable closes the paths, named in the Event", async () => {
+  it("auth-signin in oauth2-proxy's form works: $host and $escaped_request_uri expanded, no second rd", {
+    skip:
+      nonLoopbackAddress() === null
+        ? 'no address but loopback, which an Ingress auth-url may not name'
+        : false,
+  }, async () => {
     api.apply(
       ingress({
         name: 'signin',
@@ -362,6 +368,9 @@ describe('Ingress backend annotations through the built process (fake API server
     );
     const res = await settled('signin.test', '/page?a=1', (r) => r.status === 302);
     assert.equal(res.headers.location, 'https://signin.test/oauth2/start?rd=%2Fpage%3Fa%3D1');
+  });
+
+  it('auth-signin with an unknown $variable closes the paths, the variable named in the Event', async () => {
     api.apply(
       ingress({
         name: 'badvar',
