@@ -162,6 +162,7 @@ describe('Ingress backend annotations through the built process (fake API server
     assert.equal(seen.headers.host, 'argocd.test');
     const event = await eventOf('argocd', /not verified/);
     assert.equal(event?.type, 'Warning');
+    assert.equal(event?.reason, 'UpstreamNotVerified');
   });
 
   it("proxy-ssl-verify on: refused without the CA; the Secret's ca.crt and proxy-ssl-name make it pass", async () => {

@@ -3,6 +3,7 @@ import type { V1Secret } from '@kubernetes/client-node';
 import { parseCaBundle } from '../../../config/file-checks.ts';
 import type { FixedRedirect, PathConfig, UpstreamTlsConfig } from '../../../config/types.ts';
 import type { IngressSettings } from './annotations.ts';
+import type { IngressNotice } from './translate.ts';
 
 /**
  * The backend annotations of one Ingress (backend-annotations.ts) as upstreams.yaml's path keys
@@ -16,7 +17,10 @@ export interface BackendOutcome {
     Pick<PathConfig, 'upstreamTls' | 'upstreamProtocol' | 'timeouts' | 'upstreamHost' | 'redirect'>
   >;
   problems: string[];
+  /** Annotations accepted but not (fully) executed: the `Ignored` Event. */
   warnings: string[];
+  /** Served, with something to know: an unverified upstream certificate. */
+  notices: IngressNotice[];
 }
 
 const A = 'nginx.ingress.kubernetes.io/';
@@ -26,7 +30,7 @@ export function backendPoliciesOf(
   namespace: string,
   secrets: ReadonlyMap<string, V1Secret>,
 ): BackendOutcome {
-  const outcome: BackendOutcome = { path: {}, problems: [], warnings: [] };
+  const outcome: BackendOutcome = { path: {}, problems: [], warnings: [], notices: [] };
   const protocol = settings.backendProtocol ?? 'HTTP';
   const tls = protocol === 'HTTPS' || protocol === 'GRPCS';
   if (protocol === 'GRPC' || protocol === 'H2C') outcome.path.upstreamProtocol = 'h2c';
@@ -70,9 +74,10 @@ function upstreamTlsOf(
 ): UpstreamTlsConfig {
   const verify = settings.proxySslVerify === true;
   if (!verify)
-    outcome.warnings.push(
-      `${A}backend-protocol ${settings.backendProtocol}: the upstream's certificate is not verified (as ingress-nginx; set proxy-ssl-verify: "on" to verify it)`,
-    );
+    outcome.notices.push({
+      reason: 'UpstreamNotVerified',
+      message: `${A}backend-protocol ${settings.backendProtocol}: the upstream's certificate is not verified (as ingress-nginx; set proxy-ssl-verify: "on" to verify it)`,
+    });
   if (settings.proxySslServerName === false)
     outcome.warnings.push(
       `${A}proxy-ssl-server-name "off" ignored: Tollgate always sends the server name (SNI) when it is a host name`,

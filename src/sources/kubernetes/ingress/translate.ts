@@ -79,7 +79,7 @@ export interface IngressReport {
 
 /** A warning that gets its own Event reason; the Ingress is served. */
 export interface IngressNotice {
-  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed';
+  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed' | 'UpstreamNotVerified';
   message: string;
 }
 
@@ -301,6 +301,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
   // Upstream protocol and TLS, timeouts, Host, redirects (backend.ts).
   const policies = backendPoliciesOf(settings, namespace, input.secrets);
   report.warnings.push(...policies.warnings);
+  report.notices.push(...policies.notices);
   problems.push(...policies.problems);
   const closed = [...annotations.authProblems, ...auth.problems];
 
