@@ -18,7 +18,12 @@ import {
 import { type EchoReply, type EchoServer, echoClientClass, startEchoServer } from '../helpers/grpc.ts';
 import { type ProtocolUpstream, type SeenRequest, startProtocolUpstream } from '../helpers/tls-upstream.ts';
 import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
-import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import {
+  type BlackholeAddress,
+  blackholeAddress,
+  startUpstream,
+  type Upstream,
+} from '../helpers/upstream.ts';
 
 /**
  * The ingress-nginx backend annotations (docs/ingress.md#backend-annotations, #canary-ingresses)
@@ -45,6 +50,7 @@ describe('Ingress backend annotations through the built process (fake API server
   const podCert = selfSigned('pod.apps.svc');
   const clientCert = selfSigned('tollgate-client', { ip: false });
   let mtlsPod: ProtocolUpstream;
+  let blackhole: BlackholeAddress;
 
   const get = (host: string, path = '/', headers: Record<string, string> = {}): Promise<SimpleResponse> =>
     request(`${tollgate.proxyUrl}${path}`, { headers: { host, ...headers } });
@@ -119,6 +125,8 @@ describe('Ingress backend annotations through the built process (fake API server
     serviceAt('h2', h2Pod.port);
     serviceAt('h2c', h2cPod.port);
     serviceAt('mtls', mtlsPod.port);
+    blackhole = await blackholeAddress();
+    serviceAt('silent', Number(blackhole.address.split(':')[1]));
     serviceAt('grpc', grpcPod.port);
     serviceAt('elsewhere', (plain.get('other') as Upstream).port, 'team-b');
     dir = await mkdtemp(join(tmpdir(), 'tollgate-ingress-backend-'));
@@ -127,6 +135,7 @@ describe('Ingress backend annotations through the built process (fake API server
         access_log: false,
         http2_cleartext: true,
         upstream_response_timeout_seconds: 30,
+        upstream_connect_timeout_seconds: 30,
         kubernetes: { kubeconfig: api.writeKubeconfig(dir, 'apps'), ingress_class: 'tollgate' },
       },
       upstreams: {
@@ -144,6 +153,7 @@ describe('Ingress backend annotations through the built process (fake API server
     await oauth2?.close();
     await Promise.all([...plain.values()].map((u) => u.close()));
     await Promise.all([tlsPod, h2Pod, h2cPod, mtlsPod, grpcPod].map((u) => u?.close()));
+    await blackhole?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -318,6 +328,22 @@ describe('Ingress backend annotations through the built process (fake API server
     const headers = res.json<{ headers: Record<string, string> }>().headers;
     assert.equal(headers.host, 'backend.internal');
     assert.equal(headers['x-forwarded-host'], 'vhost.test');
+  });
+
+  it('proxy-connect-timeout: a pod that never accepts fails after it, not the global 30 s', async () => {
+    api.apply(
+      ingress({
+        name: 'unreachable',
+        namespace: 'apps',
+        annotations: { [`${NGINX}proxy-connect-timeout`]: '1' },
+        rules: [{ host: 'silent.test', paths: [{ service: 'silent', port: 80 }] }],
+      }),
+    );
+    await settled('silent.test', '/', (r) => r.status !== 404);
+    const started = performance.now();
+    const res = await get('silent.test');
+    assert.equal(res.status, 502);
+    assert.ok(performance.now() - started < 15_000, `took ${Math.round(performance.now() - started)} ms`);
   });
 
   it('permanent-redirect (+ code) and temporal-redirect are answered by Tollgate', async () => {
