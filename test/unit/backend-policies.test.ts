@@ -91,6 +91,12 @@ describe('weighted round robin (upstream/weighted)', () => {
         ['a:1'],
       );
     }
+    // Every weighted server out of rotation: the weight-0 one takes the requests rather than a 503.
+    const drained = weightedCandidates(route, state, 'all', (server) => server === b);
+    assert.deepEqual(
+      drained?.map((s) => s.address),
+      ['b:1'],
+    );
   });
 });
 
