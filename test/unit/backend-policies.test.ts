@@ -81,7 +81,7 @@ describe('weighted round robin (upstream/weighted)', () => {
     assert.deepEqual(picks, ['a:1', 'a:1', 'b:1', 'a:1', 'c:1', 'a:1', 'a:1']);
   });
 
-  it('a weight-0 server is never picked nor a failover candidate; the unavailable are skipped', () => {
+  it('a weight-0 server is neither picked nor a failover candidate while a weighted one is in rotation', () => {
     const route = weighted([1, 0, 1]);
     const state = weightedState(route);
     for (let i = 0; i < 6; i++) {
