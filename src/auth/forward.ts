@@ -11,6 +11,7 @@ import {
   type AuthOutcome,
   subjectHeaderValue,
 } from './authenticator.ts';
+import { signinLocation as expandSignin } from './signin-url.ts';
 
 /**
  * `type: forward` (docs/authentication.md#forward-auth): before a request goes upstream, a GET (HEAD
@@ -262,11 +263,17 @@ function denial(
   return { denial: { status, headers: relayed, body }, reason };
 }
 
-/** `signin_url` with `rd=` the URL the client asked for (token parameters removed), as ingress-nginx does. */
+/**
+ * `signin_url` expanded (auth/signin-url: `$host`, `$escaped_request_uri`…) with `rd=` the URL the
+ * client asked for (token parameters removed) unless it passes `rd` itself, as ingress-nginx does.
+ */
 function signinLocation(request: ProxyRequest, signinUrl: string): string {
-  const host = request.rawHost;
-  const original = `${request.secure ? 'https' : 'http'}://${host}${forwardedUri(request)}`;
-  return `${signinUrl}${signinUrl.includes('?') ? '&' : '?'}rd=${encodeURIComponent(original)}`;
+  return expandSignin(signinUrl, {
+    secure: request.secure,
+    host: request.host,
+    rawHost: request.rawHost,
+    requestUri: forwardedUri(request),
+  });
 }
 
 /** The whole body, or null when it is longer than `limit` bytes (then the rest is not read). */

@@ -23,6 +23,12 @@ import {
   type UpstreamTlsConfig,
 } from './types.ts';
 import { validateAuthorization } from './validate-auth.ts';
+import {
+  BACKEND_PATH_KEYS,
+  checkWeights,
+  readBackendPolicies,
+  readWeightedServer,
+} from './validate-backend.ts';
 import { readHttpUrl } from './validate-forward.ts';
 import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
@@ -55,6 +61,7 @@ const PATH_KEYS = [
   'upstream_tls',
   'upstream_protocol',
   ...POLICY_KEYS,
+  ...BACKEND_PATH_KEYS,
 ];
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
 const UPSTREAM_TLS_KEYS = ['ca_file', 'server_name', 'certificate', 'key', 'verify'];
@@ -321,7 +328,8 @@ function readPath(
   const serviceField = fields.get('service');
   const redirectField = get('redirect_to');
   // A path that only redirects needs no server.
-  if (serversField === undefined && serviceField === undefined && redirectField === undefined) {
+  const redirects = redirectField !== undefined || get('redirect') !== undefined;
+  if (serversField === undefined && serviceField === undefined && !redirects) {
     r.report(
       entry.keyNode,
       entry.path,
@@ -372,6 +380,7 @@ function readPath(
     ...(upstreamTls ? { upstreamTls } : {}),
     ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),
     ...readPathPolicies(r, fields),
+    ...readBackendPolicies(r, fields),
   };
 }
 
@@ -491,7 +500,8 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
   const servers: ServerAddress[] = [];
   const seen = new Set<string>();
   for (const item of r.items(field, 'a list of servers such as ["10.0.0.5:8080"]') ?? []) {
-    const text = r.string(item);
+    const weighted = isMap(item.node) ? readWeightedServer(r, item) : null;
+    const text = weighted === null ? r.string(item) : weighted?.text;
     if (text === undefined) continue;
     const parsed = parseServerAddress(text);
     if (!parsed.ok) {
@@ -505,8 +515,9 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
       continue;
     }
     seen.add(identity);
-    servers.push(parsed.value);
+    servers.push(weighted ? { ...parsed.value, weight: weighted.weight } : parsed.value);
   }
+  checkWeights(r, field, servers);
   return servers;
 }
 

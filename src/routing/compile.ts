@@ -1,5 +1,6 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
@@ -34,6 +35,7 @@ export function compileRoutingTable(
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
+      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
       const route: Route = Object.freeze({
         // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
         id: hostKey + prefix + (exact ? '$' : ''),
@@ -42,9 +44,7 @@ export function compileRoutingTable(
         exact,
         unavailable: path.unavailable ?? null,
         servers: Object.freeze(
-          (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, upstreamTransport(path, address), servers),
-          ),
+          addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
         ),
         service: path.service ? serviceRefText(path.service) : null,
         // A global authorization replaces every per-path one, on every host (docs/configuration.md).
@@ -58,6 +58,7 @@ export function compileRoutingTable(
         requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
         policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+        ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       routes.push(route);
     }

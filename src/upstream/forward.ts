@@ -177,10 +177,15 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (servername !== undefined) options.servername = servername;
     if (request.trace !== null)
       this.#span = request.trace.upstreamAttempt(request, server, options.headers as string[]);
+    // A path's `timeouts` (docs/traffic.md#timeouts) over main.yaml's, which the pool carries.
+    const timeouts = request.route.timeouts;
     if (this.grpc) {
-      this.#call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
+      this.#call = grpcCall(request, timeouts?.responseMs ?? deps.responseTimeoutMs ?? 0, this);
       options.headersTimeout = 0;
       options.bodyTimeout = 0;
+    } else if (timeouts != null) {
+      if (timeouts.responseMs !== null) options.headersTimeout = timeouts.responseMs;
+      if (timeouts.idleMs !== null) options.bodyTimeout = timeouts.idleMs;
     }
     this.#watchClient();
     // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is

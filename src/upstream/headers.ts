@@ -82,13 +82,18 @@ export function upstreamRequestHeaders(
   // Where the first Cookie value sits in `out`, so later crumbs join it (see below).
   let cookieAt = -1;
   let host = false;
+  // `upstream_host` (an Ingress `upstream-vhost`): the upstream gets that Host instead of the client's.
+  const upstreamHost = request.route.upstreamHost ?? null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
     // HTTP/2 pseudo-headers (`:authority`, `:path`…) describe this hop's request line: the method,
     // path and Host sent upstream are written from what was routed and authorised.
     if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
-    if (normalised === 'host') host = true;
+    if (normalised === 'host') {
+      host = true;
+      if (upstreamHost !== null) continue;
+    }
     if (!forwardable(name, normalised, peerTrusted)) {
       // `TE: trailers` only says the client takes trailers (gRPC needs the upstream to know); any
       // other transfer coding is this hop's business (docs/traffic.md#grpc).
@@ -119,7 +124,8 @@ export function upstreamRequestHeaders(
     out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
   // An HTTP/2 request names its host in `:authority` (the route stage checked any Host agrees).
-  if (!host && request.rawHost !== '') out.push('host', request.rawHost);
+  if (upstreamHost !== null) out.push('host', upstreamHost);
+  else if (!host && request.rawHost !== '') out.push('host', request.rawHost);
   if (rules !== null) out.push(...rules.append);
   // After the rules: what the auth service vouched for is not something a rule can override.
   if (request.upstreamHeaders !== null) out.push(...request.upstreamHeaders);

@@ -1,5 +1,6 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { BACKEND_ANNOTATIONS, type BackendSettings, signinUrl } from './backend-annotations.ts';
 import { POLICY_ANNOTATIONS, type PolicySettings } from './policy-annotations.ts';
 
 /**
@@ -16,7 +17,7 @@ export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings extends PolicySettings {
+export interface IngressSettings extends PolicySettings, BackendSettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -173,7 +174,7 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     headerNames,
     true,
   ),
-  spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], url, true),
+  spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], signinUrl, true),
   spec('rateLimit', [`${TOLLGATE_PREFIX}rate-limit`, `${NGINX_PREFIX}limit-rps`], positiveInteger),
   spec('toHttps', [`${TOLLGATE_PREFIX}to-https`, `${NGINX_PREFIX}ssl-redirect`], bool),
   spec('forceToHttps', [`${NGINX_PREFIX}force-ssl-redirect`], bool),
@@ -191,6 +192,7 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
   spec('responseHeaders', [`${TOLLGATE_PREFIX}response-headers`], headerRule),
   // rewrite-target, proxy-body-size, cors-*, source ranges… (docs/ingress.md#request-policies)
   ...POLICY_ANNOTATIONS,
+  ...(BACKEND_ANNOTATIONS as ReadonlyArray<AnnotationSpec<keyof IngressSettings>>),
 ];
 
 const BY_NAME = new Map(ANNOTATIONS.flatMap((entry) => entry.names.map((name) => [name, entry] as const)));
