@@ -55,6 +55,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     now: deps.clock,
     logger,
     failureGuard: rateLimit.authFailures,
+    main,
   });
   const stages: readonly Stage[] = Object.freeze([
     createToHttpsStage(main),

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Identity } from '../auth/allow-rules.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { Verdict } from './verdict.ts';
 
@@ -38,6 +39,8 @@ export interface ProxyRequest {
   authDetail?: string;
   /** Set by the auth stage: basic user, key name or token owner; sent as X-Tollgate-Subject. */
   subject: string | null;
+  /** Set by jwt and oidc: email, groups and claims, for the allow rules (auth/allow-rules). */
+  identity: Identity | null;
   /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */
   forwardQuery: string;
   /**

@@ -1,0 +1,149 @@
+import * as client from 'openid-client';
+import type { Logger } from '../../log.ts';
+import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { AuthAnswer, AuthDenial, AuthFailureReason, OidcFailureReason } from '../authenticator.ts';
+import { sameHostTarget } from '../redirect.ts';
+import { type Sealer, sessionCookies, setCookie } from '../session-cookie.ts';
+import { isLoginState, type LoginState, stateCookieName } from './login.ts';
+import type { OidcProvider } from './provider.ts';
+import { type SessionStore, sessionFromTokens } from './session.ts';
+
+export interface CallbackDeps {
+  sealer: Sealer;
+  sessions: SessionStore;
+  maxAgeSeconds: number;
+  logger: Logger;
+}
+
+/**
+ * `/.tollgate/oidc/callback` (docs/authentication.md#openid-connect): the state cookie named by the
+ * returned `state` must open and agree; openid-client then exchanges the code (with the PKCE
+ * verifier) and validates the ID token (signature, iss, aud, exp, nonce). Success sets the session
+ * and 303s to the original path on this host. Every outcome expires the state cookie: a code or a
+ * state is good for one try.
+ */
+export async function handleCallback(
+  request: ProxyRequest,
+  provider: OidcProvider,
+  configuration: client.Configuration,
+  cookies: ReadonlyMap<string, string>,
+  nowSeconds: number,
+  deps: CallbackDeps,
+): Promise<AuthAnswer | AuthDenial | AuthFailureReason> {
+  const params = new URLSearchParams(request.query);
+  const state = params.get('state');
+  const cookieName = state === null || state === '' ? null : stateCookieName(state);
+  const clearState =
+    cookieName !== null && cookies.has(cookieName)
+      ? [setCookie(cookieName, '', { secure: request.secure, maxAge: 0 })]
+      : [];
+  const refuse = (reason: OidcFailureReason, detail?: string): AuthDenial => {
+    deps.logger.info(
+      { event: 'oidc_callback_refused', provider: provider.settings.name, reason, detail },
+      'OpenID login refused',
+    );
+    return failurePage(reason, clearState);
+  };
+
+  const error = params.get('error');
+  if (error !== null) return refuse(error === 'access_denied' ? 'access_denied' : 'provider_error', error);
+  if (cookieName === null) return refuse('state_missing', 'no state parameter');
+  const sealed = cookies.get(cookieName);
+  if (sealed === undefined) return refuse('state_missing', 'no state cookie (expired, or another browser)');
+  const opened = await deps.sealer.open(sealed);
+  if (!isLoginState(opened)) return refuse('state_invalid');
+  const login: LoginState = opened;
+  if (login.s !== state) return refuse('state_mismatch');
+  if (login.exp <= nowSeconds) return refuse('state_expired');
+  if (login.p !== provider.settings.name) return refuse('state_mismatch', 'another provider');
+
+  let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
+  try {
+    // The URL the provider redirected to, rebuilt from what we sent, never from Host.
+    const currentUrl = new URL(login.r);
+    currentUrl.search = request.query;
+    tokens = await client.authorizationCodeGrant(configuration, currentUrl, {
+      pkceCodeVerifier: login.v,
+      expectedState: login.s,
+      expectedNonce: login.n,
+      idTokenExpected: true,
+    });
+  } catch (failure) {
+    if (failure instanceof client.ResponseBodyError) return refuse('code_rejected', failure.error);
+    if (failure instanceof client.AuthorizationResponseError) return refuse('provider_error', failure.error);
+    if (isNetworkFailure(failure)) {
+      deps.logger.warn(
+        {
+          event: 'oidc_provider_unavailable',
+          provider: provider.settings.name,
+          err: (failure as Error).message,
+        },
+        'OpenID provider did not answer the token request',
+      );
+      return 'auth_unavailable';
+    }
+    return refuse('id_token_invalid', (failure as Error).message);
+  }
+  let sessionCookieLines: string[];
+  try {
+    const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null);
+    const sealedSession = await deps.sessions.seal(session);
+    sessionCookieLines = sessionCookies(sealedSession, cookies, {
+      secure: request.secure,
+      maxAge: session.max - nowSeconds,
+    });
+  } catch (failure) {
+    return refuse('id_token_invalid', (failure as Error).message);
+  }
+  deps.logger.info({ event: 'oidc_login', provider: provider.settings.name }, 'OpenID login');
+  return {
+    local: {
+      status: 303,
+      headers: {
+        location: sameHostTarget(login.u),
+        'set-cookie': [...clearState, ...sessionCookieLines],
+        'cache-control': 'no-store',
+        'referrer-policy': 'no-referrer',
+      },
+      body: '',
+    },
+  };
+}
+
+/** A fetch that never got an answer (refused, reset, timed out): the provider, not the login, failed. */
+function isNetworkFailure(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  if (error.name === 'TimeoutError' || error.name === 'AbortError') return true;
+  return error instanceof TypeError && error.message === 'fetch failed';
+}
+
+const PAGE_TEXT: Readonly<Record<OidcFailureReason, string>> = {
+  access_denied: 'The sign-in was declined.',
+  provider_error: 'The identity provider reported an error.',
+  state_missing: 'This sign-in link has expired or was opened in another browser.',
+  state_invalid: 'This sign-in attempt could not be verified.',
+  state_expired: 'This sign-in attempt took too long.',
+  state_mismatch: 'This sign-in attempt does not match this browser.',
+  code_rejected: 'The identity provider refused this sign-in (already used, or expired).',
+  id_token_invalid: 'The identity provider answered with an identity that could not be verified.',
+};
+
+/** A short HTML page: 403 when the person or provider said no, 401 when the attempt is unusable. */
+function failurePage(reason: OidcFailureReason, cookies: string[]): AuthDenial {
+  const status = reason === 'access_denied' ? 403 : 401;
+  const body =
+    '<!doctype html><meta charset="utf-8"><title>Sign-in failed</title>' +
+    `<p>${PAGE_TEXT[reason]}</p><p><a href="/">Try again</a></p><p><small>reason: ${reason}</small></p>\n`;
+  return {
+    reason,
+    denial: {
+      status,
+      headers: {
+        'content-type': 'text/html; charset=utf-8',
+        'cache-control': 'no-store',
+        ...(cookies.length > 0 ? { 'set-cookie': cookies } : {}),
+      },
+      body: Buffer.from(body),
+    },
+  };
+}
