@@ -28,6 +28,8 @@ export interface TestProvider {
   readonly clientSecret: string;
   /** Who the next login logs in as; null refuses the next login (error=access_denied). */
   account: TestAccount | null;
+  /** While true the provider answers every request 503 (an outage). */
+  down: boolean;
   /** Token endpoint grants that succeeded, by grant type. */
   readonly grants: Record<string, number>;
   /** Signs an access token-shaped JWT with the provider's own keys (aud = client_id). */
@@ -105,12 +107,18 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
     clientId,
     clientSecret,
     account: null,
+    down: false,
     grants,
     provider,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 
   server.on('request', async (req, res) => {
+    if (state.down) {
+      res.writeHead(503, { 'content-type': 'text/plain' });
+      res.end('down for maintenance');
+      return;
+    }
     if (!req.url?.startsWith('/interaction/')) {
       handle(req, res);
       return;

@@ -139,39 +139,41 @@ function createOidcAuthenticator(
     return configuration === null ? 'auth_unavailable' : then(configuration);
   };
 
+  /**
+   * No usable session. Every answer here needs the provider (its keys, its login page), so while it
+   * is unavailable the route answers 503 rather than a 401 that would send clients to a dead login.
+   */
   const withoutSession = (
     request: ProxyRequest,
     cookies: ReadonlyMap<string, string>,
-  ): AuthOutcome | Promise<AuthOutcome> => {
-    const bearer = authorizationCredentials(request.req.headers.authorization, 'bearer');
-    if (bearer !== null) return checkBearer(request, bearer);
-    if (!isLoginNavigation(request.req)) return 'login_required';
-    const redirectUri = redirectUriFor(request, provider);
-    if (redirectUri === null) return 'auth_unavailable';
-    const pending = [...cookies.keys()].filter((name) => name.startsWith(STATE_COOKIE_PREFIX));
-    return configurationThen((configuration) =>
-      loginRedirect(request, provider, configuration, sealer, deps.now(), pending, redirectUri),
-    );
-  };
+  ): AuthOutcome | Promise<AuthOutcome> =>
+    configurationThen((configuration) => {
+      const bearer = authorizationCredentials(request.req.headers.authorization, 'bearer');
+      if (bearer !== null) return checkBearer(request, bearer);
+      if (!isLoginNavigation(request.req)) return 'login_required';
+      const redirectUri = redirectUriFor(request, provider);
+      if (redirectUri === null) return 'auth_unavailable';
+      const pending = [...cookies.keys()].filter((name) => name.startsWith(STATE_COOKIE_PREFIX));
+      return loginRedirect(request, provider, configuration, sealer, deps.now(), pending, redirectUri);
+    });
 
   /** A machine client's `Authorization: Bearer <JWT>` from this provider (audience = client_id). */
-  const checkBearer = (request: ProxyRequest, token: string): AuthOutcome | Promise<AuthOutcome> =>
-    configurationThen(() => {
-      const checker = provider.bearerChecker();
-      if (checker === null) return 'token_invalid';
-      const settle = (check: TokenCheck): AuthOutcome => {
-        if (!check.ok) {
-          if (check.detail !== undefined) request.authDetail = check.detail;
-          return check.reason;
-        }
-        request.subject = subjectHeaderValue(check.owner);
-        request.identity = identityFromClaims(check.owner, check.claims ?? {}, settings.groupsClaim);
-        request.consumedHeaders.push('authorization');
-        return null;
-      };
-      const check = checker(token);
-      return check instanceof Promise ? check.then(settle) : settle(check);
-    });
+  const checkBearer = (request: ProxyRequest, token: string): AuthOutcome | Promise<AuthOutcome> => {
+    const checker = provider.bearerChecker();
+    if (checker === null) return 'token_invalid';
+    const settle = (check: TokenCheck): AuthOutcome => {
+      if (!check.ok) {
+        if (check.detail !== undefined) request.authDetail = check.detail;
+        return check.reason;
+      }
+      request.subject = subjectHeaderValue(check.owner);
+      request.identity = identityFromClaims(check.owner, check.claims ?? {}, settings.groupsClaim);
+      request.consumedHeaders.push('authorization');
+      return null;
+    };
+    const check = checker(token);
+    return check instanceof Promise ? check.then(settle) : settle(check);
+  };
 
   const logout = (request: ProxyRequest, cookies: ReadonlyMap<string, string>): Promise<AuthOutcome> => {
     const sealed = readSessionValue(cookies);

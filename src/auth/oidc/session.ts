@@ -205,7 +205,8 @@ export function createSessionStore(deps: {
     } catch (error) {
       // The provider refused the refresh token (revoked, expired, rotated elsewhere): the session
       // ends. A network failure keeps a session whose tokens are still valid.
-      const refused = error instanceof client.ResponseBodyError || error instanceof SessionError;
+      const refused =
+        (error instanceof client.ResponseBodyError && error.status < 500) || error instanceof SessionError;
       logger.info(
         {
           event: 'oidc_refresh_failed',

@@ -1,0 +1,159 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { CookieJar } from '../helpers/cookie-jar.ts';
+import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
+import { testScope } from '../helpers/scope.ts';
+import { freePort, request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startUpstream } from '../helpers/upstream.ts';
+
+const SECRET = 'refresh-session-secret-0123456789-abcdefghij';
+
+/**
+ * Sessions renewed with the refresh token (one refresh per session at a time), and providers that
+ * cannot be reached or answer garbage: only their routes answer 503, and they recover on their own
+ * (docs/authentication.md#openid-connect).
+ */
+describe('OpenID sessions: refresh and provider outages, through the proxy process', () => {
+  const scope = testScope();
+  let provider: TestProvider;
+  let tollgate: Tollgate;
+  let origin: string;
+
+  before(async () => {
+    const port = await freePort();
+    origin = `http://127.0.0.1:${port}`;
+    // ID tokens live 20 s, under the 30 s Tollgate refreshes ahead: every use of a session refreshes it.
+    provider = scope.keep(
+      await startTestProvider({ redirectUris: [`${origin}/.tollgate/oidc/callback`], idTokenSeconds: 20 }),
+    );
+    // Starts down: Tollgate must come up anyway and serve everything else.
+    provider.down = true;
+    const garbage = scope.keep(
+      await startUpstream({
+        handler: (_req, res) => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end('{"issuer": 42, "nothing": "useful"}');
+        },
+      }),
+    );
+    const upstream = await scope.upstream({ name: 'app' });
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-oidc-refresh-'));
+    scope.keep({ close: () => rm(dir, { recursive: true, force: true }) });
+    await writeFile(join(dir, 'client-secret'), provider.clientSecret);
+    await writeFile(join(dir, 'session-secrets'), `${SECRET}\n`);
+    const servers = [upstream.address];
+    const provide = (issuer: string) => ({
+      issuer,
+      client_id: provider.clientId,
+      client_secret_file: join(dir, 'client-secret'),
+      scopes: ['openid', 'email', 'offline_access'],
+    });
+    tollgate = await scope.tollgate({
+      main: {
+        proxy_address_http: `127.0.0.1:${port}`,
+        oidc_providers: {
+          corp: provide(provider.issuer),
+          junk: provide(garbage.origin),
+          gone: provide(`http://${await scope.deadServer()}`),
+        },
+        session_secret_file: join(dir, 'session-secrets'),
+      },
+      upstreams: {
+        upstreams: {
+          '127.0.0.1': {
+            paths: {
+              '/': { servers, authorization: { type: 'oidc', provider: 'corp' } },
+              '/junk': { servers, authorization: { type: 'oidc', provider: 'junk' } },
+              '/gone': { servers, authorization: { type: 'oidc', provider: 'gone' } },
+              '/open': { servers },
+            },
+          },
+        },
+      },
+    });
+  });
+
+  it('a provider down at start, one answering garbage and one unreachable: 503 on their routes only', async () => {
+    const browser: Record<string, string> = { accept: 'text/html', 'sec-fetch-mode': 'navigate' };
+    for (const path of ['/app', '/junk/x', '/gone/x']) {
+      for (const headers of [browser, { accept: 'application/json' }]) {
+        const res = await request(`${origin}${path}`, { headers });
+        assert.equal(res.status, 503, `${path} ${JSON.stringify(headers)}: ${res.body}`);
+        assert.equal(JSON.parse(res.body).error, 'auth_unavailable');
+      }
+    }
+    assert.equal((await request(`${origin}/open`)).status, 200);
+    for (const name of ['junk', 'gone']) {
+      assert.ok(
+        tollgate.logs().some((line) => line.event === 'oidc_provider_unavailable' && line.provider === name),
+        `a log line for ${name}`,
+      );
+    }
+    assert.equal(tollgate.child.exitCode, null, 'still running');
+  });
+
+  it('the provider coming back is found again (retried with backoff)', async () => {
+    provider.down = false;
+    await waitFor(
+      async () => (await request(`${origin}/app`, { headers: { accept: 'text/html' } })).status === 302,
+      20_000,
+    );
+    assert.ok(
+      tollgate.logs().some((line) => line.event === 'oidc_provider_ready' && line.provider === 'corp'),
+    );
+  });
+
+  it('refreshes a session silently, once for many parallel requests carrying it', async () => {
+    provider.account = { sub: 'dana', email: 'dana@example.com', groups: ['ops'] };
+    const jar = new CookieJar();
+    const { last } = await jar.navigate(`${origin}/start`);
+    assert.equal(last.status, 200);
+    const cookie = jar.header();
+    const before = provider.grants.refresh_token ?? 0;
+    const responses = await Promise.all(
+      Array.from({ length: 8 }, () =>
+        fetch(`${origin}/parallel`, { headers: { cookie, accept: 'application/json' } }),
+      ),
+    );
+    for (const res of responses) {
+      assert.equal(res.status, 200);
+      const renewed = res.headers.getSetCookie().find((line) => line.startsWith('tollgate_session='));
+      assert.ok(renewed, 'the renewed session is handed back');
+      assert.match(renewed, /HttpOnly; SameSite=Lax/);
+    }
+    assert.equal((provider.grants.refresh_token ?? 0) - before, 1, 'one refresh for all of them');
+    const values = new Set(
+      responses.map((res) => res.headers.getSetCookie().find((line) => line.startsWith('tollgate_session='))),
+    );
+    assert.equal(values.size, 1, 'all got the same renewed session');
+    // The renewed session works and is itself renewed with the rotated refresh token.
+    const next = new CookieJar();
+    next.store(responses[0] as Response);
+    const again = await next.fetch(`${origin}/again`);
+    assert.equal(again.status, 200);
+    assert.equal((provider.grants.refresh_token ?? 0) - before, 2);
+  });
+
+  it('a refresh the provider cannot answer keeps a session whose tokens are still valid', async () => {
+    provider.account = { sub: 'erin', email: 'erin@example.com', groups: [] };
+    const jar = new CookieJar();
+    assert.equal((await jar.navigate(`${origin}/start`)).last.status, 200);
+    provider.down = true;
+    try {
+      const res = await jar.fetch(`${origin}/during-outage`, { headers: { accept: 'application/json' } });
+      assert.equal(res.status, 200);
+      assert.equal(
+        ((await res.json()) as { headers: Record<string, string> }).headers['x-tollgate-subject'],
+        'erin',
+      );
+      assert.ok(
+        tollgate.logs().some((line) => line.event === 'oidc_refresh_failed' && line.reason === 'unreachable'),
+      );
+    } finally {
+      provider.down = false;
+    }
+  });
+});
