@@ -1,5 +1,13 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import {
+  domainsList,
+  emailsList,
+  groupsList,
+  type OidcIngressSettings,
+  oidcProviderName,
+  subjectsList,
+} from './oidc-annotations.ts';
 
 /**
  * The Ingress annotations Tollgate understands, as one table (docs/ingress.md#annotations): each
@@ -12,10 +20,10 @@ import { unconfigurableHeaderReason } from '../../../header-names.ts';
 export const TOLLGATE_PREFIX = 'tollgate.io/';
 export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 
-export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward';
+export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings {
+export interface IngressSettings extends OidcIngressSettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -137,10 +145,10 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     [`${TOLLGATE_PREFIX}auth-type`, `${NGINX_PREFIX}auth-type`],
     (value) => {
       const type = value === 'api' ? 'apikey' : value;
-      if (type === 'basic' || type === 'apikey' || type === 'jwt' || type === 'forward')
+      if (type === 'basic' || type === 'apikey' || type === 'jwt' || type === 'forward' || type === 'oidc')
         return ok<AuthKind>(type);
       if (type === 'digest') return bad('digest authentication is not supported (use basic over TLS)');
-      return bad(`'${value}' is not one of basic, apikey, jwt, forward`);
+      return bad(`'${value}' is not one of basic, apikey, jwt, forward, oidc`);
     },
     true,
   ),
@@ -173,6 +181,12 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     true,
   ),
   spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], url, true),
+  // OpenID login and allow rules (sources/kubernetes/ingress/oidc-annotations.ts).
+  spec('authOidcProvider', [`${TOLLGATE_PREFIX}auth-oidc-provider`], oidcProviderName, true),
+  spec('allowSubjects', [`${TOLLGATE_PREFIX}allow-subjects`], subjectsList, true),
+  spec('allowEmails', [`${TOLLGATE_PREFIX}allow-emails`], emailsList, true),
+  spec('allowEmailDomains', [`${TOLLGATE_PREFIX}allow-email-domains`], domainsList, true),
+  spec('allowGroups', [`${TOLLGATE_PREFIX}allow-groups`], groupsList, true),
   spec('rateLimit', [`${TOLLGATE_PREFIX}rate-limit`, `${NGINX_PREFIX}limit-rps`], positiveInteger),
   spec('toHttps', [`${TOLLGATE_PREFIX}to-https`, `${NGINX_PREFIX}ssl-redirect`], bool),
   spec('forceToHttps', [`${NGINX_PREFIX}force-ssl-redirect`], bool),

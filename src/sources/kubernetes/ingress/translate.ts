@@ -19,6 +19,7 @@ import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routin
 import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -212,6 +213,9 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
   }
 
   const auth = authorizationOf(settings, namespace, input.secrets);
+  const allowed = withAllowAnnotations(auth.policy, settings);
+  auth.policy = allowed.policy;
+  if (allowed.problem !== undefined) auth.problems.push(allowed.problem);
   report.warnings.push(...auth.warnings);
   const closed = [...annotations.authProblems, ...auth.problems];
 
@@ -368,6 +372,12 @@ function authorizationOf(
   const realm = settings.authRealm === undefined ? {} : { realm: settings.authRealm };
   if (type === 'jwt') {
     outcome.policy = { type: 'jwt', users: [], keys: [], ...realm };
+    return outcome;
+  }
+  if (type === 'oidc') {
+    const oidc = oidcPolicyOf(settings, realm);
+    if ('problem' in oidc) outcome.problems.push(oidc.problem);
+    else outcome.policy = oidc.policy;
     return outcome;
   }
   if (type === 'forward') {
