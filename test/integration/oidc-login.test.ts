@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import * as client from 'openid-client';
 import { CookieJar } from '../helpers/cookie-jar.ts';
+import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
 import { testScope } from '../helpers/scope.ts';
 import { counterValue } from '../helpers/token-api.ts';
@@ -55,6 +56,7 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
       main: {
         proxy_address_http: `127.0.0.1:${proxyPort}`,
         workers,
+        http2_cleartext: true,
         oidc_providers: {
           corp: {
             issuer: provider.issuer,
@@ -142,6 +144,25 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
       assert.equal(res.headers['www-authenticate'], 'Bearer realm="tollgate"');
     }
     assert.equal(await failures('login_required'), before + cases.length);
+  });
+
+  it('gRPC without a session: status 16 UNAUTHENTICATED, never a redirect', async () => {
+    const session = await connectHttp2(origin);
+    try {
+      const res = await h2Request(session, {
+        ':method': 'POST',
+        ':path': '/echo.Echo/Say',
+        ':authority': '127.0.0.1',
+        'content-type': 'application/grpc',
+        accept: 'text/html',
+        te: 'trailers',
+      });
+      assert.equal(res.status, 200);
+      const grpcStatus = res.headers['grpc-status'] ?? res.trailers?.['grpc-status'];
+      assert.equal(grpcStatus, '16');
+    } finally {
+      session.close();
+    }
   });
 
   it('logs in, 303s back to the original URL, and the upstream learns who it is (and nothing more)', async () => {
