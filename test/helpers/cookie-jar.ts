@@ -4,24 +4,38 @@ import http from 'node:http';
  * One request with exactly these headers (fetch would replace Sec-Fetch-Mode with its own), as a
  * fetch Response so tests read it the usual way.
  */
-function rawRequest(url: string, method: string, headers: Record<string, string>): Promise<Response> {
+function rawRequest(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  loopbackNames: ReadonlySet<string>,
+): Promise<Response> {
+  // Test host names (`sub.test`) reach loopback, as /etc/hosts would send them.
+  const lookup = loopbackNames.has(new URL(url).hostname)
+    ? (_host: string, options: { all?: boolean }, done: (...args: unknown[]) => void) =>
+        options.all ? done(null, [{ address: '127.0.0.1', family: 4 }]) : done(null, '127.0.0.1', 4)
+    : undefined;
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', reject);
-      res.on('end', () => {
-        const out = new Headers();
-        for (let i = 0; i < res.rawHeaders.length; i += 2) {
-          out.append(res.rawHeaders[i] as string, res.rawHeaders[i + 1] as string);
-        }
-        const body =
-          method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304
-            ? null
-            : Buffer.concat(chunks);
-        resolve(new Response(body, { status: res.statusCode, headers: out }));
-      });
-    });
+    const req = http.request(
+      url,
+      { method, headers, ...(lookup ? { lookup: lookup as never } : {}) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () => {
+          const out = new Headers();
+          for (let i = 0; i < res.rawHeaders.length; i += 2) {
+            out.append(res.rawHeaders[i] as string, res.rawHeaders[i + 1] as string);
+          }
+          const body =
+            method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304
+              ? null
+              : Buffer.concat(chunks);
+          resolve(new Response(body, { status: res.statusCode, headers: out }));
+        });
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -34,6 +48,12 @@ function rawRequest(url: string, method: string, headers: Record<string, string>
  */
 export class CookieJar {
   readonly cookies = new Map<string, string>();
+  /** Host names resolved to 127.0.0.1. */
+  readonly loopbackNames: ReadonlySet<string>;
+
+  constructor(loopbackNames: readonly string[] = []) {
+    this.loopbackNames = new Set(loopbackNames);
+  }
 
   header(): string {
     return [...this.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
@@ -63,7 +83,7 @@ export class CookieJar {
     };
     const cookie = this.header();
     if (cookie !== '') headers.cookie = cookie;
-    const response = await rawRequest(url, init.method ?? 'GET', headers);
+    const response = await rawRequest(url, init.method ?? 'GET', headers, this.loopbackNames);
     this.store(response);
     return response;
   }

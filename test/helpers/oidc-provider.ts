@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair } from 'jose';
 import Provider from 'oidc-provider';
 
 /** A person the test provider logs in (chosen by the test before each login). */
@@ -52,7 +53,11 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
   const accounts = new Map<string, TestAccount>();
   const grants: Record<string, number> = {};
 
+  // Its own signing key for this run (the library's built-in development keys are for demos).
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const signingKey = { ...(await exportJWK(privateKey)), kid: 'test-provider-1', alg: 'RS256', use: 'sig' };
   const provider = new Provider(issuer, {
+    jwks: { keys: [signingKey as never] },
     clients: [
       {
         client_id: clientId,

@@ -39,6 +39,7 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
         redirectUris: [
           `${origin}/.tollgate/oidc/callback`,
           `${twinOrigin}/.tollgate/oidc/callback`,
+          `http://sub.test:${port}/.tollgate/oidc/callback`,
           TEST_CLIENT_CALLBACK,
         ],
         postLogoutRedirectUris: [`${origin}/`],
@@ -83,6 +84,8 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
               '/open': { servers },
             },
           },
+          // A host whose only oidc route is a sub-path: the callback is still answered there.
+          'sub.test': { paths: { '/': { servers }, '/app': { servers, authorization: oidc } } },
         },
       },
     });
@@ -199,6 +202,21 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     assert.equal(spoofEcho.headers.x_tollgate_groups, undefined);
   });
 
+  it('answers the callback on a host whose oidc route covers only a sub-path', async () => {
+    provider.account = ALICE;
+    const jar = new CookieJar(['sub.test']);
+    const subOrigin = origin.replace('127.0.0.1', 'sub.test');
+    const { hops, last } = await jar.navigate(`${subOrigin}/app/x`);
+    const login = hops[0];
+    assert.equal(login?.status, 302);
+    assert.equal(
+      new URL(login?.location as string).searchParams.get('redirect_uri'),
+      `${subOrigin}/.tollgate/oidc/callback`,
+    );
+    assert.equal(last.status, 200, JSON.stringify(hops));
+    assert.equal(((await last.json()) as Echo).headers['x-tollgate-subject'], 'alice');
+  });
+
   it('a session sealed by one process opens in another with the same secret file', async () => {
     const { jar } = await login(ALICE);
     const res = await fetch(`${twinOrigin}/elsewhere`, {
@@ -245,7 +263,13 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     );
     assert.ok(stoppedAt);
     const savedCookies = new Map(replayJar.cookies);
-    assert.equal((await replayJar.fetch(stoppedAt)).status, 303);
+    const first = await replayJar.fetch(stoppedAt);
+    assert.equal(first.status, 303);
+    const sessionCookie = first.headers.getSetCookie().find((line) => line.startsWith('tollgate_session='));
+    assert.ok(sessionCookie);
+    // Host-only (no Domain), HttpOnly, Lax, whole site; no Secure over plain HTTP.
+    assert.match(sessionCookie, /; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+    assert.doesNotMatch(sessionCookie, /Domain=/i);
     // The attacker (or a double click) replays the same callback with the same state cookie.
     const replay = new CookieJar();
     for (const [name, value] of savedCookies) replay.cookies.set(name, value);
