@@ -65,6 +65,13 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
             client_secret_file: join(dir, 'client-secret'),
             scopes: ['openid', 'email', 'profile', 'offline_access'],
           },
+          // The same client again, passing the access token upstream, on its own route.
+          'corp-token': {
+            issuer: provider.issuer,
+            client_id: provider.clientId,
+            client_secret_file: join(dir, 'client-secret'),
+            pass_access_token: true,
+          },
         },
         session_secret_file: join(dir, 'session-secrets'),
       },
@@ -82,6 +89,7 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
                 },
               },
               '/open': { servers },
+              '/token': { servers, authorization: { type: 'oidc', provider: 'corp-token' } },
             },
           },
           // A host whose only oidc route is a sub-path: the callback is still answered there.
@@ -215,6 +223,21 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     );
     assert.equal(last.status, 200, JSON.stringify(hops));
     assert.equal(((await last.json()) as Echo).headers['x-tollgate-subject'], 'alice');
+  });
+
+  it('pass_access_token: the access token goes upstream as Bearer, replacing the client one; two providers on one host', async () => {
+    const { jar } = await login(ALICE);
+    // corp's session is not corp-token's: a login with corp-token, whose callback the host's first
+    // oidc route (corp's) answers for corp-token.
+    const { last, hops } = await jar.navigate(`${origin}/token/page`);
+    assert.equal(last.status, 200, JSON.stringify(hops));
+    const res = await jar.fetch(`${origin}/token/again`, {
+      headers: { authorization: 'Bearer client-made-up' },
+    });
+    const echo = (await res.json()) as Echo;
+    assert.match(echo.headers.authorization ?? '', /^Bearer [\w-]{20,}/);
+    assert.notEqual(echo.headers.authorization, 'Bearer client-made-up');
+    assert.equal(echo.headers['x-tollgate-subject'], 'alice');
   });
 
   it('a session sealed by one process opens in another with the same secret file', async () => {

@@ -24,8 +24,8 @@ export interface CallbackDeps {
  */
 export async function handleCallback(
   request: ProxyRequest,
-  provider: OidcProvider,
-  configuration: client.Configuration,
+  routeProvider: OidcProvider,
+  providerNamed: (name: string) => OidcProvider | undefined,
   cookies: ReadonlyMap<string, string>,
   nowSeconds: number,
   deps: CallbackDeps,
@@ -37,6 +37,9 @@ export async function handleCallback(
     cookieName !== null && cookies.has(cookieName)
       ? [setCookie(cookieName, '', { secure: request.secure, maxAge: 0 })]
       : [];
+  // The route that answered the callback may use another provider than the login did (several on one
+  // host): the state cookie says which one, and only a provider main.yaml defines is used.
+  let provider = routeProvider;
   const refuse = (reason: OidcFailureReason, detail?: string): AuthDenial => {
     deps.logger.info(
       { event: 'oidc_callback_refused', provider: provider.settings.name, reason, detail },
@@ -55,7 +58,11 @@ export async function handleCallback(
   const login: LoginState = opened;
   if (login.s !== state) return refuse('state_mismatch');
   if (login.exp <= nowSeconds) return refuse('state_expired');
-  if (login.p !== provider.settings.name) return refuse('state_mismatch', 'another provider');
+  const loginProvider = providerNamed(login.p);
+  if (loginProvider === undefined) return refuse('state_mismatch', 'a provider main.yaml no longer defines');
+  provider = loginProvider;
+  const configuration = await provider.configuration();
+  if (configuration === null) return 'auth_unavailable';
 
   let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
   try {

@@ -81,7 +81,12 @@ export function createOidcMethod(deps: OidcMethodDeps): OidcMethod {
       if (provider === undefined || sealer === null || sessions === null) {
         return () => 'auth_unavailable';
       }
-      return createOidcAuthenticator(provider, sealer, sessions, { logger, now, maxAgeSeconds });
+      return createOidcAuthenticator(provider, sealer, sessions, {
+        logger,
+        now,
+        maxAgeSeconds,
+        providerNamed: (name) => providers.get(name),
+      });
     },
     close() {
       for (const provider of providers.values()) provider.close();
@@ -93,7 +98,12 @@ function createOidcAuthenticator(
   provider: OidcProvider,
   sealer: Sealer,
   sessions: SessionStore,
-  deps: { logger: Logger; now: Clock; maxAgeSeconds: number },
+  deps: {
+    logger: Logger;
+    now: Clock;
+    maxAgeSeconds: number;
+    providerNamed: (name: string) => OidcProvider | undefined;
+  },
 ): Authenticator {
   const { settings } = provider;
 
@@ -187,15 +197,17 @@ function createOidcAuthenticator(
     });
     return (async () => {
       const session = sealed === null ? null : await sessions.peek(sealed);
-      const configuration = await provider.configuration();
-      const callback = redirectUriFor(request, provider);
+      // The provider that logged this person in (several may serve one host), else the route's.
+      const loggedInWith = (session === null ? undefined : deps.providerNamed(session.p)) ?? provider;
+      const configuration = await loggedInWith.configuration();
+      const callback = redirectUriFor(request, loggedInWith);
       if (configuration === null || callback === null) return answer('/');
       if (typeof configuration.serverMetadata().end_session_endpoint !== 'string') return answer('/');
       const parameters: Record<string, string> = {
         post_logout_redirect_uri: new URL('/', callback).href,
-        client_id: settings.clientId,
+        client_id: loggedInWith.settings.clientId,
       };
-      if (session?.p === settings.name && session.idt !== undefined) parameters.id_token_hint = session.idt;
+      if (session?.idt !== undefined) parameters.id_token_hint = session.idt;
       return answer(client.buildEndSessionUrl(configuration, parameters).href);
     })();
   };
@@ -206,14 +218,12 @@ function createOidcAuthenticator(
     if (cookies.size > 0) removeCookies(request.req, (name) => name.startsWith(OUR_COOKIES));
     const path = request.path;
     if (path === OIDC_CALLBACK_PATH) {
-      return configurationThen((configuration) =>
-        handleCallback(request, provider, configuration, cookies, deps.now(), {
-          sealer,
-          sessions,
-          maxAgeSeconds: deps.maxAgeSeconds,
-          logger: deps.logger,
-        }),
-      );
+      return handleCallback(request, provider, deps.providerNamed, cookies, deps.now(), {
+        sealer,
+        sessions,
+        maxAgeSeconds: deps.maxAgeSeconds,
+        logger: deps.logger,
+      });
     }
     if (path === OIDC_LOGOUT_PATH) return logout(request, cookies);
     const sealed = readSessionValue(cookies);
