@@ -203,8 +203,10 @@ export function createSessionStore(deps: {
       remember(sealed, next);
       return { session: next, resealed: sealed };
     } catch (error) {
-      // The provider refused the refresh token (revoked, expired, rotated elsewhere): the session
-      // ends. A network failure keeps a session whose tokens are still valid.
+      // Either way a session whose tokens are still valid is kept until they expire: a refresh
+      // token refused because another worker or replica just rotated it (two requests of one page
+      // landing on two processes) must not log the person out; the winner's cookie replaces this one.
+      // Once the tokens have expired, the session ends.
       const refused =
         (error instanceof client.ResponseBodyError && error.status < 500) || error instanceof SessionError;
       logger.info(
@@ -216,7 +218,7 @@ export function createSessionStore(deps: {
         },
         'session refresh failed',
       );
-      return refused ? null : keepOrDrop();
+      return keepOrDrop();
     }
   };
 
