@@ -42,7 +42,13 @@ export async function handleCallback(
   let provider = routeProvider;
   const refuse = (reason: OidcFailureReason, detail?: string): AuthDenial => {
     deps.logger.info(
-      { event: 'oidc_callback_refused', provider: provider.settings.name, reason, detail },
+      // `detail` may come from the query (the provider's `error`): bounded, never a token.
+      {
+        event: 'oidc_callback_refused',
+        provider: provider.settings.name,
+        reason,
+        detail: detail?.slice(0, 200),
+      },
       'OpenID login refused',
     );
     return failurePage(reason, clearState);

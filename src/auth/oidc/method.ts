@@ -4,7 +4,7 @@ import type { AuthorizationConfig, MainConfig } from '../../config/types.ts';
 import { DEFAULT_SESSION_MAX_AGE_SECONDS, OIDC_CALLBACK_PATH } from '../../config/validate-oidc.ts';
 import type { Logger } from '../../log.ts';
 import type { ProxyRequest } from '../../pipeline/request.ts';
-import { identityFromClaims } from '../allow-rules.ts';
+import { type Identity, identityFromClaims } from '../allow-rules.ts';
 import {
   type Authenticator,
   type AuthOutcome,
@@ -107,6 +107,41 @@ function createOidcAuthenticator(
 ): Authenticator {
   const { settings } = provider;
 
+  /**
+   * What a session puts on every request it admits, worked out once per opened session (the store
+   * hands back the same object for the same cookie): a request with a session then allocates nothing
+   * for it.
+   */
+  const admitted = new WeakMap<
+    Session,
+    { subject: string; identity: Identity; headers: readonly string[] }
+  >();
+  const admissionOf = (session: Session) => {
+    let found = admitted.get(session);
+    if (found === undefined) {
+      const headers = [
+        'x-tollgate-email',
+        session.em === null ? '' : subjectHeaderValue(session.em),
+        'x-tollgate-groups',
+        session.gr.map(subjectHeaderValue).join(','),
+      ];
+      if (settings.passAccessToken && session.at !== undefined)
+        headers.push('authorization', `Bearer ${session.at}`);
+      found = {
+        subject: subjectHeaderValue(session.sub),
+        identity: {
+          subject: session.sub,
+          email: session.em,
+          groups: session.gr,
+          claims: identityClaims(session, settings.groupsClaim),
+        },
+        headers,
+      };
+      admitted.set(session, found);
+    }
+    return found;
+  };
+
   /** What the upstream learns about the person (client-sent X-Tollgate-* never get through). */
   const admit = (
     request: ProxyRequest,
@@ -114,24 +149,12 @@ function createOidcAuthenticator(
     cookies: ReadonlyMap<string, string>,
     resealed: string | null,
   ) => {
-    request.subject = subjectHeaderValue(session.sub);
-    request.identity = {
-      subject: session.sub,
-      email: session.em,
-      groups: session.gr,
-      claims: identityClaims(session, settings.groupsClaim),
-    };
-    const headers = [
-      'x-tollgate-email',
-      session.em === null ? '' : subjectHeaderValue(session.em),
-      'x-tollgate-groups',
-      session.gr.map(subjectHeaderValue).join(','),
-    ];
-    if (settings.passAccessToken && session.at !== undefined) {
-      request.consumedHeaders.push('authorization');
-      headers.push('authorization', `Bearer ${session.at}`);
-    }
-    request.upstreamHeaders = headers;
+    const admission = admissionOf(session);
+    request.subject = admission.subject;
+    request.identity = admission.identity;
+    // With pass_access_token the client's own Authorization is replaced, never sent beside ours.
+    if (settings.passAccessToken && session.at !== undefined) request.consumedHeaders.push('authorization');
+    request.upstreamHeaders = admission.headers as string[];
     if (resealed !== null) {
       request.responseCookies.push(
         ...sessionCookies(resealed, cookies, { secure: request.secure, maxAge: session.max - deps.now() }),
