@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import * as client from 'openid-client';
+import { createSealer } from '../../src/auth/session-cookie.ts';
 import { CookieJar } from '../helpers/cookie-jar.ts';
 import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
@@ -49,11 +50,13 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     dir = await mkdtemp(join(tmpdir(), 'tollgate-oidc-'));
     scope.keep({ close: () => rm(dir, { recursive: true, force: true }) });
     await writeFile(join(dir, 'client-secret'), `${provider.clientSecret}\n`);
-    // The second line opens sessions sealed elsewhere with it (rotation), the first seals.
+    // The first line seals, every line opens: the twin has the secrets the other way round, as two
+    // replicas in the middle of a rotation, and each opens what the other sealed.
     await writeFile(join(dir, 'session-secrets'), `${SECRET_A}\n${SECRET_B}\n`);
+    await writeFile(join(dir, 'session-secrets-rotated'), `${SECRET_B}\n${SECRET_A}\n`);
     const servers = [upstream.address];
     const oidc = { type: 'oidc', provider: 'corp' };
-    const config = (proxyPort: number, workers: number) => ({
+    const config = (proxyPort: number, workers: number, secrets: string) => ({
       main: {
         proxy_address_http: `127.0.0.1:${proxyPort}`,
         workers,
@@ -73,7 +76,7 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
             pass_access_token: true,
           },
         },
-        session_secret_file: join(dir, 'session-secrets'),
+        session_secret_file: join(dir, secrets),
       },
       upstreams: {
         upstreams: {
@@ -98,8 +101,8 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
       },
     });
     [tollgate, twin] = await Promise.all([
-      scope.tollgate(config(port, 2)),
-      scope.tollgate(config(twinPort, 1)),
+      scope.tollgate(config(port, 2, 'session-secrets')),
+      scope.tollgate(config(twinPort, 1, 'session-secrets-rotated')),
     ]);
   });
 
@@ -240,13 +243,57 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     assert.equal(echo.headers['x-tollgate-subject'], 'alice');
   });
 
-  it('a session sealed by one process opens in another with the same secret file', async () => {
-    const { jar } = await login(ALICE);
-    const res = await fetch(`${twinOrigin}/elsewhere`, {
-      headers: { cookie: jar.header(), accept: 'application/json' },
-    });
-    assert.equal(res.status, 200);
-    assert.equal(((await res.json()) as Echo).headers['x-tollgate-subject'], 'alice');
+  it('a session sealed by one process opens in another, each holding the secrets in another order', async () => {
+    for (const [sealedAt, openedAt] of [
+      [origin, twinOrigin],
+      [twinOrigin, origin],
+    ] as const) {
+      const { jar, last } = await login(ALICE, '/start', sealedAt);
+      assert.equal(last.status, 200);
+      const res = await fetch(`${openedAt}/elsewhere`, {
+        headers: { cookie: jar.header(), accept: 'application/json' },
+      });
+      assert.equal(res.status, 200, `sealed at ${sealedAt}, opened at ${openedAt}`);
+      assert.equal(((await res.json()) as Echo).headers['x-tollgate-subject'], 'alice');
+    }
+  });
+
+  it('callback: a state cookie that is expired, or holds another state, is refused with its reason', async () => {
+    const sealer = createSealer([Buffer.from(SECRET_A)]);
+    const now = Math.floor(Date.now() / 1000);
+    const state = 'crafted-state-0123456789-abcdefghijklmnop';
+    const stateCookie = (payload: Record<string, unknown>) =>
+      sealer.seal({
+        k: 'state',
+        s: state,
+        n: 'nonce',
+        v: 'verifier',
+        u: '/x',
+        r: `${origin}/.tollgate/oidc/callback`,
+        p: 'corp',
+        exp: now + 600,
+        ...payload,
+      });
+    for (const [payload, reason] of [
+      [{ exp: now - 1 }, 'state_expired'],
+      [{ s: 'another-state' }, 'state_mismatch'],
+      [{ p: 'nobody' }, 'state_mismatch'],
+    ] as const) {
+      const jar = new CookieJar();
+      jar.cookies.set(`tollgate_oidc_${state.slice(0, 16)}`, await stateCookie(payload));
+      const res = await jar.fetch(`${origin}/.tollgate/oidc/callback?code=whatever&state=${state}`);
+      assert.equal(res.status, 401, reason);
+      assert.match(await res.text(), new RegExp(`reason: ${reason}`));
+      assert.ok(!jar.cookies.has(`tollgate_oidc_${state.slice(0, 16)}`), 'the state cookie is cleared');
+    }
+  });
+
+  it('state cookies do not pile up: beyond three pending logins they are cleared', async () => {
+    const jar = new CookieJar();
+    for (let i = 0; i < 3; i++) assert.equal((await jar.fetch(`${origin}/pending-${i}`)).status, 302);
+    assert.equal([...jar.cookies.keys()].filter((name) => name.startsWith('tollgate_oidc_')).length, 3);
+    await jar.fetch(`${origin}/pending-3`);
+    assert.equal([...jar.cookies.keys()].filter((name) => name.startsWith('tollgate_oidc_')).length, 1);
   });
 
   it('allow rules: 403 forbidden (never a login loop) for someone the rules do not name, counted', async () => {
