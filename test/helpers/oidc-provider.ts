@@ -21,6 +21,8 @@ export interface TestProviderOptions {
   clientSecret?: string;
   /** ID token lifetime in seconds (the session's expiry before a refresh). */
   idTokenSeconds?: number;
+  /** Scope claims (email, groups) only from userinfo, not in the ID token, as the spec has it. */
+  claimsInUserinfoOnly?: boolean;
 }
 
 export interface TestProvider {
@@ -70,9 +72,12 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
     ],
     pkce: { required: () => true },
     scopes: ['openid', 'email', 'profile', 'offline_access'],
-    claims: { openid: ['sub', 'groups'], email: ['email', 'email_verified'], profile: ['name'] },
-    // Every claim in the ID token itself, as Keycloak and Dex do with their usual mappers.
-    conformIdTokenClaims: false,
+    claims: options.claimsInUserinfoOnly
+      ? { openid: ['sub'], email: ['email', 'email_verified', 'groups'], profile: ['name'] }
+      : { openid: ['sub', 'groups'], email: ['email', 'email_verified'], profile: ['name'] },
+    // Every claim in the ID token itself, as Keycloak and Dex do with their usual mappers (unless
+    // the test wants them from userinfo only).
+    conformIdTokenClaims: options.claimsInUserinfoOnly ?? false,
     findAccount: async (_ctx, id) => {
       const account = accounts.get(id);
       if (account === undefined) return undefined;

@@ -19,6 +19,7 @@ const SECRET = 'refresh-session-secret-0123456789-abcdefghij';
 describe('OpenID sessions: refresh and provider outages, through the proxy process', () => {
   const scope = testScope();
   let provider: TestProvider;
+  let strict: TestProvider;
   let tollgate: Tollgate;
   let origin: string;
 
@@ -28,6 +29,13 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
     // ID tokens live 20 s, under the 30 s Tollgate refreshes ahead: every use of a session refreshes it.
     provider = scope.keep(
       await startTestProvider({ redirectUris: [`${origin}/.tollgate/oidc/callback`], idTokenSeconds: 20 }),
+    );
+    strict = scope.keep(
+      await startTestProvider({
+        redirectUris: [`${origin}/.tollgate/oidc/callback`],
+        idTokenSeconds: 20,
+        claimsInUserinfoOnly: true,
+      }),
     );
     // Starts down: Tollgate must come up anyway and serve everything else.
     provider.down = true;
@@ -42,6 +50,7 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
     const upstream = await scope.upstream({ name: 'app' });
     const dir = await mkdtemp(join(tmpdir(), 'tollgate-oidc-refresh-'));
     scope.keep({ close: () => rm(dir, { recursive: true, force: true }) });
+    // Both test providers use the default client secret.
     await writeFile(join(dir, 'client-secret'), provider.clientSecret);
     await writeFile(join(dir, 'session-secrets'), `${SECRET}\n`);
     const servers = [upstream.address];
@@ -58,6 +67,7 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
           corp: provide(provider.issuer),
           junk: provide(garbage.origin),
           gone: provide(`http://${await scope.deadServer()}`),
+          strict: provide(strict.issuer),
         },
         session_secret_file: join(dir, 'session-secrets'),
       },
@@ -69,6 +79,10 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
               '/junk': { servers, authorization: { type: 'oidc', provider: 'junk' } },
               '/gone': { servers, authorization: { type: 'oidc', provider: 'gone' } },
               '/open': { servers },
+              '/strict': {
+                servers,
+                authorization: { type: 'oidc', provider: 'strict', allow: { groups: ['ops'] } },
+              },
             },
           },
         },
@@ -155,5 +169,23 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
     } finally {
       provider.down = false;
     }
+  });
+
+  it('email and groups only in userinfo: read from it at login, kept across refreshes', async () => {
+    strict.account = { sub: 'gail', email: 'gail@example.com', groups: ['ops'] };
+    const jar = new CookieJar();
+    const { last, hops } = await jar.navigate(`${origin}/strict/page`);
+    assert.equal(last.status, 200, JSON.stringify(hops));
+    const echo = (await last.json()) as { headers: Record<string, string> };
+    assert.equal(echo.headers['x-tollgate-email'], 'gail@example.com');
+    assert.equal(echo.headers['x-tollgate-groups'], 'ops');
+    const refreshes = strict.grants.refresh_token ?? 0;
+    const again = await jar.fetch(`${origin}/strict/again`, { headers: { accept: 'application/json' } });
+    assert.equal(again.status, 200, 'still allowed: the groups survive the refresh');
+    assert.ok((strict.grants.refresh_token ?? 0) > refreshes);
+    assert.equal(
+      ((await again.json()) as { headers: Record<string, string> }).headers['x-tollgate-groups'],
+      'ops',
+    );
   });
 });

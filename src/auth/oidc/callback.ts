@@ -97,9 +97,10 @@ export async function handleCallback(
     }
     return refuse('id_token_invalid', (failure as Error).message);
   }
+  const userinfo = await userinfoIfNeeded(provider, configuration, tokens, deps.logger);
   let sessionCookieLines: string[];
   try {
-    const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null);
+    const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null, userinfo);
     const sealedSession = await deps.sessions.seal(session);
     sessionCookieLines = sessionCookies(sealedSession, cookies, {
       secure: request.secure,
@@ -121,6 +122,32 @@ export async function handleCallback(
       body: '',
     },
   };
+}
+
+/**
+ * The userinfo endpoint's claims when the ID token lacks the email or the groups (providers that
+ * follow the spec to the letter put scope claims only there); null when not needed or not given. A
+ * failure is logged and the login goes on with what the ID token says.
+ */
+async function userinfoIfNeeded(
+  provider: OidcProvider,
+  configuration: client.Configuration,
+  tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>,
+  logger: Logger,
+): Promise<Record<string, unknown> | null> {
+  const claims = tokens.claims();
+  if (claims === undefined) return null;
+  if (claims.email !== undefined && claims[provider.settings.groupsClaim] !== undefined) return null;
+  if (typeof configuration.serverMetadata().userinfo_endpoint !== 'string') return null;
+  try {
+    return { ...(await client.fetchUserInfo(configuration, tokens.access_token, claims.sub)) };
+  } catch (error) {
+    logger.warn(
+      { event: 'oidc_userinfo_failed', provider: provider.settings.name, err: (error as Error).message },
+      'userinfo could not be read; the login goes on with the ID token alone',
+    );
+    return null;
+  }
 }
 
 /** A fetch that never got an answer (refused, reset, timed out): the provider, not the login, failed. */

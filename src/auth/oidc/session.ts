@@ -67,26 +67,34 @@ export function sessionFromTokens(
   nowSeconds: number,
   maxAgeSeconds: number,
   previous: Session | null,
+  userinfo: Readonly<Record<string, unknown>> | null = null,
 ): Session {
   const settings = provider.settings;
   const claims = tokens.claims();
-  const source: Record<string, unknown> = claims === undefined ? {} : { ...claims };
+  // The ID token wins over userinfo; what neither says (a refresh's ID token often omits email and
+  // groups) is kept from the session being renewed.
+  const source: Record<string, unknown> = { ...userinfo, ...claims };
   // What is kept apart (subject, email, groups) is not stored twice; identityClaims() puts it back.
   const apart = new Set([settings.subjectClaim, settings.groupsClaim, 'email', 'email_verified']);
-  const kept: Record<string, unknown> = {};
+  const kept: Record<string, unknown> = { ...previous?.cl };
   for (const [name, value] of Object.entries(source)) {
     if (!PROTOCOL_CLAIMS.has(name) && !apart.has(name)) kept[name] = value;
   }
   const subjectValue = source[settings.subjectClaim];
   const subject = typeof subjectValue === 'string' && subjectValue !== '' ? subjectValue : previous?.sub;
   if (subject === undefined) throw new SessionError('no_subject');
-  const email = typeof source.email === 'string' && source.email_verified !== false ? source.email : null;
+  const email =
+    typeof source.email === 'string'
+      ? source.email_verified !== false
+        ? source.email
+        : null
+      : (previous?.em ?? null);
   const groupsValue = source[settings.groupsClaim];
   const groups = Array.isArray(groupsValue)
     ? groupsValue.filter((group): group is string => typeof group === 'string')
     : typeof groupsValue === 'string'
       ? [groupsValue]
-      : null;
+      : (previous?.gr ?? []);
   const expiresIn = tokens.expiresIn();
   const tokenExpiry =
     typeof claims?.exp === 'number'
@@ -99,9 +107,9 @@ export function sessionFromTokens(
     v: 1,
     p: settings.name,
     sub: subject,
-    em: claims === undefined && previous !== null ? previous.em : email,
-    gr: groups ?? (claims === undefined && previous !== null ? previous.gr : []),
-    cl: claims === undefined && previous !== null ? previous.cl : kept,
+    em: email,
+    gr: groups,
+    cl: kept,
     exp: Math.min(tokenExpiry, max),
     max,
   };
