@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
 import { type IssuerKey, issuerKey, signAs, startJwksServer } from '../helpers/jwks-server.ts';
 import { testScope } from '../helpers/scope.ts';
 import { counterValue } from '../helpers/token-api.ts';
@@ -14,7 +15,7 @@ const basic = (user: string, password: string) =>
  * `allow` on the methods that existed before OpenID (docs/authentication.md#who-may-pass): an
  * authenticated request its rules do not name gets 403 `forbidden`, never 401, and is counted.
  */
-describe('allow rules on basic, apikey and jwt routes through the proxy process', () => {
+describe('allow rules on basic, apikey, forward and jwt routes through the proxy process', () => {
   const scope = testScope();
   let tollgate: Tollgate;
   let key: IssuerKey;
@@ -24,6 +25,13 @@ describe('allow rules on basic, apikey and jwt routes through the proxy process'
     const jwks = scope.keep(await startJwksServer());
     jwks.setKeys('/keys', [key]);
     const upstream = await scope.upstream({ name: 'app' });
+    const oauth2Proxy = scope.keep(await startOauth2Proxy());
+    const forward = (allow: string[]) => ({
+      type: 'forward',
+      url: `${oauth2Proxy.origin}/oauth2/auth`,
+      subject_header: 'X-Auth-Request-User',
+      allow: { subjects: allow },
+    });
     const servers = [upstream.address];
     const external = { issuer: ISSUER, audience: AUDIENCE, jwks_uri: `${jwks.origin}/keys` };
     tollgate = await scope.tollgate({
@@ -53,6 +61,9 @@ describe('allow rules on basic, apikey and jwt routes through the proxy process'
                   allow: { subjects: ['ci'] },
                 },
               },
+              // oauth2-proxy vouches for alice.
+              '/forward-alice': { servers, authorization: forward(['alice']) },
+              '/forward-bob': { servers, authorization: forward(['bob']) },
               '/jwt': {
                 servers,
                 authorization: {
@@ -98,6 +109,11 @@ describe('allow rules on basic, apikey and jwt routes through the proxy process'
   it('apikey: matched on the key name', async () => {
     assert.equal((await get('/keys', { 'x-api-key': 'key-of-ci-0123' })).status, 200);
     await expectForbidden('/keys', 'apikey', { 'x-api-key': 'key-of-intern-0123' });
+  });
+
+  it('forward: matched on the subject the auth service vouches for', async () => {
+    assert.equal((await get('/forward-alice', { cookie: OAUTH2_PROXY_COOKIE })).status, 200);
+    await expectForbidden('/forward-bob', 'forward', { cookie: OAUTH2_PROXY_COOKIE });
   });
 
   it('jwt: keys AND, values OR, over email domain, groups and claims', async () => {
