@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import { CompactEncrypt, compactDecrypt } from 'jose';
+import { removeCookies } from './token-carriers.ts';
 
 /**
  * Sealed cookies (docs/authentication.md#sessions): JWE compact, `dir` + A256GCM, so the content is
@@ -146,4 +148,24 @@ export function clearedSessionCookies(sent: ReadonlyMap<string, string>, secure:
 
 export function isSessionCookieName(name: string): boolean {
   return name === SESSION_COOKIE || /^tollgate_session_\d+$/.test(name);
+}
+
+/** The prefix of a pending login's state cookie (auth/oidc/login). */
+export const STATE_COOKIE_PREFIX = 'tollgate_oidc_';
+
+/** A cookie an OpenID login set: the session (whole or a chunk) or a pending login's state. */
+export function isLoginCookieName(name: string): boolean {
+  return isSessionCookieName(name) || name.startsWith(STATE_COOKIE_PREFIX);
+}
+
+/**
+ * Takes the login cookies out of the forwarded Cookie header. They are credentials: no upstream
+ * sees them, on any route (an open path of the same host included). Other cookies, Tollgate's sticky
+ * cookie among them, are left as they are.
+ */
+export function removeLoginCookies(req: IncomingMessage): void {
+  const header = req.headers.cookie;
+  if (header === undefined || !(header.includes(SESSION_COOKIE) || header.includes(STATE_COOKIE_PREFIX)))
+    return;
+  removeCookies(req, isLoginCookieName);
 }

@@ -8,6 +8,7 @@ import type {
   AuthRedirect,
 } from '../auth/authenticator.ts';
 import { type AuthMethodDeps, createAuthMethods } from '../auth/methods.ts';
+import { removeLoginCookies } from '../auth/session-cookie.ts';
 import { removeTokenCarriers, type TokenCarriers } from '../auth/token-carriers.ts';
 import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
 import type { AuthFailureGuard } from './3-rate-limit.ts';
@@ -167,6 +168,8 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   const stage: Stage = (request) => {
     // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
     const found = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
+    // Likewise an OpenID session: the oidc method reads and removes it on its own routes.
+    if (request.route.auth?.type !== 'oidc') removeLoginCookies(request.req);
     // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
     if (request.route.unavailable) return refuse('auth_misconfigured');
     const policy = request.route.auth;

@@ -459,7 +459,16 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     for (const value of jar.cookies.values()) assert.ok(value.length <= 3800);
     const echo = (await (await jar.fetch(`${origin}/again`)).json()) as Echo;
     assert.equal(echo.headers['x-tollgate-subject'], 'carol');
-    // Only the open route is reached without logging in at all.
-    assert.equal((await request(`${origin}/open`)).status, 200);
+    // Only the open route is reached without logging in at all, and the session never reaches it.
+    const sessionCookies = [...jar.cookies].filter(([name]) => name.startsWith('tollgate_session'));
+    const cookie = [
+      ...sessionCookies.map(([name, value]) => `${name}=${value}`),
+      'theirs=1',
+      'tollgate_sticky=s1',
+    ].join('; ');
+    const open = await request(`${origin}/open`, { headers: { cookie } });
+    assert.equal(open.status, 200);
+    const openEcho = JSON.parse(open.body) as Echo;
+    assert.equal(openEcho.headers.cookie, 'theirs=1; tollgate_sticky=s1');
   });
 });

@@ -5,11 +5,9 @@ import { isGrpcRequest } from '../../local-response.ts';
 import type { ProxyRequest } from '../../pipeline/request.ts';
 import type { AuthAnswer } from '../authenticator.ts';
 import type { Sealer } from '../session-cookie.ts';
-import { setCookie } from '../session-cookie.ts';
+import { STATE_COOKIE_PREFIX, setCookie } from '../session-cookie.ts';
 import type { OidcProvider } from './provider.ts';
 
-/** State cookies are named `tollgate_oidc_<start of the state>`: parallel logins do not clobber each other. */
-export const STATE_COOKIE_PREFIX = 'tollgate_oidc_';
 /** A login has this long to come back through the callback. */
 export const STATE_TTL_SECONDS = 600;
 /** More pending logins than this in one browser are abandoned ones: they are cleared (no pile-up). */
@@ -104,6 +102,7 @@ export async function loginRedirect(
   };
 }
 
+/** State cookies are named `tollgate_oidc_<start of the state>`: parallel logins do not clobber each other. */
 export function stateCookieName(state: string): string {
   return `${STATE_COOKIE_PREFIX}${state.slice(0, 16)}`;
 }

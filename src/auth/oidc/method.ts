@@ -17,13 +17,14 @@ import {
   cookiesStartingWith,
   createSealer,
   readSessionValue,
+  removeLoginCookies,
   type Sealer,
+  STATE_COOKIE_PREFIX,
   sessionCookies,
 } from '../session-cookie.ts';
-import { removeCookies } from '../token-carriers.ts';
 import type { TokenCheck } from '../tokens.ts';
 import { handleCallback } from './callback.ts';
-import { isLoginNavigation, loginRedirect, redirectUriFor, STATE_COOKIE_PREFIX } from './login.ts';
+import { isLoginNavigation, loginRedirect, redirectUriFor } from './login.ts';
 import { createOidcProvider, type OidcProvider } from './provider.ts';
 import {
   createSessionStore,
@@ -34,7 +35,7 @@ import {
 } from './session.ts';
 
 export const OIDC_LOGOUT_PATH = '/.tollgate/oidc/logout';
-/** Every cookie Tollgate's logins set starts with this; none of them is ever forwarded upstream. */
+/** Every cookie Tollgate's logins set starts with this (read here; see removeLoginCookies). */
 const OUR_COOKIES = 'tollgate_';
 
 export interface OidcMethodDeps {
@@ -237,8 +238,8 @@ function createOidcAuthenticator(
 
   return (request) => {
     const cookies = cookiesStartingWith(request.req.headers.cookie, OUR_COOKIES);
-    // Our cookies are credentials: whatever happens next, none of them reaches the upstream.
-    if (cookies.size > 0) removeCookies(request.req, (name) => name.startsWith(OUR_COOKIES));
+    // Credentials: whatever happens next, none of them reaches the upstream.
+    if (cookies.size > 0) removeLoginCookies(request.req);
     const path = request.path;
     if (path === OIDC_CALLBACK_PATH) {
       return handleCallback(request, provider, deps.providerNamed, cookies, deps.now(), {
