@@ -9,6 +9,7 @@ import {
   cookiesStartingWith,
   createSealer,
   readSessionValue,
+  removeLoginCookies,
   sessionCookies,
 } from '../../src/auth/session-cookie.ts';
 import { createLogger } from '../../src/log.ts';
@@ -108,6 +109,21 @@ describe('sealed sessions (auth/session-cookie, auth/oidc/session)', () => {
       clearedSessionCookies(new Map([['tollgate_session_1', 'x']]), false).map((line) => line.split('=')[0]),
       ['tollgate_session', 'tollgate_session_1'],
     );
+  });
+
+  it('takes only the login cookies out of what is forwarded (the sticky cookie stays)', () => {
+    const req = {
+      headers: {
+        cookie: 'a=1; tollgate_session_1=x; tollgate_sticky=s; tollgate_oidc_abc=y; tollgate_session=z',
+      },
+      rawHeaders: [
+        'Cookie',
+        'a=1; tollgate_session_1=x; tollgate_sticky=s; tollgate_oidc_abc=y; tollgate_session=z',
+      ],
+    };
+    removeLoginCookies(req as never);
+    assert.equal(req.headers.cookie, 'a=1; tollgate_sticky=s');
+    assert.deepEqual(req.rawHeaders, ['Cookie', 'a=1; tollgate_sticky=s']);
   });
 
   it('sends a login back to a same-host path only', () => {
