@@ -315,6 +315,9 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     const { jar } = await login({ sub: 'bob', email: 'mallory@evil.test@example.com', groups: [] });
     const res = await jar.fetch(`${origin}/mail`);
     assert.equal(res.status, 403);
+    // No groups from the provider: no X-Tollgate-Groups, even when the client sends one.
+    const plain = await jar.fetch(`${origin}/plain`, { headers: { 'x-tollgate-groups': 'admins' } });
+    assert.equal(((await plain.json()) as Echo).headers['x-tollgate-groups'], undefined);
   });
 
   it('callback: no state, unknown state, a replayed code and access_denied are refused with a page and a reason', async () => {

@@ -120,12 +120,11 @@ function createOidcAuthenticator(
   const admissionOf = (session: Session) => {
     let found = admitted.get(session);
     if (found === undefined) {
-      const headers = [
-        'x-tollgate-email',
-        session.em === null ? '' : subjectHeaderValue(session.em),
-        'x-tollgate-groups',
-        session.gr.map(subjectHeaderValue).join(','),
-      ];
+      // Only what is known: no email, no X-Tollgate-Email (a client's copy is dropped all the same).
+      const headers: string[] = [];
+      if (session.em !== null) headers.push('x-tollgate-email', subjectHeaderValue(session.em));
+      if (session.gr.length > 0)
+        headers.push('x-tollgate-groups', session.gr.map(subjectHeaderValue).join(','));
       if (settings.passAccessToken && session.at !== undefined)
         headers.push('authorization', `Bearer ${session.at}`);
       found = {
