@@ -133,12 +133,13 @@ export async function startTollgate(
       ...tlsLines,
       `config_address: "127.0.0.1:${apiPort}"`,
       `admin_address: "127.0.0.1:${adminPort}"`,
+      // An OpenID provider and its session secret, for /oidc (bench/oidc-session.ts).
+      ...oidc.mainLines,
       'log_level: warn',
       'access_log: false',
       `masterkey: "${masterkey}"`,
       `workers: ${workers}`,
       ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
-      ...oidc.mainLines,
       '',
     ].join('\n'),
   );

@@ -1,19 +1,8 @@
 import type { AllowRules } from '../config/types.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { Identity, ProxyRequest } from '../pipeline/request.ts';
 import type { Authenticator, AuthOutcome } from './authenticator.ts';
 
-/**
- * What a method knows about who is asking, beyond the subject (jwt and oidc): set on the request by
- * the authenticator, read by the allow rules and, for oidc, sent upstream.
- */
-export interface Identity {
-  /** The subject as issued (request.subject holds it encoded for the header). */
-  readonly subject: string;
-  /** null when the provider gave none, or said it is not verified. */
-  readonly email: string | null;
-  readonly groups: readonly string[];
-  readonly claims: Readonly<Record<string, unknown>>;
-}
+export type { Identity };
 
 /**
  * An identity from OpenID claims: `email` unless `email_verified` is false (an unverified address

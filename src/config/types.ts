@@ -128,17 +128,17 @@ export interface MainConfig {
   workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
-  /**
-   * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
-   * (docs/traffic.md#tls-to-upstreams). Absent when not set.
-   */
-  upstreamCaFile?: string | null;
   /** `oidc_providers`, by name; absent when main.yaml has none. */
   oidcProviders?: Record<string, OidcProviderSettings>;
   /** Absolute path of `session_secret_file` (one secret a line, each at least 32 bytes). */
   sessionSecretFile?: string | null;
   /** `session_max_age_seconds` (default 8 h): no session outlives it, refreshed or not. */
   sessionMaxAgeSeconds?: number;
+  /**
+   * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
+   * (docs/traffic.md#tls-to-upstreams). Absent when not set.
+   */
+  upstreamCaFile?: string | null;
 }
 
 /** An upstream server address as configured: `ip:port`, `[v6]:port` or `hostname:port`. */

@@ -183,10 +183,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
-    // Read and checked with the other files main.yaml names (config/file-checks).
-    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
     // oidc_providers, session_secret_file, session_max_age_seconds (config/validate-oidc).
     ...readOidcMain(r, get as (key: string) => Field | undefined, dir),
+    // Read and checked with the other files main.yaml names (config/file-checks).
+    ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
   };
   // Where each tls_certificates file was written, for the file checks run after validation.
   for (const [key, node] of positions) rememberPosition(config, key, { file: r.file, ...r.positionOf(node) });

@@ -1,7 +1,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Identity } from '../auth/allow-rules.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { Verdict } from './verdict.ts';
+
+/**
+ * What a method knows about who is asking beyond the subject (jwt and oidc): set by the
+ * authenticator, read by the allow rules (auth/allow-rules) and, for oidc, sent upstream.
+ */
+export interface Identity {
+  /** The subject as issued (`subject` below holds it encoded for the header). */
+  readonly subject: string;
+  /** null when the provider gave none, or said it is not verified. */
+  readonly email: string | null;
+  readonly groups: readonly string[];
+  readonly claims: Readonly<Record<string, unknown>>;
+}
 
 /**
  * The state of one proxied request as it goes through the pipeline

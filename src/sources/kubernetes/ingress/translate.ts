@@ -213,11 +213,12 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
   }
 
   const auth = authorizationOf(settings, namespace, input.secrets);
-  const allowed = withAllowAnnotations(auth.policy, settings);
-  auth.policy = allowed.policy;
-  if (allowed.problem !== undefined) auth.problems.push(allowed.problem);
   report.warnings.push(...auth.warnings);
   const closed = [...annotations.authProblems, ...auth.problems];
+
+  // The allow-* annotations narrow the policy (sources/kubernetes/ingress/oidc-annotations.ts).
+  const allowed = withAllowAnnotations(auth.policy, settings);
+  if (allowed.problem !== undefined) closed.push(allowed.problem);
 
   const paths: Array<[string, PathConfig]> = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
@@ -239,7 +240,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         servers: [],
         service: servers,
         toHttps,
-        authorization: auth.policy,
+        authorization: allowed.policy,
         rateLimit: settings.rateLimit ?? null,
         healthCheck: null,
         exact,
