@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { CookieJar } from '../helpers/cookie-jar.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
+import { reloadCount } from '../helpers/reload-metrics.ts';
 import { testScope } from '../helpers/scope.ts';
 import { freePort, request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream } from '../helpers/upstream.ts';
@@ -187,5 +188,32 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
       ((await again.json()) as { headers: Record<string, string> }).headers['x-tollgate-groups'],
       'ops',
     );
+  });
+
+  it('a reload naming an unknown provider is refused at its line; the routes in force keep serving', async () => {
+    const before = reloadCount(await tollgate.metrics(), 'upstreams.yaml', 'failure');
+    await tollgate.writeUpstreams({
+      upstreams: {
+        '127.0.0.1': {
+          paths: { '/': { servers: ['127.0.0.1:9'], authorization: { type: 'oidc', provider: 'nobody' } } },
+        },
+      },
+    });
+    await waitFor(
+      async () =>
+        reloadCount(await tollgate.metrics(), 'upstreams.yaml', 'failure') >
+        (Number.isNaN(before) ? 0 : before),
+      20_000,
+    );
+    assert.ok(
+      tollgate
+        .logs()
+        .some((line) =>
+          /upstreams\.yaml:\d+:\d+: .*unknown OpenID provider 'nobody'/.test(JSON.stringify(line)),
+        ),
+      'the refusal names the line',
+    );
+    assert.equal((await request(`${origin}/open`)).status, 200);
+    assert.equal((await request(`${origin}/app`, { headers: { accept: 'application/json' } })).status, 401);
   });
 });
