@@ -190,6 +190,27 @@ describe('OpenID sessions: refresh and provider outages, through the proxy proce
     );
   });
 
+  it('a provider failing at the token request: the callback answers 503, and the login works once it is back', async () => {
+    provider.account = { sub: 'hank', email: 'hank@example.com', groups: [] };
+    const jar = new CookieJar();
+    const { stoppedAt } = await jar.navigate(`${origin}/after-outage`, (url) =>
+      url.includes('/.tollgate/oidc/callback'),
+    );
+    assert.ok(stoppedAt);
+    provider.down = true;
+    try {
+      const failed = await jar.fetch(stoppedAt);
+      assert.equal(failed.status, 503);
+      assert.equal(((await failed.json()) as { error: string }).error, 'auth_unavailable');
+    } finally {
+      provider.down = false;
+    }
+    // The code was never used: the same callback now completes the login.
+    const done = await jar.fetch(stoppedAt);
+    assert.equal(done.status, 303);
+    assert.equal(done.headers.get('location'), '/after-outage');
+  });
+
   it('a reload naming an unknown provider is refused at its line; the routes in force keep serving', async () => {
     const before = reloadCount(await tollgate.metrics(), 'upstreams.yaml', 'failure');
     await tollgate.writeUpstreams({

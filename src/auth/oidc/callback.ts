@@ -82,16 +82,18 @@ export async function handleCallback(
       idTokenExpected: true,
     });
   } catch (failure) {
-    if (failure instanceof client.ResponseBodyError) return refuse('code_rejected', failure.error);
+    // A 5xx with an OAuth error body is the provider failing, not the code being refused.
+    if (failure instanceof client.ResponseBodyError && failure.status < 500)
+      return refuse('code_rejected', failure.error);
     if (failure instanceof client.AuthorizationResponseError) return refuse('provider_error', failure.error);
-    if (isNetworkFailure(failure)) {
+    if (isProviderFailure(failure)) {
       deps.logger.warn(
         {
           event: 'oidc_provider_unavailable',
           provider: provider.settings.name,
           err: (failure as Error).message,
         },
-        'OpenID provider did not answer the token request',
+        'OpenID provider gave no usable answer to the token request',
       );
       return 'auth_unavailable';
     }
@@ -150,11 +152,18 @@ async function userinfoIfNeeded(
   }
 }
 
-/** A fetch that never got an answer (refused, reset, timed out): the provider, not the login, failed. */
-function isNetworkFailure(error: unknown): boolean {
+/**
+ * The provider, not the login, failed: no answer (refused, reset, timed out), an error status
+ * without an OAuth error, or a body that is not JSON. The route answers 503 auth_unavailable, as for
+ * a provider that cannot be discovered; the person can simply try again.
+ */
+function isProviderFailure(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
+  if (error instanceof client.ResponseBodyError) return error.status >= 500;
   if (error.name === 'TimeoutError' || error.name === 'AbortError') return true;
-  return error instanceof TypeError && error.message === 'fetch failed';
+  if (error instanceof TypeError && error.message === 'fetch failed') return true;
+  const code = (error as { code?: unknown }).code;
+  return code === 'OAUTH_RESPONSE_IS_NOT_JSON' || code === 'OAUTH_RESPONSE_IS_NOT_CONFORM';
 }
 
 const PAGE_TEXT: Readonly<Record<OidcFailureReason, string>> = {
