@@ -2,6 +2,7 @@ import * as client from 'openid-client';
 import type { Logger } from '../../log.ts';
 import type { ProxyRequest } from '../../pipeline/request.ts';
 import type { AuthAnswer, AuthDenial, AuthFailureReason, OidcFailureReason } from '../authenticator.ts';
+import { safeEqual } from '../compare.ts';
 import { sameHostTarget } from '../redirect.ts';
 import { type Sealer, sessionCookies, setCookie } from '../session-cookie.ts';
 import { isLoginState, type LoginState, stateCookieName } from './login.ts';
@@ -62,7 +63,7 @@ export async function handleCallback(
   const opened = await deps.sealer.open(sealed);
   if (!isLoginState(opened)) return refuse('state_invalid');
   const login: LoginState = opened;
-  if (login.s !== state) return refuse('state_mismatch');
+  if (state === null || !safeEqual(login.s, state)) return refuse('state_mismatch');
   if (login.exp <= nowSeconds) return refuse('state_expired');
   const loginProvider = providerNamed(login.p);
   if (loginProvider === undefined) return refuse('state_mismatch', 'a provider main.yaml no longer defines');
