@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,18 +12,21 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import tls from 'node:tls';
 import { promisify } from 'node:util';
+import { stringify } from 'yaml';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 import { freePort, MAIN_JS, startTollgate } from '../helpers/tollgate.ts';
 import {
   CHART,
   find,
   helmTemplate,
+  ingressWithOidc,
   KUSTOMIZE,
   kustomize,
   type Manifest,
   mountedFile,
   parseYaml,
 } from './manifests.ts';
+import { OIDC_VALUES } from './oidc-values.ts';
 
 const run = promisify(execFile);
 
@@ -144,6 +148,60 @@ describe('rendered configuration is accepted by tollgate validate', () => {
     const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
     assert.equal(result.code, 1, result.output);
     assert.match(result.output, /shutdown_grace_secs/);
+  });
+
+  test('helm: OpenID Connect, its secret files where main.yaml names them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-oidc-'));
+    try {
+      // An oidc route under DEFAULT: validate checks the provider exists and has redirect_url.
+      const values = {
+        ...OIDC_VALUES,
+        upstreams: {
+          config: {
+            provider: 'file',
+            upstreams: {
+              DEFAULT: {
+                paths: {
+                  '/': { servers: ['10.0.0.1:80'], authorization: { type: 'oidc', provider: 'corp' } },
+                },
+              },
+            },
+          },
+        },
+      };
+      await writeFile(join(dir, 'values.yaml'), stringify(values));
+      const manifests = await helmTemplate({ valuesFiles: [join(dir, 'values.yaml')] });
+      const spec = find(manifests, 'Deployment').spec.template.spec;
+      const files = {
+        'session-secrets': `${randomBytes(48).toString('base64')}\n`,
+        'oidc-corp-client-secret': 'corp-client-secret\n',
+        'oidc-google.workspace-client-secret': 'google-client-secret\n',
+      };
+      const checked = await validateMounted(manifests, spec, files);
+      assert.equal(checked.code, 0, checked.output);
+      // The same render with a short session secret, or a client secret missing: validate reads the
+      // files at the paths the chart wrote, so both fail.
+      const short = await validateMounted(manifests, spec, { ...files, 'session-secrets': 'too-short\n' });
+      assert.equal(short.code, 1, short.output);
+      assert.match(short.output, /session_secret_file/);
+      const { 'oidc-corp-client-secret': _, ...withoutCorp } = files;
+      const missing = await validateMounted(manifests, spec, withoutCorp);
+      assert.equal(missing.code, 1, missing.output);
+      assert.match(missing.output, /client_secret_file/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('kustomize: ingress overlay with the oidc component', async () => {
+    const work = await ingressWithOidc();
+    const manifests = await kustomize(work).finally(() => rm(work, { recursive: true, force: true }));
+    const deployment = find(manifests, 'Deployment', 'tollgate');
+    const result = await validateMounted(manifests, deployment.spec.template.spec, {
+      'session-secrets': `${randomBytes(48).toString('base64')}\n`,
+      'oidc-corp-client-secret': 'corp-client-secret\n',
+    });
+    assert.equal(result.code, 0, result.output);
   });
 
   for (const overlay of ['ingress', 'sidecar']) {
