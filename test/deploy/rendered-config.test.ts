@@ -17,6 +17,7 @@ import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 import { freePort, MAIN_JS, startTollgate } from '../helpers/tollgate.ts';
 import {
   CHART,
+  configVolume,
   find,
   helmTemplate,
   ingressWithOidc,
@@ -62,6 +63,25 @@ async function validateMounted(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Secret name → path in /etc/tollgate, for the config volume's Secret sources named with `prefix`. */
+function projectedSecretPaths(podSpec: Manifest, prefix: string): Record<string, string | undefined> {
+  const paths: Record<string, string | undefined> = {};
+  for (const source of configVolume(podSpec).projected.sources as Manifest[]) {
+    if (!source.secret?.name.startsWith(prefix)) continue;
+    for (const item of source.secret.items as Manifest[]) paths[source.secret.name] = item.path;
+  }
+  return paths;
+}
+
+/** What those Secrets would hold: a line that is a valid session secret and a valid client secret. */
+function secretFiles(paths: Record<string, string | undefined>): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const path of Object.values(paths)) {
+    if (path !== undefined) files[path] = `${randomBytes(48).toString('base64')}\n`;
+  }
+  return files;
 }
 
 describe('rendered configuration is accepted by tollgate validate', () => {
@@ -172,19 +192,20 @@ describe('rendered configuration is accepted by tollgate validate', () => {
       await writeFile(join(dir, 'values.yaml'), stringify(values));
       const manifests = await helmTemplate({ valuesFiles: [join(dir, 'values.yaml')] });
       const spec = find(manifests, 'Deployment').spec.template.spec;
-      const files = {
-        'session-secrets': `${randomBytes(48).toString('base64')}\n`,
-        'oidc-corp-client-secret': 'corp-client-secret\n',
-        'oidc-google.workspace-client-secret': 'google-client-secret\n',
-      };
+      // One file per item the config volume projects from these Secrets, at the path projected: a
+      // main.yaml naming any other path fails validate.
+      const paths = projectedSecretPaths(spec, 'edge-oidc-');
+      const files = secretFiles(paths);
       const checked = await validateMounted(manifests, spec, files);
       assert.equal(checked.code, 0, checked.output);
-      // The same render with a short session secret, or a client secret missing: validate reads the
-      // files at the paths the chart wrote, so both fail.
-      const short = await validateMounted(manifests, spec, { ...files, 'session-secrets': 'too-short\n' });
+      // A short session secret, or a client secret missing, at those paths: both fail.
+      const short = await validateMounted(manifests, spec, {
+        ...files,
+        [paths['edge-oidc-session'] ?? '?']: 'too-short\n',
+      });
       assert.equal(short.code, 1, short.output);
       assert.match(short.output, /session_secret_file/);
-      const { 'oidc-corp-client-secret': _, ...withoutCorp } = files;
+      const withoutCorp = secretFiles({ ...paths, 'edge-oidc-corp': undefined });
       const missing = await validateMounted(manifests, spec, withoutCorp);
       assert.equal(missing.code, 1, missing.output);
       assert.match(missing.output, /client_secret_file/);
@@ -197,10 +218,10 @@ describe('rendered configuration is accepted by tollgate validate', () => {
     const work = await ingressWithOidc();
     const manifests = await kustomize(work).finally(() => rm(work, { recursive: true, force: true }));
     const deployment = find(manifests, 'Deployment', 'tollgate');
-    const result = await validateMounted(manifests, deployment.spec.template.spec, {
-      'session-secrets': `${randomBytes(48).toString('base64')}\n`,
-      'oidc-corp-client-secret': 'corp-client-secret\n',
-    });
+    const spec = deployment.spec.template.spec;
+    const paths = projectedSecretPaths(spec, 'tollgate-oidc-');
+    assert.deepEqual(Object.keys(paths).sort(), ['tollgate-oidc-corp', 'tollgate-oidc-session']);
+    const result = await validateMounted(manifests, spec, secretFiles(paths));
     assert.equal(result.code, 0, result.output);
   });
 
