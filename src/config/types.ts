@@ -4,6 +4,7 @@
  * UpstreamsConfig into the immutable RoutingTable the hot path uses.
  */
 
+import type { RouteConditions } from '../routing/conditions.ts';
 import type { ServiceRef } from './service-ref.ts';
 
 /** main.yaml `workers`: a count, or `auto` for the CPUs this container may use (docs/workers.md). */
@@ -75,6 +76,8 @@ export interface KubernetesSettings {
   upstreamsConfigMap: string | null;
   /** `ingress_class`: serve Ingress objects of this IngressClass name (docs/ingress.md); null = off. */
   ingressClass?: string | null;
+  /** `gateway_class`: serve Gateways of this GatewayClass name (docs/gateway-api.md); null = off. */
+  gatewayClass?: string | null;
   /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
   watchNamespaces?: string[] | null;
   /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */
@@ -324,6 +327,10 @@ export interface PathConfig {
   upstreamTls?: UpstreamTlsConfig | null;
   /** `upstream_protocol`; absent = `auto`. */
   upstreamProtocol?: UpstreamProtocol;
+  /** Gateway API match conditions (routing/conditions); never set by upstreams.yaml. */
+  conditions?: RouteConditions | null;
+  /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
+  backendError?: string | null;
 }
 
 export interface HostConfig {

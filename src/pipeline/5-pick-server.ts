@@ -23,6 +23,8 @@ export function createPickServerStage(deps: { health: ServerHealth }): Stage {
   const balancer = createBalancer({ health });
   return function pickServer(request: ProxyRequest): Verdict {
     const { route } = request;
+    // A Gateway API backendRef that cannot be resolved answers 500, as the spec asks (docs/gateway-api.md).
+    if (route.backendError) return refuse('backend_not_resolved');
     // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
     if (route.servers.length === 0) return refuse('no_ready_endpoints');
     if (route.sticky !== null) {

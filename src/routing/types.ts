@@ -4,6 +4,7 @@ import type {
   StickySessions,
   UpstreamProtocol,
 } from '../config/types.ts';
+import type { MatchRequest, RouteConditions } from './conditions.ts';
 import type { HeaderRules } from './header-rules.ts';
 
 /**
@@ -56,6 +57,13 @@ export interface Route {
   readonly exact: boolean;
   /** Set when the route must answer 503 `auth_misconfigured` (its policy could not be built). */
   readonly unavailable: string | null;
+  /**
+   * Method, header and query conditions (a Gateway API match, routing/conditions); null or absent
+   * for every route of upstreams.yaml and Ingresses.
+   */
+  readonly conditions?: RouteConditions | null;
+  /** Set when the route's backend cannot be resolved: it answers 500 `backend_not_resolved` (docs/gateway-api.md). */
+  readonly backendError?: string | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed
@@ -96,6 +104,9 @@ export interface RoutingTable {
   readonly routes: readonly Route[];
   /** Every distinct server of every route. */
   readonly servers: readonly UpstreamServer[];
-  /** `host` must already be normalised (routing/normalise), `path` normalised too. */
-  match(host: string, path: string): Route | null;
+  /**
+   * `host` must already be normalised (routing/normalise), `path` normalised too; `request` is read
+   * and `query` (raw, without `?`) only by routes with conditions (routing/conditions).
+   */
+  match(host: string, path: string, request?: MatchRequest, query?: string): Route | null;
 }

@@ -19,7 +19,14 @@ export type WatchedResource =
   | 'ingresses'
   | 'ingressclasses'
   | 'services'
-  | 'secrets';
+  | 'secrets'
+  | 'namespaces'
+  | 'gatewayclasses'
+  | 'gateways'
+  | 'httproutes'
+  | 'grpcroutes'
+  | 'referencegrants'
+  | 'tollgatepolicies';
 
 /** Why a list/watch cycle started over: the `reason` label of tollgate_kubernetes_watch_restarts_total. */
 export type RestartReason =
