@@ -61,6 +61,11 @@ function treeStats(roots: readonly number[]): Map<number, ProcStat> {
   return inTree;
 }
 
+/** The pids of every live process in the trees below `roots` (the roots included). */
+export function treePids(roots: readonly number[]): number[] {
+  return [...treeStats(roots).keys()];
+}
+
 /**
  * Starts counting; the returned function gives the CPU seconds the trees used since. A process that
  * starts in between counts from zero; one that ends in between loses its share (no target forks or

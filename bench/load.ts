@@ -20,6 +20,8 @@ export interface LoadSettings {
    * absent: closed-loop, as fast as the target answers.
    */
   pauseMs?: number;
+  /** Cores the load generator runs on (a taskset core list, bench/pinning.ts); absent: any. */
+  cores?: string;
 }
 
 export interface LoadResult {
@@ -81,7 +83,9 @@ function wrk(binary: string): LoadGenerator {
       for (const [name, value] of Object.entries(settings.headers))
         args.push('-H', `${titleCase(name)}: ${value}`);
       args.push(settings.url);
-      const stdout = await runToCompletion(binary, args, {
+      const command = settings.cores === undefined ? binary : 'taskset';
+      if (settings.cores !== undefined) args.unshift('-c', settings.cores, binary);
+      const stdout = await runToCompletion(command, args, {
         env: { ...process.env, WRK_PAUSE_MS: String(settings.pauseMs ?? 0) },
         timeoutMs: runTimeoutMs(settings),
       });

@@ -26,6 +26,7 @@ import { httpRequest, waitForHttp } from './http.ts';
 import { findLoadGenerator, type LoadGenerator, type LoadSettings } from './load.ts';
 import { nginxBinary, startNginx, upstreamConfig } from './nginx.ts';
 import { startNodeUpstream } from './node-targets.ts';
+import { type CorePlan, corePlan, pinTrees } from './pinning.ts';
 import { freePort, runToCompletion, type Started, stopAll } from './processes.ts';
 import {
   type Ratio,
@@ -153,7 +154,7 @@ async function startUpstream(settings: Settings): Promise<{ port: number; upstre
 async function startTargets(
   settings: Settings,
   generator: LoadGenerator,
-): Promise<{ targets: Target[]; skipped: string[] }> {
+): Promise<{ targets: Target[]; skipped: string[]; upstream: Started }> {
   const { port, upstream } = await startUpstream(settings);
   const sharedInstances = new Map<string, Promise<unknown>>();
   const context: BenchContext = {
@@ -187,7 +188,7 @@ async function startTargets(
       generator: started.generator ?? generator,
     });
   }
-  return { targets, skipped };
+  return { targets, skipped, upstream };
 }
 
 /** One run of one target, with the CPU its process trees used meanwhile. */
@@ -208,9 +209,12 @@ async function rounds(
   settings: Settings,
   load: Omit<LoadSettings, 'url' | 'headers' | 'seconds'>,
   what: string,
+  /** Runs before each run of a target (the paced run pins it to its core, bench/pinning.ts). */
+  before: (target: Target) => void = () => {},
 ): Promise<Map<string, RoundResult[]>> {
   if (settings.warmupSeconds > 0) {
     for (const target of targets) {
+      before(target);
       process.stdout.write(`${what} warm-up ${target.label} (${settings.warmupSeconds}s)\n`);
       await target.generator.run({
         url: target.url,
@@ -223,6 +227,7 @@ async function rounds(
   const results = new Map<string, RoundResult[]>(targets.map((target) => [target.id, []]));
   for (let round = 1; round <= settings.rounds; round += 1) {
     for (const target of targets) {
+      before(target);
       const result = await measureOnce(target, { ...load, seconds: settings.seconds });
       results.get(target.id)?.push(result);
       const problems = result.socketErrors + result.badStatuses;
@@ -298,6 +303,42 @@ function renderRouteTables(tables: Record<string, unknown>): string {
     .join('\n');
 }
 
+/**
+ * The paced run's cores (bench/pinning.ts): the upstream and wrk on every core but 0, each target
+ * on core 0 while it is measured; afterwards every process gets every core back. Null (and a line
+ * saying why) when the machine cannot pin.
+ */
+function pacedCores(upstream: Started): {
+  plan: CorePlan;
+  pin(target: Target): void;
+  release(targets: readonly Target[]): void;
+} | null {
+  const plan = corePlan();
+  if ('none' in plan) {
+    process.stdout.write(`paced run not pinned: ${plan.none}\n`);
+    return null;
+  }
+  const rootsOf = (target: Target) =>
+    target.processes.flatMap((p) => (p.child.pid === undefined ? [] : [p.child.pid]));
+  const upstreamRoots = upstream.child.pid === undefined ? [] : [upstream.child.pid];
+  pinTrees(upstreamRoots, plan.rest);
+  process.stdout.write(
+    `paced run pinned: each proxy on core ${plan.proxy}, wrk and the upstream on ${plan.rest}\n`,
+  );
+  return {
+    plan,
+    pin: (target) => {
+      // The direct target is the upstream itself: it stays where the upstream is.
+      if (target.processes.includes(upstream)) return;
+      pinTrees(rootsOf(target), plan.proxy);
+    },
+    release: (targets) => {
+      for (const target of targets) pinTrees(rootsOf(target), plan.all);
+      pinTrees(upstreamRoots, plan.all);
+    },
+  };
+}
+
 async function main(): Promise<number> {
   const settings = readSettings();
   // Other work on the machine is the main source of noise; recorded so a reader can judge a run.
@@ -308,7 +349,7 @@ async function main(): Promise<number> {
       'no load generator: install wrk (apt-get install wrk), or `npm i -D autocannon` as a fallback',
     );
   }
-  const { targets, skipped } = await startTargets(settings, generator);
+  const { targets, skipped, upstream } = await startTargets(settings, generator);
   for (const reason of skipped) process.stdout.write(`skipped ${reason}\n`);
   for (const target of targets) await checkTarget(target);
 
@@ -325,12 +366,20 @@ async function main(): Promise<number> {
     { connections: settings.connections, threads: settings.threads },
     'closed',
   );
+  const pinning = pacedTargets.length > 0 ? pacedCores(upstream) : null;
   const pacedResults = await rounds(
     pacedTargets,
     settings,
-    { connections: settings.pacedConnections, threads: 1, pauseMs: settings.pacedPauseMs },
+    {
+      connections: settings.pacedConnections,
+      threads: 1,
+      pauseMs: settings.pacedPauseMs,
+      ...(pinning === null ? {} : { cores: pinning.plan.rest }),
+    },
     'paced',
+    (target) => pinning?.pin(target),
   );
+  pinning?.release(targets);
   const closed = targets.map((target) =>
     summarise(target.id, target.label, closedResults.get(target.id) ?? []),
   );

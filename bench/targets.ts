@@ -18,7 +18,7 @@ import {
   startGrpcServer,
 } from './grpc.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
-import { waitForHttp } from './http.ts';
+import { httpRequest, waitForHttp } from './http.ts';
 import type { LoadGenerator } from './load.ts';
 import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
 import {
@@ -31,6 +31,7 @@ import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts
 import { freePort, type Started } from './processes.ts';
 import {
   BENCH_HOST,
+  BENCH_ORIGIN,
   issueToken,
   MAIN_JS,
   MANY_HOSTS,
@@ -273,6 +274,25 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/jwt'),
     };
   }),
+  // Request policies (docs/policies.md): source ranges, CORS, body limit and a regex rewrite on
+  // one route, beside the plain `/` of the same process.
+  tollgateTarget('tollgate-policies', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    return {
+      label: 'tollgate + request policies',
+      url: `${tollgate.base}/policies/items`,
+      headers: { ...host, origin: BENCH_ORIGIN },
+      processes: [tollgate.process],
+      verify: async () => {
+        const { status } = await httpRequest(`${tollgate.base}/policies/items`, {
+          method: 'POST',
+          headers: host,
+          body: 'x'.repeat(2048),
+        });
+        if (status !== 413) throw new Error(`/policies answered ${status} to a 2 KiB body, expected 413`);
+      },
+    };
+  }),
   tollgateTarget('tollgate-rate-limit', async (context) => {
     const tollgate = await sharedTollgate(context);
     return {
@@ -482,6 +502,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'undici-minimal-workers',
     metric: 'cpu',
     goal: 1.15,
+  },
+  {
+    name: 'tollgate+policies / tollgate',
+    numerator: 'tollgate-policies',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    goal: 1.05,
   },
   {
     name: 'tollgate+rate_limit / tollgate',

@@ -173,6 +173,7 @@ export async function startTollgate(
               `        servers: [${server}]`,
               `        rate_limit: ${RATE_LIMIT_NEVER_REACHED}`,
               ...issuerRouteYaml(server, issuer.jwksFile),
+              ...policiesRouteYaml(server),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
             ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
@@ -205,6 +206,27 @@ export async function startTollgate(
       if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);
     },
   };
+}
+
+/** The Origin the `/policies` target sends (allowed by the route's CORS policy). */
+export const BENCH_ORIGIN = 'https://app.bench.local';
+
+/**
+ * The `/policies` path: every request policy of docs/policies.md at once, each doing its work on
+ * every request: the client (127.0.0.1) checked against source and deny ranges, an allowed Origin
+ * answered with CORS headers, a body limit, and a regex rewrite (the linear-time engine's cost;
+ * `/policies/x` goes up as `/x`).
+ */
+function policiesRouteYaml(server: string): string[] {
+  return [
+    '      "/policies":',
+    `        servers: [${server}]`,
+    '        source_ranges: ["127.0.0.0/8", "::1/128"]',
+    '        deny_ranges: ["10.0.0.0/8"]',
+    `        cors: { allow_origins: ["${BENCH_ORIGIN}"], allow_credentials: true, expose_headers: [X-Request-Id] }`,
+    '        max_body_bytes: 1k',
+    '        rewrite: { regex: "^/policies/(.*)", replacement: "/$1" }',
+  ];
 }
 
 /** The upstreams.yaml lines of the `/forward` path: oauth2-proxy's contract, the recipe of docs/authentication.md. */

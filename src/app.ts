@@ -163,7 +163,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   runtime.onTableSwap((next) => health.sync(next));
 
   // Every upstream attempt, HTTP or WebSocket, feeds passive health and the error counter here.
-  const upstreamObserver = createUpstreamObserver(health);
+  const upstreamObserver = createUpstreamObserver(health, logger);
   const forward = createForwarder({
     pools,
     observer: upstreamObserver,
@@ -355,6 +355,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
         );
       } catch (error) {
         // Nothing is served half-way: release what was bound, then report the first problem.
+        lifecycle.startFailed(error);
         await close('start-up failed');
         throw error instanceof Error && error.message.startsWith('cannot listen')
           ? new StartError(`tollgate: ${error.message}`)

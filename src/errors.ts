@@ -27,6 +27,8 @@ export const ERRORS = {
   request_timeout: { status: 408, message: 'the request headers did not arrive in time' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json' },
   payload_too_large: { status: 413, message: 'request body too large' },
+  body_too_large: { status: 413, message: "the request body is larger than this route's max_body_bytes" },
+  source_denied: { status: 403, message: 'the client address is not allowed on this route' },
   forbidden: { status: 403, message: 'master_key is not valid' },
   token_issuance_disabled: { status: 503, message: 'no masterkey is configured: token issuance is disabled' },
   auth_misconfigured: {

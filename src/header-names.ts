@@ -56,6 +56,13 @@ export const FROM_TRUSTED_PROXIES_ONLY: ReadonlySet<string> = new Set([
   'x-original-host',
   'x-url-scheme',
   'front-end-https',
+  // What an auth layer behind Tollgate (nginx auth_request, oauth2-proxy) reads as the original
+  // request: from a client they would make it authorise another path or method than the one served.
+  // Forward auth writes its own -Uri and -Method to the auth service (auth/forward.ts), never these.
+  'x-forwarded-uri',
+  'x-forwarded-method',
+  'x-original-uri',
+  'x-auth-request-redirect',
 ]);
 
 /**

@@ -43,12 +43,23 @@ export interface Lifecycle {
    * resolves once it finished; a second call returns the same promise.
    */
   shutdown(reason: string): Promise<void>;
+  /**
+   * The start failed (a port taken, a provider that would not start): logs why, once, as an error,
+   * and makes the shutdown that follows release what was bound without the drain's lines, since
+   * nothing was served and there is nothing to drain (docs/observability.md).
+   */
+  startFailed(error: unknown): void;
 }
 
 /** How long a cleanup step may take before the exit goes ahead anyway. */
 const CLEANUP_TIMEOUT_MS = 2_000;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** `logger` without its info and debug lines (unless it is quieter already). */
+function warningsOnly(logger: Logger): Logger {
+  return logger.isLevelEnabled('info') ? logger.child({}, { level: 'warn' }) : logger;
+}
 
 /**
  * The graceful shutdown, in the order Kubernetes needs (docs/reload.md):
@@ -118,6 +129,8 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
   }
 
   let finished: Promise<void> | null = null;
+  /** Set by startFailed(): the drain's steps run, only its warnings are logged. */
+  let failedStart = false;
 
   const runCleanup = async () => {
     await Promise.allSettled(
@@ -134,13 +147,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
     const delayMs = wasReady ? main.shutdownDelaySeconds * 1000 : 0;
     const graceMs = main.shutdownGraceSeconds * 1000;
     const graceEnds = Date.now() + delayMs + graceMs;
+    // After a failed start nothing was served: the drain's info lines would only mislead (startFailed).
+    const logger = failedStart ? warningsOnly(options.logger) : options.logger;
+    const starting = wasReady
+      ? 'shutting down: readiness is off, still serving until the delay ends'
+      : 'shutting down before it was ready: no delay';
     logger.info(
       {
         signal,
         shutdown_delay_seconds: main.shutdownDelaySeconds,
         shutdown_grace_seconds: main.shutdownGraceSeconds,
       },
-      'shutting down: readiness is off, still serving until the delay ends',
+      starting,
     );
     for (const res of openResponses.latestPerConnection()) closeAfterResponse(res);
     await sleep(delayMs);
@@ -195,6 +213,18 @@ export function createLifecycle(options: LifecycleOptions): Lifecycle {
         finished = drain(reason, wasReady);
       }
       return finished;
+    },
+    startFailed(error) {
+      if (failedStart) return;
+      failedStart = true;
+      logger.error(
+        // The words of the stderr line, without its `tollgate: ` prefix (a worker's reason arrives with it).
+        {
+          event: 'start_failed',
+          error: (error instanceof Error ? error.message : String(error)).replace(/^tollgate: /, ''),
+        },
+        'start-up failed: exiting without serving',
+      );
     },
   };
 }

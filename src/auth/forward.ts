@@ -2,6 +2,7 @@ import { Pool } from 'undici';
 import { forwardAuthDuration } from '../admin/metrics.ts';
 import type { ForwardAuthSettings } from '../config/types.ts';
 import { normaliseHeaderName } from '../header-names.ts';
+import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import {
@@ -10,6 +11,7 @@ import {
   type AuthOutcome,
   subjectHeaderValue,
 } from './authenticator.ts';
+import { signinLocation as expandSignin } from './signin-url.ts';
 
 /**
  * `type: forward` (docs/authentication.md#forward-auth): before a request goes upstream, a GET (HEAD
@@ -20,7 +22,7 @@ import {
  *   sent (those are removed even when the auth service returns none: delete, then set);
  * - 401, 403, 3xx (not 304): relayed to the client with its status, Location, Set-Cookie,
  *   WWW-Authenticate, Content-Type and body (at most 64 KiB), so login redirects work; with
- *   `signin_url`, a 401 becomes a 302 to the sign-in page instead;
+ *   `signin_url`, a 401 becomes a 302 to the sign-in page instead (not for gRPC: it stays a 401);
  * - anything else, a timeout (`timeout_seconds`, connect to body) or no connection: 503
  *   `auth_unavailable`.
  *
@@ -245,7 +247,9 @@ function denial(
       : sentCredentials
         ? 'invalid_credentials'
         : 'missing_credentials';
-  if (status === 401 && settings.signinUrl !== null) {
+  // A gRPC client cannot follow a redirect to a login page: it keeps the 401, which it reads as
+  // 16 UNAUTHENTICATED (local-response.ts), where a 302 would be 2 UNKNOWN.
+  if (status === 401 && settings.signinUrl !== null && !isGrpcRequest(request.req)) {
     const { location: _dropped, 'www-authenticate': _challenge, 'content-type': _type, ...kept } = relayed;
     return {
       denial: {
@@ -259,11 +263,17 @@ function denial(
   return { denial: { status, headers: relayed, body }, reason };
 }
 
-/** `signin_url` with `rd=` the URL the client asked for (token parameters removed), as ingress-nginx does. */
+/**
+ * `signin_url` expanded (auth/signin-url: `$host`, `$escaped_request_uri`…) with `rd=` the URL the
+ * client asked for (token parameters removed) unless it passes `rd` itself, as ingress-nginx does.
+ */
 function signinLocation(request: ProxyRequest, signinUrl: string): string {
-  const host = request.rawHost;
-  const original = `${request.secure ? 'https' : 'http'}://${host}${forwardedUri(request)}`;
-  return `${signinUrl}${signinUrl.includes('?') ? '&' : '?'}rd=${encodeURIComponent(original)}`;
+  return expandSignin(signinUrl, {
+    secure: request.secure,
+    host: request.host,
+    rawHost: request.rawHost,
+    requestUri: forwardedUri(request),
+  });
 }
 
 /** The whole body, or null when it is longer than `limit` bytes (then the rest is not read). */

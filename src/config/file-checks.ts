@@ -2,6 +2,7 @@ import { type X509Certificate as Certificate, createPrivateKey, X509Certificate 
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
 import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
+import { parseDocument } from 'yaml';
 import { issueAt } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
@@ -166,6 +167,76 @@ export function readUpstreamClientPair(certFile: string, keyFile: string): { cer
   return { cert, key };
 }
 
+/**
+ * `kubernetes.kubeconfig`, checked as far as a start needs it before it talks to the API: readable,
+ * YAML, its entries shaped as the Kubernetes client library requires them (each cluster a name and a
+ * server, each context a name and a cluster, each user a name), and a current context naming one of
+ * its clusters. Read with `yaml`, never with the client library, so `validate` and processes that do
+ * not use the API never load it (docs/architecture.md); sources/kubernetes/kubeconfig calls this
+ * before handing the file to the library. Messages never quote the file: it holds credentials.
+ */
+export function checkKubeconfigFile(path: string): void {
+  const key = 'kubernetes.kubeconfig';
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new FileCheckError(key, `kubeconfig ${path} does not exist`);
+    throw new FileCheckError(key, `cannot read kubeconfig ${path}: ${readErrorReason(error)}`);
+  }
+  const document = parseDocument(text);
+  const error = document.errors[0];
+  if (error !== undefined) {
+    // The parser's message quotes the offending source line: only where it is may be said.
+    const where = error.linePos?.[0];
+    throw new FileCheckError(key, `kubeconfig ${path} is not YAML${where ? ` (line ${where.line})` : ''}`);
+  }
+  const config: unknown = document.toJS({ maxAliasCount: 100 });
+  const fail = (problem: string) => new FileCheckError(key, `kubeconfig ${path}: ${problem}`);
+  if (!isRecord(config)) throw fail('is not a mapping');
+  const list = (name: string): Record<string, unknown>[] => {
+    const entries = config[name];
+    // As the client library reads it: anything but a list counts as none.
+    if (!Array.isArray(entries)) return [];
+    return entries.map((entry, index) => {
+      if (!isRecord(entry) || !entry.name) throw fail(`${name}[${index}].name is missing`);
+      return entry;
+    });
+  };
+  const clusters = list('clusters');
+  clusters.forEach((entry, index) => {
+    if (!isRecord(entry.cluster)) throw fail(`clusters[${index}].cluster is missing`);
+    if (!entry.cluster.server) throw fail(`clusters[${index}].cluster.server is missing`);
+  });
+  const contexts = list('contexts');
+  contexts.forEach((entry, index) => {
+    if (!isRecord(entry.context)) throw fail(`contexts[${index}].context is missing`);
+    if (!entry.context.cluster) throw fail(`contexts[${index}].context.cluster is missing`);
+  });
+  list('users');
+  const current = contexts.find((entry) => entry.name === config['current-context']);
+  const cluster = isRecord(current?.context) ? current.context.cluster : undefined;
+  if (!clusters.some((entry) => entry.name === cluster)) throw fail('the current context names no cluster');
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Whether a start talks to the API and so reads `kubernetes.kubeconfig` (the rule of
+ * sources/kubernetes/use.ts, which config/ may not import); `upstreams` is null when upstreams.yaml
+ * could not be read, and then only main.yaml decides.
+ */
+function readsKubeconfig(main: MainConfig, upstreams: UpstreamsConfig | null): boolean {
+  return (
+    upstreams?.provider === 'kubernetes' ||
+    Boolean(main.kubernetes?.upstreamsConfigMap) ||
+    Boolean(main.kubernetes?.ingressClass)
+  );
+}
+
 export interface RuntimeFileCheck {
   /** What it checks, as docs/configuration.md lists it. */
   readonly name: string;
@@ -175,8 +246,11 @@ export interface RuntimeFileCheck {
    * names a broken file is refused and the old config keeps serving.
    */
   readonly in: 'main' | 'upstreams';
-  /** Every problem, each an issue at the line of the key naming the file. */
-  readonly check: (main: MainConfig, upstreams: UpstreamsConfig) => ConfigIssue[];
+  /**
+   * Every problem, each an issue at the line of the key naming the file. `upstreams` is null for a
+   * `main` check run while upstreams.yaml itself has problems (validate reports both in one pass).
+   */
+  readonly check: (main: MainConfig, upstreams: UpstreamsConfig | null) => ConfigIssue[];
 }
 
 /** Runs `read`; a FileCheckError becomes one issue at `owner`'s `key` (its recorded position). */
@@ -214,12 +288,22 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
         ? attempt(main, main.file, () => readCaBundle(main.upstreamCaFile as string, 'upstream_ca_file'))
         : [],
   },
+  {
+    name: 'kubernetes.kubeconfig',
+    in: 'main',
+    check: (main, upstreams) => {
+      const file = main.kubernetes?.kubeconfig;
+      return file && readsKubeconfig(main, upstreams)
+        ? attempt(main, main.file, () => checkKubeconfigFile(file))
+        : [];
+    },
+  },
 ];
 
 /** The problems of the files `scope`'s checks cover (config/load runs both), in registry order. */
 export function checkRuntimeFiles(
   main: MainConfig,
-  upstreams: UpstreamsConfig,
+  upstreams: UpstreamsConfig | null,
   scope: RuntimeFileCheck['in'],
 ): ConfigIssue[] {
   return RUNTIME_FILE_CHECKS.filter((entry) => entry.in === scope).flatMap((entry) =>

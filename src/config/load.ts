@@ -49,6 +49,8 @@ function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
     const at = reader.locateTopLevelValue(key);
     if (at) rememberPosition(config, key, { file: reader.file, ...at });
   }
+  const kubeconfigAt = reader.locateNestedValue(['kubernetes', 'kubeconfig']);
+  if (kubeconfigAt) rememberPosition(config, 'kubernetes.kubeconfig', { file: reader.file, ...kubeconfigAt });
 }
 
 /**
@@ -66,6 +68,12 @@ export function checkConsistency(
   return [...(resolved.ok ? [] : resolved.issues), ...checkRuntimeFiles(main, upstreams, 'upstreams')];
 }
 
+/** masterkey_file's own problems (unreadable, empty), when upstreams.yaml cannot be had to agree with. */
+function masterkeyFileIssues(main: MainConfig): ConfigIssue[] {
+  const resolved = resolveMasterkey(main, null);
+  return resolved.ok ? [] : resolved.issues;
+}
+
 /**
  * Reads and validates both files, collecting every problem of both (the upstreams file is still
  * checked when main.yaml has problems, as long as its location is known).
@@ -79,19 +87,30 @@ export async function loadConfig(
 
   const mainReader = new YamlReader(mainText.value, mainPath);
   let main: MainConfig | null = null;
+  // main.yaml as far as it validated: its files are checked even while other keys have problems,
+  // so validate reports every problem in one pass (docs/cli.md); a key that failed is simply unset.
+  let partialMain: MainConfig | null = null;
   let upstreamsPath: string | null = null;
   let upstreamsConfWritten: string | null = null;
   if (mainReader.wellFormed) {
     const validated = validateMain(mainReader, mainFile);
     if (validated.upstreamsConfKnown) upstreamsPath = validated.config.upstreamsConf;
     upstreamsConfWritten = validated.upstreamsConfWritten;
-    if (mainReader.issues.length === 0) {
-      main = validated.config;
-      rememberMainPositions(mainReader, main);
-    }
+    partialMain = validated.config;
+    rememberMainPositions(mainReader, partialMain);
+    if (mainReader.issues.length === 0) main = validated.config;
   }
-  const issues = inFileOrder(mainReader.issues);
-  if (upstreamsPath === null) return { ok: false, issues };
+  /**
+   * main.yaml's problems: its own, and those of the files it names (checked with `upstreams`; without
+   * it, masterkey_file is read here, as checkConsistency cannot run).
+   */
+  const mainIssues = (upstreams: UpstreamsConfig | null) =>
+    inFileOrder([
+      ...mainReader.issues,
+      ...(partialMain === null ? [] : checkRuntimeFiles(partialMain, upstreams, 'main')),
+      ...(partialMain === null || upstreams !== null ? [] : masterkeyFileIssues(partialMain)),
+    ]);
+  if (upstreamsPath === null) return { ok: false, issues: mainIssues(null) };
 
   // Messages name the upstreams file the way the operator named main.yaml: relative stays relative.
   const shownPath = isAbsolute(mainPath) ? upstreamsPath : relative(process.cwd(), upstreamsPath);
@@ -108,17 +127,25 @@ export async function loadConfig(
     const missing = text.unreadable
       ? whyUpstreamsUnreadable(mainReader, upstreamsConfWritten, upstreamsPath, text.unreadable)
       : text.issues;
-    return { ok: false, issues: inFileOrder([...issues, ...missing]) };
+    return { ok: false, issues: inFileOrder([...mainIssues(null), ...missing]) };
   }
   const upstreams = parseUpstreamsConfig(text.value, shownPath);
-  if (!upstreams.ok) return { ok: false, issues: [...issues, ...upstreams.issues] };
-  if (main === null) return { ok: false, issues };
-  const mismatches = checkConsistency(main, upstreams.value);
-  if (mismatches.length > 0) return { ok: false, issues: mismatches };
+  if (!upstreams.ok) return { ok: false, issues: [...mainIssues(null), ...upstreams.issues] };
   // Every file main.yaml names and the process reads, with the readers the process uses (validate
   // and start both load through here, docs/configuration.md).
-  const unusable = checkRuntimeFiles(main, upstreams.value, 'main');
-  if (unusable.length > 0) return { ok: false, issues: unusable };
+  const issues = mainIssues(upstreams.value);
+  // partialMain is set: upstreamsPath came from it. The masterkey agreement too, beside the rest.
+  const mismatches = checkConsistency(main ?? (partialMain as MainConfig), upstreams.value);
+  if (main === null || mismatches.length > 0 || issues.length > 0) {
+    const inMain = (issue: ConfigIssue) => issue.file === mainReader.file;
+    return {
+      ok: false,
+      issues: [
+        ...inFileOrder([...issues, ...mismatches.filter(inMain)]),
+        ...mismatches.filter((issue) => !inMain(issue)),
+      ],
+    };
+  }
   return { ok: true, value: { main, upstreams: upstreams.value } };
 }
 

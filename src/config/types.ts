@@ -5,6 +5,7 @@
  */
 
 import type { RouteConditions } from '../routing/conditions.ts';
+import type { PathPolicies } from './policy-types.ts';
 import type { ServiceRef } from './service-ref.ts';
 
 /** main.yaml `workers`: a count, or `auto` for the CPUs this container may use (docs/workers.md). */
@@ -165,6 +166,8 @@ export interface ServerAddress {
   port: number;
   /** Written `https://host:port`: dialled over TLS (docs/traffic.md#tls-to-upstreams). */
   tls?: boolean;
+  /** `{ address, weight }`: its share of new requests (docs/traffic.md#weighted-servers); absent = 1. */
+  weight?: number;
 }
 
 /**
@@ -186,6 +189,11 @@ export interface UpstreamTlsConfig {
   keyFile: string | null;
   /** False only when `verify: false` is written out. */
   verify: boolean;
+  /**
+   * PEM read from a Kubernetes Secret (an Ingress `proxy-ssl-secret`) instead of files: `ca` beside
+   * the system CAs, `cert` + `key` for mTLS. Absent for upstreams.yaml's file-based settings.
+   */
+  inline?: { ca: string | null; cert: string | null; key: string | null } | null;
 }
 
 export interface BasicUser {
@@ -327,10 +335,48 @@ export interface PathConfig {
   upstreamTls?: UpstreamTlsConfig | null;
   /** `upstream_protocol`; absent = `auto`. */
   upstreamProtocol?: UpstreamProtocol;
+  /** Request policies: rewrite, body limit, CORS, source ranges (docs/policies.md); absent = none. */
+  policies?: PathPolicies | null;
+  /** `timeouts`, `upstream_host`, `redirect` and a canary split (config/validate-backend); absent = none. */
+  timeouts?: PathTimeouts | null;
+  upstreamHost?: string | null;
+  redirect?: FixedRedirect | null;
+  canary?: CanaryConfig | null;
   /** Gateway API match conditions (routing/conditions); never set by upstreams.yaml. */
   conditions?: RouteConditions | null;
   /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
   backendError?: string | null;
+}
+
+/** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */
+export interface PathTimeouts {
+  connectMs: number | null;
+  responseMs: number | null;
+  idleMs: number | null;
+}
+
+/** `redirect: { url, code }` (an Ingress `permanent-redirect`/`temporal-redirect`): this URL exactly. */
+export interface FixedRedirect {
+  url: string;
+  code: 301 | 302 | 303 | 307 | 308;
+}
+
+/**
+ * A canary Ingress's split of a main Ingress's path (docs/ingress.md#canary-ingresses): its servers
+ * take `weight` of `weightTotal` new requests, or every request a header or cookie sends there.
+ */
+export interface CanaryConfig {
+  /** The canary's Service (its endpoints are the canary servers). */
+  service: ServiceRef | null;
+  /** Where the canary came from, e.g. `ingress/apps/web-canary` (logs). */
+  origin: string;
+  weight: number;
+  weightTotal: number;
+  /** Header name (lower case) that routes by value: `always`/`never`, or `headerValue` when set. */
+  header: string | null;
+  headerValue: string | null;
+  /** Cookie name whose value `always`/`never` routes. */
+  cookie: string | null;
 }
 
 export interface HostConfig {
@@ -366,6 +412,8 @@ export interface UpstreamsConfig {
   requestHeaders: HeaderOps | null;
   responseHeaders: HeaderOps | null;
   authFailureLimit: number | null;
+  /** Global `max_body_bytes` (docs/policies.md#max_body_bytes); absent or null = no limit. */
+  maxBodyBytes?: number | null;
   /** In file order. */
   hosts: HostConfig[];
 }

@@ -1,5 +1,6 @@
 import { unconfigurableHeaderReason } from '../header-names.ts';
 import type { ForwardAuthSettings } from './types.ts';
+import { readSigninUrl } from './validate-backend.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
 
 /** Keys that only make sense with `type: forward` (docs/authentication.md#forward-auth). */
@@ -44,7 +45,7 @@ export function readForwardSettings(
   }
   const url = readHttpUrl(r, chosen);
   const signinField = get('signin_url');
-  const signinUrl = signinField ? readHttpUrl(r, signinField) : null;
+  const signinUrl = signinField ? readSigninUrl(r, signinField) : null;
   const requestHeaders = get('auth_request_headers');
   const responseHeaders = get('auth_response_headers');
   const subjectField = get('subject_header');

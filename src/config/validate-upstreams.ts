@@ -23,9 +23,16 @@ import {
   type UpstreamTlsConfig,
 } from './types.ts';
 import { validateAuthorization } from './validate-auth.ts';
+import {
+  BACKEND_PATH_KEYS,
+  checkWeights,
+  readBackendPolicies,
+  readWeightedServer,
+} from './validate-backend.ts';
 import { readHttpUrl } from './validate-forward.ts';
 import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
+import { POLICY_KEYS, readMaxBodyBytes, readPathPolicies } from './validate-policies.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 const TOP_KEYS = [
@@ -37,6 +44,7 @@ const TOP_KEYS = [
   'authorization',
   'auth_failure_limit',
   ...HEADER_RULE_KEYS,
+  'max_body_bytes',
   'upstreams',
 ];
 const HOST_KEYS = ['paths'];
@@ -52,6 +60,8 @@ const PATH_KEYS = [
   ...HEADER_RULE_KEYS,
   'upstream_tls',
   'upstream_protocol',
+  ...POLICY_KEYS,
+  ...BACKEND_PATH_KEYS,
 ];
 const HEALTH_CHECK_KEYS = ['path', 'interval_seconds'];
 const UPSTREAM_TLS_KEYS = ['ca_file', 'server_name', 'certificate', 'key', 'verify'];
@@ -134,6 +144,8 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   const failureLimit = get('auth_failure_limit');
   if (failureLimit) config.authFailureLimit = readAuthFailureLimit(r, failureLimit);
   Object.assign(config, readHeaderRules(r, fields));
+  const maxBody = get('max_body_bytes');
+  if (maxBody) config.maxBodyBytes = readMaxBodyBytes(r, maxBody) ?? null;
 
   const upstreams = fields.get('upstreams');
   if (upstreams === undefined) r.report(root, '', "missing 'upstreams': at least one host is needed");
@@ -316,7 +328,8 @@ function readPath(
   const serviceField = fields.get('service');
   const redirectField = get('redirect_to');
   // A path that only redirects needs no server.
-  if (serversField === undefined && serviceField === undefined && redirectField === undefined) {
+  const redirects = redirectField !== undefined || get('redirect') !== undefined;
+  if (serversField === undefined && serviceField === undefined && !redirects) {
     r.report(
       entry.keyNode,
       entry.path,
@@ -366,6 +379,8 @@ function readPath(
     // Only when set, so configs without them compare (and hash) as before.
     ...(upstreamTls ? { upstreamTls } : {}),
     ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),
+    ...readPathPolicies(r, fields),
+    ...readBackendPolicies(r, fields),
   };
 }
 
@@ -485,7 +500,8 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
   const servers: ServerAddress[] = [];
   const seen = new Set<string>();
   for (const item of r.items(field, 'a list of servers such as ["10.0.0.5:8080"]') ?? []) {
-    const text = r.string(item);
+    const weighted = isMap(item.node) ? readWeightedServer(r, item) : null;
+    const text = weighted === null ? r.string(item) : weighted?.text;
     if (text === undefined) continue;
     const parsed = parseServerAddress(text);
     if (!parsed.ok) {
@@ -499,8 +515,9 @@ function readServers(r: YamlReader, field: Field): ServerAddress[] {
       continue;
     }
     seen.add(identity);
-    servers.push(parsed.value);
+    servers.push(weighted ? { ...parsed.value, weight: weighted.weight } : parsed.value);
   }
+  checkWeights(r, field, servers);
   return servers;
 }
 

@@ -284,6 +284,21 @@ export class YamlReader {
     return { line, column: col };
   }
 
+  /** Line and column of the value at `keys` (a path of mapping keys from the top), if written. */
+  locateNestedValue(keys: readonly string[]): { line: number; column: number } | undefined {
+    let node: unknown = this.#root;
+    let pair: { key: unknown; value: unknown } | undefined;
+    for (const key of keys) {
+      if (!isMap(node)) return undefined;
+      pair = node.items.find((item) => isScalar(item.key) && item.key.value === key);
+      node = pair?.value;
+    }
+    const found = (pair?.value ?? pair?.key) as Node | undefined;
+    if (!found?.range) return undefined;
+    const { line, col } = this.#lines.linePos(found.range[0]);
+    return { line, column: col };
+  }
+
   /** Line and column where `node` starts. */
   positionOf(node: Node): { line: number; column: number } {
     const { line, col } = this.#lines.linePos(node.range?.[0] ?? 0);

@@ -4,6 +4,7 @@ import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from 
 import type { Logger } from '../log.ts';
 import type { Unrouted } from '../pipeline/1-route.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
+import { normaliseHost } from '../routing/normalise.ts';
 import type { Tracing } from './tracing.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
@@ -83,7 +84,8 @@ export function createRequestRecorder(
       logger.info({
         msg: 'access',
         method: req.method,
-        host: req.headers[':authority'] ?? req.headers.host,
+        // As routed lines have it (lower case, no port); a Host that does not normalise is never logged raw.
+        host: normaliseHost((req.headers[':authority'] as string | undefined) ?? req.headers.host),
         // Normalised, the token parameter removed like on routed lines; a target that could not be
         // normalised (400 bad_path) is never logged raw.
         path: refused.path === null ? null : loggedPath(refused.path, refused.query, redactQuery),

@@ -71,6 +71,10 @@ export function routeRequest(
   // The request itself is read only by routes with conditions (Gateway API matches).
   const route = table.match(host, target.path, req, target.query);
   if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
+  // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
+  const pattern = route.policy?.pathPattern;
+  if (pattern != null && !pattern.test(target.path))
+    return unrouted(refuse('not_found'), address.clientIp, target);
   if (
     target.path.indexOf(';') !== -1 &&
     table.match(host, withoutPathParameters(target.path), req, target.query) !== route
@@ -99,6 +103,8 @@ export function routeRequest(
       forwardedFor: address.forwardedFor,
       peerTrusted: address.peerTrusted,
       startedAt,
+      upstreamPath: target.path,
+      body: null,
       subject: null,
       forwardQuery: target.query,
       consumedHeaders: [],

@@ -17,6 +17,8 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
     const { route } = request;
     if (route.toHttps && !request.secure) return permanent(request, httpsLocation(request, portSuffix));
     if (route.redirectTo) return permanent(request, movedLocation(request, route.redirectTo));
+    // `redirect` (an Ingress permanent-/temporal-redirect): this URL exactly, with its code.
+    if (route.redirect != null) return redirect(route.redirect.code, route.redirect.url);
     return PASS;
   };
 }

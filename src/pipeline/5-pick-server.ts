@@ -1,5 +1,6 @@
 import type { UpstreamServer } from '../routing/types.ts';
 import { createBalancer } from '../upstream/balance.ts';
+import { canaryGroup } from '../upstream/canary.ts';
 import type { ServerHealth } from '../upstream/health.ts';
 import {
   knownServerIds,
@@ -8,6 +9,7 @@ import {
   stickySetCookie,
   stickyValue,
 } from '../upstream/sticky.ts';
+import { inGroup } from '../upstream/weighted.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, refuse, type Verdict } from './verdict.ts';
 
@@ -27,22 +29,31 @@ export function createPickServerStage(deps: { health: ServerHealth }): Stage {
     if (route.backendError) return refuse('backend_not_resolved');
     // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
     if (route.servers.length === 0) return refuse('no_ready_endpoints');
+    // A canary split: a header or cookie may send the request to one side (upstream/canary).
+    const group = route.canary == null ? 'all' : canaryGroup(route.canary, request.req.headers);
+    // The side asked for has no endpoint (a canary Service scaled to 0): as for a path without any.
+    if (group !== 'all' && !route.servers.some((_, index) => inGroup(route, index, group)))
+      return refuse('no_ready_endpoints');
     if (route.sticky !== null) {
       const ids = readStickyIds(request.req.headers.cookie);
       const pinned = ids.length === 0 ? null : pinnedServer(route, ids);
-      if (pinned !== null && health.isAvailable(route, pinned)) {
+      if (
+        pinned !== null &&
+        health.isAvailable(route, pinned) &&
+        (group === 'all' || inGroup(route, route.servers.indexOf(pinned), group))
+      ) {
         request.candidates = balancer.pinned(route, pinned);
         return PASS;
       }
       // No cookie, or it names a server that is gone or unhealthy: balance and (re)place the cookie.
-      const candidates = balancer.next(route);
+      const candidates = balancer.next(route, group);
       if (candidates === null) return refuse('no_healthy_upstream');
       request.candidates = candidates;
       const value = stickyValue(candidates[0] as UpstreamServer, ids, route, knownServerIds(request.table));
       request.responseCookies.push(stickySetCookie(value, route.sticky, request.secure));
       return PASS;
     }
-    const candidates = balancer.next(route);
+    const candidates = balancer.next(route, group);
     if (candidates === null) return refuse('no_healthy_upstream');
     request.candidates = candidates;
     return PASS;

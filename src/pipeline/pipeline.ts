@@ -9,9 +9,14 @@ import type { RoutingTable } from '../routing/types.ts';
 import { createTrustTest } from '../upstream/client-address.ts';
 import type { ServerHealth } from '../upstream/health.ts';
 import { type Routed, routeRequest } from './1-route.ts';
+import { sourceRangesStage } from './1a-source-ranges.ts';
+import { corsStage } from './1b-cors.ts';
 import { createToHttpsStage } from './2-to-https.ts';
+import { appRootStage } from './2b-app-root.ts';
 import { createRateLimitStage } from './3-rate-limit.ts';
 import { createAuthStage } from './4-auth.ts';
+import { bodyLimitStage } from './4c-body-limit.ts';
+import { rewriteStage } from './4d-rewrite.ts';
 import { createPickServerStage } from './5-pick-server.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, refuse, type Verdict } from './verdict.ts';
@@ -34,7 +39,8 @@ export interface PipelineDeps {
 }
 
 /**
- * The request pipeline (docs/architecture.md): route → to_https → rate limit → auth → pick server.
+ * The request pipeline (docs/architecture.md): route → source ranges → CORS → to_https/redirects →
+ * app root → rate limit → auth → body limit → rewrite → pick server (docs/policies.md for the policies).
  * Each stage lives in its own file, numbered in this order, and only returns a Verdict; the first
  * verdict that is not PASS is the answer. Forwarding is not a stage: it comes after, in upstream/.
  */
@@ -61,9 +67,14 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     failureGuard: rateLimit.authFailures,
   });
   const stages: readonly Stage[] = Object.freeze([
+    sourceRangesStage,
+    corsStage,
     createToHttpsStage(main),
+    appRootStage,
     rateLimit.stage,
     tracing === null ? auth.stage : withAuthOutcome(auth.stage),
+    bodyLimitStage,
+    rewriteStage,
     createPickServerStage({ health: deps.health }),
   ]);
   const failed = (error: unknown): Verdict => {

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { RequestTrace } from '../observe/tracing.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import type { CutReason } from '../upstream/client-send-timeout.ts';
@@ -35,6 +36,11 @@ export interface ProxyRequest {
   readonly peerTrusted: boolean;
   /** performance.now() at arrival. */
   readonly startedAt: number;
+
+  /** The path sent upstream: `path`, unless the rewrite stage changed it (docs/policies.md#rewrite). */
+  upstreamPath: string;
+  /** The body to send upstream in place of `req` (a counted one, docs/policies.md#max_body_bytes); null = `req`. */
+  body: Readable | null;
 
   /** Set by the auth stage on some refusals: why, in more detail than the answer (log only). */
   authDetail?: string;

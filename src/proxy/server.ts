@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { http2StreamOf } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { RequestRecorder } from '../observe/requests.ts';
+import { withCorsHeaders } from '../pipeline/1b-cors.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import { refuse as refusal, respond, type Verdict } from '../pipeline/verdict.ts';
@@ -52,7 +53,8 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   /** Defined once, not per request: the synchronous (common) path allocates no closure for it. */
   const admit = (request: ProxyRequest, verdict: Verdict, expectsContinue: boolean) => {
     // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
-    if (verdict.kind !== 'pass') return refuse(request.res, verdict, expectsContinue);
+    if (verdict.kind !== 'pass')
+      return refuse(request.res, withCorsHeaders(request, verdict), expectsContinue);
     try {
       forward(request);
     } catch (error) {

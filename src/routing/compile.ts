@@ -1,9 +1,11 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
 import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
 import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
+import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
 import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
@@ -40,6 +42,7 @@ export function compileRoutingTable(
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
+      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
       const route: Route = Object.freeze({
         // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
         id: uniqueId(hostKey + prefix + (exact ? '$' : '')),
@@ -50,9 +53,7 @@ export function compileRoutingTable(
         conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
         backendError: path.backendError ?? null,
         servers: Object.freeze(
-          (path.service ? endpoints(path.service) : path.servers).map((address) =>
-            sharedServer(address, upstreamTransport(path, address), servers),
-          ),
+          addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
         ),
         service: path.service ? serviceRefText(path.service) : null,
         // A global authorization replaces every per-path one, on every host (docs/configuration.md).
@@ -65,6 +66,8 @@ export function compileRoutingTable(
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
         requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
+        policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+        ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       routes.push(route);
     }

@@ -22,12 +22,12 @@ export function upstreamOrigin(address: ServerAddress, tls = address.tls === tru
  * written `https://` (or, for a `service:` path, when `upstream_tls` is set), with the path's settings.
  */
 export function upstreamTransport(
-  path: Partial<Pick<PathConfig, 'upstreamTls' | 'upstreamProtocol' | 'service'>>,
+  path: Partial<Pick<PathConfig, 'upstreamTls' | 'upstreamProtocol' | 'service' | 'timeouts' | 'canary'>>,
   address: ServerAddress,
 ): UpstreamTransport {
   const protocol = path.upstreamProtocol ?? 'auto';
   const settings = path.upstreamTls ?? null;
-  const tls = address.tls === true || (path.service != null && settings !== null);
+  const tls = address.tls === true || ((path.service != null || path.canary != null) && settings !== null);
   const tlsSettings = tls
     ? Object.freeze({
         caFile: settings?.caFile ?? null,
@@ -35,12 +35,24 @@ export function upstreamTransport(
         certificateFile: settings?.certificateFile ?? null,
         keyFile: settings?.keyFile ?? null,
         verify: settings?.verify ?? true,
+        ...(settings?.inline ? { inline: Object.freeze({ ...settings.inline }) } : {}),
       })
     : null;
+  // Pool keys name Secret material by digest: the PEM (a private key) stays out of map keys.
+  const keyed =
+    tlsSettings?.inline != null
+      ? {
+          ...tlsSettings,
+          inline: createHash('sha256').update(JSON.stringify(tlsSettings.inline)).digest('hex'),
+        }
+      : tlsSettings;
+  const connectTimeoutMs = path.timeouts?.connectMs ?? null;
   return Object.freeze({
     tls: tlsSettings,
     protocol,
-    key: JSON.stringify([protocol, tlsSettings]),
+    // Only when set, so the pool keys of paths without it stay as they were.
+    ...(connectTimeoutMs === null ? {} : { connectTimeoutMs }),
+    key: JSON.stringify(connectTimeoutMs === null ? [protocol, keyed] : [protocol, keyed, connectTimeoutMs]),
   });
 }
 

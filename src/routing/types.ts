@@ -4,8 +4,10 @@ import type {
   StickySessions,
   UpstreamProtocol,
 } from '../config/types.ts';
+import type { BackendPolicies } from './backend-policies.ts';
 import type { MatchRequest, RouteConditions } from './conditions.ts';
 import type { HeaderRules } from './header-rules.ts';
+import type { RoutePolicy } from './policies.ts';
 
 /**
  * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
@@ -15,6 +17,8 @@ export interface UpstreamTransport {
   /** null: plain TCP. */
   readonly tls: UpstreamTlsSettings | null;
   readonly protocol: UpstreamProtocol;
+  /** The path's `timeouts.connect_seconds` in ms; null = main.yaml's `upstream_connect_timeout_seconds`. */
+  readonly connectTimeoutMs?: number | null;
   /** Identity of these settings: part of every pool key (undici drops a connection when they change). */
   readonly key: string;
 }
@@ -27,6 +31,8 @@ export interface UpstreamTlsSettings {
   readonly certificateFile: string | null;
   readonly keyFile: string | null;
   readonly verify: boolean;
+  /** PEM from a Secret (an Ingress `proxy-ssl-secret`), used instead of the files; absent = none. */
+  readonly inline?: Readonly<{ ca: string | null; cert: string | null; key: string | null }> | null;
 }
 
 /** One upstream server of a route. Frozen; shared by every route that names the same address. */
@@ -46,7 +52,7 @@ export interface UpstreamServer {
 }
 
 /** Everything a request needs once it matched, resolved at compile time. Frozen. */
-export interface Route {
+export interface Route extends BackendPolicies {
   /** Metric/log label: host key + path key, e.g. `api.example.com/v1` or `DEFAULT/`. */
   readonly id: string;
   /** Lower-cased host key or `DEFAULT`. */
@@ -86,6 +92,8 @@ export interface Route {
   readonly requestHeaders: HeaderRules | null;
   /** Rules for the upstream's response on its way to the client, or null. */
   readonly responseHeaders: HeaderRules | null;
+  /** Source ranges, CORS, app root, body limit, rewrite (docs/policies.md); null = none of them. */
+  readonly policy?: RoutePolicy | null;
 }
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */

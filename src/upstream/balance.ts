@@ -1,5 +1,12 @@
 import type { Route, UpstreamServer } from '../routing/types.ts';
 import type { ServerHealth } from './health.ts';
+import {
+  inGroup,
+  type ServerGroup,
+  type WeightedState,
+  weightedCandidates,
+  weightedState,
+} from './weighted.ts';
 
 /**
  * Load balancing: the servers the forwarder tries in order — the chosen one first, then the other
@@ -10,8 +17,12 @@ import type { ServerHealth } from './health.ts';
  * objects) starts a fresh rotation and old state is collected with the old table.
  */
 export interface Balancer {
-  /** Round robin over the servers in rotation (plus a half-open trial when due); null = none up. */
-  next(route: Route): readonly UpstreamServer[] | null;
+  /**
+   * Round robin over the servers in rotation (plus a half-open trial when due); null = none up. A
+   * route with weights, or a request sent to one side of a canary split (`group`), is balanced by
+   * weight over the servers that may take it (upstream/weighted).
+   */
+  next(route: Route, group?: ServerGroup): readonly UpstreamServer[] | null;
   /** The pinned server first, then the rest of the route's available servers in rotation. */
   pinned(route: Route, server: UpstreamServer): readonly UpstreamServer[];
 }
@@ -23,7 +34,7 @@ export function createBalancer(deps: { health: ServerHealth }): Balancer {
   function stateOf(route: Route): RouteState {
     let state = states.get(route);
     if (state === undefined) {
-      state = { turn: 0, rotations: rotationsOf(route.servers) };
+      state = { turn: 0, rotations: rotationsOf(route.servers), weighted: null };
       states.set(route, state);
     }
     return state;
@@ -59,8 +70,26 @@ export function createBalancer(deps: { health: ServerHealth }): Balancer {
     ];
   }
 
+  /** By weight, over the available servers of `group`, a half-open trial first when one is due. */
+  function byWeight(route: Route, state: RouteState, group: ServerGroup): readonly UpstreamServer[] | null {
+    state.weighted ??= weightedState(route);
+    const allUp = health.allUp;
+    const picked = weightedCandidates(
+      route,
+      state.weighted,
+      group,
+      (server) => allUp || health.isAvailable(route, server),
+    );
+    const trial = allUp ? null : health.claimTrial(route);
+    if (trial === null || !inGroup(route, route.servers.indexOf(trial), group)) return picked;
+    return [trial, ...(picked ?? []).filter((server) => server !== trial)];
+  }
+
   return {
-    next: (route) => roundRobin(route, stateOf(route)),
+    next: (route, group = 'all') =>
+      route.weights == null && group === 'all'
+        ? roundRobin(route, stateOf(route))
+        : byWeight(route, stateOf(route), group),
     pinned: (route, server) => pinnedCandidates(route, stateOf(route), server),
   };
 }
@@ -69,6 +98,8 @@ interface RouteState {
   turn: number;
   /** rotations[i] = servers starting at i, wrapping: the candidate list when all are up, built once. */
   readonly rotations: readonly (readonly UpstreamServer[])[];
+  /** Made on first use, for routes balanced by weight. */
+  weighted: WeightedState | null;
 }
 
 /** Keeps the counter a small integer; the wrap only shifts the rotation once in a billion requests. */

@@ -1,8 +1,10 @@
 import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import type { ErrorCode } from '../errors.ts';
+import type { Logger } from '../log.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import type { ServerHealth } from './health.ts';
+import { createTlsFailureLog } from './tls-failure-log.ts';
 
 /**
  * One classification of upstream failures for plain requests and WebSocket upgrades alike
@@ -96,19 +98,28 @@ export function classifyUpstreamError(error: unknown): UpstreamFailure {
 
 /** What the upstream layer tells the rest of the process about each attempt. */
 export interface ForwardObserver {
-  onUpstreamFailure(request: ProxyRequest, server: UpstreamServer, kind: UpstreamFailureKind): void;
+  /** `error`, when there is one, is what the connection reported (logged for TLS failures). */
+  onUpstreamFailure(
+    request: ProxyRequest,
+    server: UpstreamServer,
+    kind: UpstreamFailureKind,
+    error?: Error,
+  ): void;
   onUpstreamSuccess(request: ProxyRequest, server: UpstreamServer): void;
 }
 
 /**
  * The one place an upstream attempt's outcome is recorded, for HTTP and WebSocket alike: the error
- * counter and passive health. A client that hangs up is never reported here.
+ * counter, passive health, and why TLS failed (tls-failure-log.ts). A client that hangs up is never
+ * reported here.
  */
-export function createUpstreamObserver(health: ServerHealth): ForwardObserver {
+export function createUpstreamObserver(health: ServerHealth, logger: Logger): ForwardObserver {
+  const logTlsFailure = createTlsFailureLog(logger);
   return {
-    onUpstreamFailure(request, server, kind) {
+    onUpstreamFailure(request, server, kind, error) {
       upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });
       health.reportFailure(request.route, server, kind);
+      if (kind === 'tls' && error !== undefined) logTlsFailure(request.route.id, server, error);
     },
     onUpstreamSuccess(request, server) {
       health.reportSuccess(request.route, server);

@@ -9,7 +9,7 @@ import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
-import { clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
+import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
@@ -161,13 +161,15 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const { request, server, deps, withBody, wire } = this;
     request.upstream = server;
     const { req, res } = request;
-    const path = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
+    const path = request.forwardQuery
+      ? `${request.upstreamPath}?${request.forwardQuery}`
+      : request.upstreamPath;
     const options: Dispatcher.DispatchOptions & { servername?: string } = {
       origin: server.origin,
       method: req.method ?? 'GET',
       path,
       headers: upstreamRequestHeaders(request, request.secure ? 'https' : 'http', request.rawHost),
-      body: withBody ? req : null,
+      body: withBody ? (request.body ?? req) : null,
       upgrade: this.upgrade === null ? null : 'websocket',
     };
     // A TLS server's name is the route's, never the client's Host (undici reconnects when it changes).
@@ -175,10 +177,15 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (servername !== undefined) options.servername = servername;
     if (request.trace !== null)
       this.#span = request.trace.upstreamAttempt(request, server, options.headers as string[]);
+    // A path's `timeouts` (docs/traffic.md#timeouts) over main.yaml's, which the pool carries.
+    const timeouts = request.route.timeouts;
     if (this.grpc) {
-      this.#call = grpcCall(request, deps.responseTimeoutMs ?? 0, this);
+      this.#call = grpcCall(request, timeouts?.responseMs ?? deps.responseTimeoutMs ?? 0, this);
       options.headersTimeout = 0;
       options.bodyTimeout = 0;
+    } else if (timeouts != null) {
+      if (timeouts.responseMs !== null) options.headersTimeout = timeouts.responseMs;
+      if (timeouts.idleMs !== null) options.bodyTimeout = timeouts.idleMs;
     }
     this.#watchClient();
     // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is
@@ -258,6 +265,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       request.responseHeaders,
       request.route.responseHeaders,
     );
+    // Responses of a CORS route differ by Origin: caches must keep them apart (docs/policies.md#cors).
+    if (request.route.policy?.cors != null) addVary(outgoing, 'Origin');
     if (this.#call !== null && headers['grpc-status'] !== undefined) {
       // A gRPC "trailers-only" answer: held until we know whether a body follows (see onResponseEnd).
       this.#trailersOnly = { statusCode, outgoing };
@@ -363,8 +372,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
       return;
     }
-    // The client left first (mid-download or before the answer): not the upstream's failure.
+    // The client left first (mid-download or before the answer), or its body was refused on the way
+    // (docs/policies.md#max_body_bytes, already answered): not the upstream's failure.
     if (this.#clientGone || (res.destroyed && !this.#responded)) return;
+    if ((error as { clientSide?: boolean }).clientSide === true) return;
     if (this.#call?.expired) {
       // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
       if (this.#responded) {
@@ -374,7 +385,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       return;
     }
     const failure = classifyUpstreamError(error);
-    deps.observer.onUpstreamFailure(request, server, failure.kind);
+    deps.observer.onUpstreamFailure(request, server, failure.kind, error);
     if (this.#responded) {
       // The upstream broke mid-body: the client must see a truncated response, not a clean end.
       res.destroy(error);

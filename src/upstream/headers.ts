@@ -31,6 +31,7 @@ import type { HeaderRules } from '../routing/header-rules.ts';
  * - A name made with `_` instead of `-` is dropped whenever its `-` form is one we manage: no proxy
  *   writes those, only someone hoping an upstream merges them with the real one.
  * - `Connection` may name extra hop-by-hop headers, but never Host, Content-Length or a header we manage.
+ * - Several `Cookie` lines (HTTP/2 crumbs) go upstream as one, joined with `; ` (RFC 9113 §8.2.3).
  * - Header rules (`request_headers`, `response_headers`) and forward-auth response headers are applied
  *   here, after that hygiene; validation keeps them off every name above (header-names.ts).
  */
@@ -78,14 +79,21 @@ export function upstreamRequestHeaders(
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;
+  // Where the first Cookie value sits in `out`, so later crumbs join it (see below).
+  let cookieAt = -1;
   let host = false;
+  // `upstream_host` (an Ingress `upstream-vhost`): the upstream gets that Host instead of the client's.
+  const upstreamHost = request.route.upstreamHost ?? null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
     // HTTP/2 pseudo-headers (`:authority`, `:path`…) describe this hop's request line: the method,
     // path and Host sent upstream are written from what was routed and authorised.
     if (name.charCodeAt(0) === 0x3a) continue;
     const normalised = normaliseHeaderName(name);
-    if (normalised === 'host') host = true;
+    if (normalised === 'host') {
+      host = true;
+      if (upstreamHost !== null) continue;
+    }
     if (!forwardable(name, normalised, peerTrusted)) {
       // `TE: trailers` only says the client takes trailers (gRPC needs the upstream to know); any
       // other transfer coding is this hop's business (docs/traffic.md#grpc).
@@ -101,13 +109,23 @@ export function upstreamRequestHeaders(
       forwarded = forwarded === null ? value : `${forwarded}, ${value}`;
       continue;
     }
+    if (normalised === 'cookie') {
+      // HTTP/2 splits Cookie into crumbs; they become one `; `-joined line (RFC 9113 §8.2.3), which
+      // is what forward auth was shown (Node joins them so), so the upstream reads the approved set.
+      if (cookieAt >= 0) {
+        out[cookieAt] = `${out[cookieAt]}; ${value}`;
+        continue;
+      }
+      cookieAt = out.length + 1;
+    }
     out.push(name, value);
   }
   if (forwarded !== null) {
     out.push('forwarded', `${forwarded}, ${forwardedElement(request.peerIp, forwardedProto, forwardedHost)}`);
   }
   // An HTTP/2 request names its host in `:authority` (the route stage checked any Host agrees).
-  if (!host && request.rawHost !== '') out.push('host', request.rawHost);
+  if (upstreamHost !== null) out.push('host', upstreamHost);
+  else if (!host && request.rawHost !== '') out.push('host', request.rawHost);
   if (rules !== null) out.push(...rules.append);
   // After the rules: what the auth service vouched for is not something a rule can override.
   if (request.upstreamHeaders !== null) out.push(...request.upstreamHeaders);
@@ -176,4 +194,17 @@ export function earlyHintHeaders(
   const link = upstream.link;
   if (link === undefined || link.length === 0) return null;
   return { link };
+}
+
+/** Adds `name` to the response's Vary unless it is there already (or Vary is `*`). */
+export function addVary(out: IncomingHttpHeaders, name: string): void {
+  const existing = out.vary;
+  if (existing === undefined || existing === '') {
+    out.vary = name;
+    return;
+  }
+  const text = Array.isArray(existing) ? existing.join(', ') : existing;
+  const lower = name.toLowerCase();
+  if (text.split(',').some((token) => token.trim().toLowerCase() === lower || token.trim() === '*')) return;
+  out.vary = `${text}, ${name}`;
 }

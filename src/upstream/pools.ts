@@ -123,6 +123,8 @@ export class UpstreamPools {
   #create(server: UpstreamServer, wire: Wire, base: Pool.Options): Pool {
     const tls = server.transport.tls;
     const h2 = wire !== 'h1';
+    // A path's `timeouts.connect_seconds` (docs/traffic.md#timeouts) is part of its transport key.
+    const connectTimeoutMs = server.transport.connectTimeoutMs ?? this.#connectTimeoutMs;
     let negotiated = '';
     let connect: Pool.Options['connect'] = base.connect;
     if (tls !== null || wire === 'h2c') {
@@ -130,7 +132,7 @@ export class UpstreamPools {
       const material = tls === null ? null : this.tlsFiles.material(tls);
       const name = tls?.serverName ?? '';
       const connector = buildConnector({
-        timeout: this.#connectTimeoutMs,
+        timeout: connectTimeoutMs,
         allowH2: h2,
         useH2c: wire === 'h2c',
         lookup: this.#dns.lookup,
@@ -164,6 +166,7 @@ export class UpstreamPools {
     }
     const pool = new Pool(server.origin, {
       ...base,
+      ...(server.transport.connectTimeoutMs == null ? {} : { connectTimeout: connectTimeoutMs }),
       connect,
       allowH2: h2,
       ...(wire === 'h2c' || wire === 'h2' ? { pipelining: H2_STREAMS_PER_CONNECTION } : {}),

@@ -34,7 +34,21 @@ export class UpstreamTlsFiles {
 
   /** The material for one server's settings; throws when a file cannot be read (a pool then fails). */
   material(settings: UpstreamTlsSettings): TlsFileMaterial {
+    const inline = settings.inline ?? null;
     const caFile = settings.caFile ?? this.#globalCaFile;
+    // A Secret's PEM (an Ingress `proxy-ssl-secret`): checked by the Ingress translation; its CA, when
+    // it has one, replaces upstream_ca_file's as a path's ca_file does.
+    if (inline !== null)
+      return {
+        ca:
+          inline.ca !== null
+            ? parseCaBundle(inline.ca, 'proxy-ssl-secret', 'ca.crt')
+            : caFile === null
+              ? null
+              : parseCaBundle(this.#text(caFile), caFile, 'ca_file'),
+        cert: inline.cert,
+        key: inline.key,
+      };
     return {
       ca: caFile === null ? null : parseCaBundle(this.#text(caFile), caFile, 'ca_file'),
       cert: settings.certificateFile === null ? null : this.#text(settings.certificateFile),

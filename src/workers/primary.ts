@@ -497,6 +497,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       } catch (error) {
         startup = null;
         for (const slot of slots) slot.worker?.process.kill('SIGKILL');
+        lifecycle.startFailed(error);
         await close('start-up failed');
         throw error instanceof Error && error.message.startsWith('cannot listen')
           ? new StartError(`tollgate: ${error.message}`)

@@ -8,6 +8,8 @@ export interface RecordedRequest {
   url: string;
   headers: http.IncomingHttpHeaders;
   bodyBytes: number;
+  /** The header lines as they arrived (Node joins repeated `Cookie` lines in `headers`). */
+  rawHeaders: string[];
 }
 
 /** What the default upstream answers: the request as it arrived (JSON). */
@@ -70,7 +72,7 @@ export async function startUpstream(options: UpstreamOptions = {}): Promise<Upst
       return;
     }
     const recorded = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bodyBytes };
-    requests.push(recorded);
+    requests.push({ ...recorded, rawHeaders: req.rawHeaders });
     if (options.handler) {
       await options.handler(req, res, Buffer.concat(chunks));
       return;

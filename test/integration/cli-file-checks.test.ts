@@ -56,6 +56,8 @@ interface BrokenCase {
   files?: Record<string, string | Buffer>;
   /** The issue both commands print: `main.yaml:LINE:` or `upstreams.yaml:LINE:` plus the rest. */
   expected: RegExp;
+  /** Text that must appear in neither command's output (a credential inside a broken file). */
+  absent?: string;
   needsTls?: boolean;
 }
 
@@ -148,6 +150,37 @@ const CASES: BrokenCase[] = [
     expected: /main\.yaml:4:19: upstream_ca_file: \S+\/upstream-ca\.pem holds no PEM certificate/,
   },
   {
+    // A config that talks to the API (ingress_class): start reads the kubeconfig before serving.
+    name: 'kubernetes.kubeconfig missing',
+    main: ['kubernetes:', '  ingress_class: tollgate', '  kubeconfig: /nonexistent/kubeconfig'],
+    expected: /main\.yaml:6:15: kubernetes\.kubeconfig: kubeconfig \/nonexistent\/kubeconfig does not exist/,
+  },
+  {
+    name: 'kubernetes.kubeconfig not YAML (its content never echoed)',
+    main: ['kubernetes:', '  upstreams_configmap: routes', '  kubeconfig: kubeconfig'],
+    files: { kubeconfig: 'users:\n- name: me\n  user: {token: sekret-token-value\n' },
+    expected: /main\.yaml:6:15: kubernetes\.kubeconfig: kubeconfig \S+\/kubeconfig is not YAML \(line \d+/,
+    absent: 'sekret-token-value',
+  },
+  {
+    name: 'kubernetes.kubeconfig whose current context names no cluster',
+    main: ['kubernetes:', '  ingress_class: tollgate', '  kubeconfig: kubeconfig'],
+    files: {
+      kubeconfig: [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters: [{name: real, cluster: {server: "https://127.0.0.1:6443"}}]',
+        'contexts: [{name: here, context: {cluster: gone, user: me}}]',
+        'users: [{name: me, user: {token: sekret-token-value}}]',
+        'current-context: here',
+        '',
+      ].join('\n'),
+    },
+    expected:
+      /main\.yaml:6:15: kubernetes\.kubeconfig: kubeconfig \S+\/kubeconfig: the current context names no cluster/,
+    absent: 'sekret-token-value',
+  },
+  {
     name: 'upstream_tls ca_file missing',
     servers: '"https://127.0.0.1:3443"',
     pathLines: ['upstream_tls: { ca_file: path-ca.pem }'],
@@ -215,10 +248,66 @@ describe('validate and start refuse the same broken files alike', () => {
       assert.equal(validated.code, 1, validated.stderr);
       assert.equal(started.code, 1, started.stderr);
       assert.match(validated.stderr, broken.expected);
+      if (broken.absent !== undefined) assert.ok(!validated.stderr.includes(broken.absent), validated.stderr);
       // The same words from both: one code path (config/file-checks) decides.
       assert.equal(started.stderr, validated.stderr);
     });
   }
+
+  it('broken files are reported in the same pass as structural errors of both files', {
+    skip: tls === null,
+  }, async () => {
+    const dir = join(root, 'one-pass');
+    await mkdir(dir, { recursive: true });
+    await writeFile(
+      join(dir, 'main.yaml'),
+      [
+        ...LISTENERS,
+        ...TLS_LINES,
+        'upstream_ca_file: upstream-ca.pem',
+        'log_levle: info',
+        'kubernetes:',
+        '  ingress_class: tollgate',
+        '  kubeconfig: /nonexistent/kubeconfig',
+        'masterkey_file: missing-masterkey',
+        '',
+      ].join('\n'),
+    );
+    await writeFile(
+      join(dir, 'upstreams.yaml'),
+      [
+        'upstreams:',
+        '  app.test:',
+        '    paths:',
+        '      "/":',
+        '        servers: []',
+        '      "/tls":',
+        '        servers: ["https://127.0.0.1:3443"]',
+        '        upstream_tls: { ca_file: path-ca.pem }',
+        '',
+      ].join('\n'),
+    );
+    await writeFile(join(dir, 'cert.pem'), tls?.a.cert ?? '');
+    await writeFile(join(dir, 'key.pem'), tls?.b.key ?? '');
+    await writeFile(join(dir, 'upstream-ca.pem'), 'not a bundle\n');
+    await writeFile(join(dir, 'path-ca.pem'), 'not a bundle either\n');
+    const config = join(dir, 'main.yaml');
+    const [validated, started] = await Promise.all([run('validate', config), run('start', config)]);
+    assert.equal(validated.code, 1, validated.stderr);
+    for (const expected of [
+      /main\.yaml:6:15: tls_key_file: the private key in \S+\/key\.pem does not match/,
+      /main\.yaml:7:19: upstream_ca_file: \S+\/upstream-ca\.pem holds no PEM certificate/,
+      /main\.yaml:8:1: log_levle:/,
+      /main\.yaml:11:15: kubernetes\.kubeconfig: kubeconfig \/nonexistent\/kubeconfig does not exist/,
+      /main\.yaml:12:17: masterkey_file: cannot read \S+\/missing-masterkey: no such file/,
+      /upstreams\.yaml:5:\d+: upstreams\.app\.test\.paths\.\/\.servers:/,
+      /upstreams\.yaml:8:\d+: \S+upstream_tls\.ca_file: \S+\/path-ca\.pem holds no PEM certificate/,
+    ]) {
+      assert.match(validated.stderr, expected);
+    }
+    assert.equal(started.code, 1, started.stderr);
+    assert.equal(started.stderr, validated.stderr);
+  });
 
   it('a config whose files are all usable validates', { skip: tls === null }, async () => {
     const dir = join(root, 'good');

@@ -164,6 +164,8 @@ describe('forward auth through the proxy process', () => {
     assert.equal(echo.headers['x-auth-request-email'], 'alice@example.com');
     assert.equal(echo.headers['x-tollgate-subject'], 'alice');
     assert.equal(echo.headers.cookie, `${OAUTH2_PROXY_COOKIE}; theme=dark`);
+    // The client's claim about the original request reaches no auth layer behind Tollgate either.
+    assert.equal(echo.headers['x-forwarded-uri'], undefined);
     const check = oauth2.checks.at(-1);
     assert.ok(check);
     assert.equal(check.method, 'GET');
@@ -332,6 +334,19 @@ describe('forward auth through the proxy process', () => {
       assert.equal(check?.headers['x-forwarded-method'], 'POST');
       assert.equal(check?.headers['x-forwarded-host'], HOST);
       assert.equal(check?.headers['x-forwarded-uri'], '/oauth/h2?q=1');
+      // Cookie crumbs (RFC 9113 §8.2.3): the HTTP/1.1 upstream gets one Cookie line, the one approved.
+      const crumbs = await h2Request(session, {
+        ...base,
+        ':method': 'GET',
+        ':path': '/oauth/crumbs',
+        cookie: [OAUTH2_PROXY_COOKIE, 'theme=dark', 'lang=en'],
+      });
+      assert.equal(crumbs.status, 200);
+      const approved = oauth2.checks.at(-1)?.headers.cookie;
+      assert.equal(approved, `${OAUTH2_PROXY_COOKIE}; theme=dark; lang=en`);
+      const raw = upstream.requests.at(-1)?.rawHeaders ?? [];
+      const cookieLines = raw.filter((_, i) => i % 2 === 1 && raw[i - 1]?.toLowerCase() === 'cookie');
+      assert.deepEqual(cookieLines, [approved]);
     } finally {
       session.close();
     }

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
+import { OAUTH2_PROXY_COOKIE, startOauth2Proxy } from '../helpers/auth-services.ts';
 import { type EchoReply, type EchoRequest, echoClientClass, startEchoServer } from '../helpers/grpc.ts';
 import { testScope } from '../helpers/scope.ts';
-import type { Tollgate } from '../helpers/tollgate.ts';
+import { request, type Tollgate } from '../helpers/tollgate.ts';
 
 /**
  * gRPC through the built process (docs/traffic.md#grpc): a real @grpc/grpc-js client speaks h2c to
@@ -145,6 +146,28 @@ describe('gRPC through Tollgate', () => {
     const metadata = new grpc.Metadata();
     metadata.set('x-api-key', 'grpc-key-of-enough-length');
     assert.equal((await unary(client, { message: 'in' }, metadata)).reply.message, 'in');
+  });
+
+  it('forward auth with signin_url: a gRPC client gets 16 UNAUTHENTICATED, a browser the redirect', async () => {
+    const server = scope.keep(await startEchoServer());
+    const oauth2 = scope.keep(await startOauth2Proxy());
+    const tollgate = await proxyFor({
+      servers: [server.address],
+      authorization: {
+        type: 'forward',
+        url: `${oauth2.origin}/oauth2/auth`,
+        signin_url: `https://${AUTHORITY}/oauth2/start`,
+      },
+    });
+    const client = clientOf(tollgate);
+    const error = await refusedWith(unary(client, { message: 'x' }));
+    assert.equal(error.code, grpc.status.UNAUTHENTICATED);
+    const metadata = new grpc.Metadata();
+    metadata.set('cookie', OAUTH2_PROXY_COOKIE);
+    assert.equal((await unary(client, { message: 'in' }, metadata)).reply.message, 'in');
+    const browser = await request(tollgate.proxyUrl, { path: '/page', headers: { host: AUTHORITY } });
+    assert.equal(browser.status, 302);
+    assert.match(String(browser.headers.location), /^https:\/\/grpc\.test\/oauth2\/start\?rd=/);
   });
 
   it('an upstream that is down is 14 UNAVAILABLE', async () => {

@@ -359,7 +359,11 @@ describe('forwarding through the proxy process', () => {
   });
 
   it('writes one access line per request, without the raw query of unrouted requests', async () => {
-    await get('/only-a/logged?x=1');
+    const routed = await request(tollgate.proxyUrl, {
+      path: '/only-a/logged?x=1',
+      headers: { host: 'App.Example.com:8080' },
+    });
+    assert.equal(routed.status, 200);
     await waitFor(() => tollgate.logs().some((l) => l.msg === 'access' && l.path === '/only-a/logged?x=1'));
     const line = tollgate.logs().find((l) => l.msg === 'access' && l.path === '/only-a/logged?x=1');
     assert.ok(line);
@@ -373,10 +377,10 @@ describe('forwarding through the proxy process', () => {
     assert.ok((line.bytes as number) > 0);
   });
 
-  it('logs the normalised path of 404 and 400 answers, without the token parameter', async () => {
+  it('logs the normalised host and path of 404 and 400 answers, without the token parameter', async () => {
     const notFound = await request(tollgate.proxyUrl, {
       path: '/a/../nowhere/./x?tollgatetoken=secret-404&keep=1',
-      headers: { host: 'narrow.example.com' },
+      headers: { host: 'Narrow.Example.com:8080' },
     });
     assert.equal(notFound.status, 404);
     const badHost = await request(tollgate.proxyUrl, {
@@ -398,10 +402,13 @@ describe('forwarding through the proxy process', () => {
     await waitFor(() => access(404) !== undefined && access(400) !== undefined);
     assert.equal(access(404)?.path, '/nowhere/x?keep=1');
     assert.equal(access(400)?.path, '/~someone');
+    // As on routed lines: lower case, no port; a Host that cannot be normalised is not logged raw.
+    assert.equal(access(404)?.host, 'narrow.example.com');
+    assert.equal(access(400)?.host, null);
     assert.equal(tollgate.stdout().includes('secret-40'), false, 'no token in any log line');
   });
 
-  it('reports a port already in use in one clear line and exits 1', async () => {
+  it('reports a port already in use in one clear line and exits 1, never claiming to serve', async () => {
     const busy = await startTollgate({
       upstreams: { upstreams: { DEFAULT: { paths: { '/': { servers: [a.address] } } } } },
       main: { proxy_address_http: `127.0.0.1:${tollgate.proxyPort}` },
@@ -409,12 +416,18 @@ describe('forwarding through the proxy process', () => {
     });
     const code = await busy.exited;
     assert.equal(code, 1);
-    assert.match(
-      busy.stderr(),
-      new RegExp(
-        `cannot listen on 127\\.0\\.0\\.1:${tollgate.proxyPort} \\(proxy_address_http\\): address already in use`,
-      ),
+    const failure = new RegExp(
+      `cannot listen on 127\\.0\\.0\\.1:${tollgate.proxyPort} \\(proxy_address_http\\): address already in use`,
     );
+    assert.match(busy.stderr(), failure);
+    // The log says the start failed, and why; no drain of a proxy that never served.
+    const failed = busy.logs().filter((line) => line.event === 'start_failed');
+    assert.equal(failed.length, 1, busy.stdout());
+    assert.equal(failed[0]?.level, 'error');
+    assert.match(String(failed[0]?.error), failure);
+    for (const claim of ['still serving', 'draining', 'shutting down', 'shutdown complete']) {
+      assert.ok(!busy.stdout().includes(claim), `'${claim}' logged by a start that failed: ${busy.stdout()}`);
+    }
     await busy.stop();
   });
 });

@@ -30,7 +30,21 @@ const SPOOFED = {
   'X-Rewrite-URL': '/admin/delete',
   'X-HTTP-Method-Override': 'DELETE',
   X_HTTP_Method_Override: 'DELETE',
+  // What a second auth layer behind Tollgate (nginx auth_request, oauth2-proxy) reads as the request.
+  'X-Forwarded-Uri': '/admin/delete',
+  'X-Forwarded-Method': 'DELETE',
+  'X-Original-URI': '/admin/delete',
+  'X-Original-Method': 'DELETE',
+  'X-Auth-Request-Redirect': 'https://evil.test/',
 };
+
+/** Headers describing the original request to an auth layer behind Tollgate. */
+const ORIGINAL_REQUEST = [
+  'x-forwarded-uri',
+  'x-forwarded-method',
+  'x-original-uri',
+  'x-auth-request-redirect',
+];
 
 async function setup(
   main: Record<string, unknown> = {},
@@ -94,6 +108,8 @@ describe('headers from an untrusted client', () => {
       'x-original-url',
       'x-rewrite-url',
       'x-http-method-override',
+      'x-original-method',
+      ...ORIGINAL_REQUEST,
     ]) {
       assert.ok(!names.includes(name), `${name} reached the upstream`);
     }
@@ -146,10 +162,15 @@ describe('headers from a trusted proxy', () => {
     assert.equal(headers['true-client-ip'], '6.6.6.6');
     assert.equal(headers['x-forwarded-port'], '443');
     assert.equal(headers['x-forwarded-prefix'], '/admin');
+    // The proxy in front describes the original request: its word is kept, as for X-Forwarded-Prefix.
+    assert.equal(headers['x-forwarded-uri'], '/admin/delete');
+    assert.equal(headers['x-forwarded-method'], 'DELETE');
+    assert.equal(headers['x-original-uri'], '/admin/delete');
+    assert.equal(headers['x-auth-request-redirect'], 'https://evil.test/');
     assert.equal(headers.forwarded, 'for=6.6.6.6;proto=https, for=127.0.0.1;proto=http;host="app.test"');
     assert.equal(headers['x-forwarded-for'], '203.0.113.7, 127.0.0.1');
     const names = cgiNames(headers);
-    for (const name of ['x-original-url', 'x-rewrite-url', 'x-http-method-override']) {
+    for (const name of ['x-original-url', 'x-rewrite-url', 'x-http-method-override', 'x-original-method']) {
       assert.ok(!names.includes(name), `${name} reached the upstream`);
     }
     // Underscore spellings are never what a proxy writes: dropped even from a trusted peer.

@@ -87,6 +87,63 @@ describe('TLS to upstreams', { skip }, () => {
     );
   });
 
+  it('logs why TLS failed (one warn line per server and code, rate-limited), with no credential', async () => {
+    const secure = await upstream({ tls: backend });
+    const h1only = await upstream({ tls: named });
+    const ca = pemFile(backend.cert);
+    const tollgate = await scope.tollgate({
+      upstreams: {
+        upstreams: {
+          'app.test': {
+            paths: {
+              '/unknown-ca': { servers: [secure.address], upstream_tls: { ca_file: pemFile(named.cert) } },
+              // backend.test's certificate, checked against another name.
+              '/wrong-name': {
+                servers: [secure.address],
+                upstream_tls: { ca_file: ca, server_name: 'x.test' },
+              },
+              '/no-h2': {
+                servers: [h1only.address],
+                upstream_tls: { ca_file: pemFile(named.cert), server_name: 'backend.internal' },
+                upstream_protocol: 'h2',
+              },
+            },
+          },
+        },
+      },
+    });
+    const secret = 'Basic c2VjcmV0LXVzZXI6c2VjcmV0LXBhc3N3b3Jk';
+    for (const path of ['/unknown-ca/a?tollgatetoken=secret-token', '/wrong-name/b', '/no-h2/c']) {
+      for (let i = 0; i < 3; i++) {
+        const res = await request(tollgate.proxyUrl, {
+          path,
+          headers: { host: 'app.test', authorization: secret, cookie: 'session=secret-cookie' },
+        });
+        assert.equal(res.status, 502, `${path}: ${res.body}`);
+      }
+    }
+    const failures = () => tollgate.logs().filter((line) => line.event === 'upstream_tls_failed');
+    await waitFor(() => failures().length >= 3);
+    const byRoute = new Map(failures().map((line) => [line.route, line]));
+    assert.equal(failures().length, 3, 'three failures of one server and code: one line');
+    const unknownCa = byRoute.get('app.test/unknown-ca');
+    assert.equal(unknownCa?.level, 'warn');
+    assert.equal(unknownCa?.server, secure.address);
+    assert.match(String(unknownCa?.code), /SELF_SIGNED|UNABLE_TO_VERIFY/);
+    const wrongName = byRoute.get('app.test/wrong-name');
+    assert.equal(wrongName?.code, 'ERR_TLS_CERT_ALTNAME_INVALID');
+    assert.equal(wrongName?.server_name, 'x.test');
+    assert.match(String(wrongName?.reason), /x\.test/);
+    const noH2 = byRoute.get('app.test/no-h2');
+    assert.equal(noH2?.code, 'TOLLGATE_NO_H2');
+    assert.equal(noH2?.server, h1only.address);
+    assert.match(String(noH2?.reason), /ALPN/);
+    const text = JSON.stringify(failures());
+    for (const secretPart of ['secret-token', 'c2VjcmV0', 'secret-cookie', '/unknown-ca/a']) {
+      assert.ok(!text.includes(secretPart), `${secretPart} in a TLS failure line`);
+    }
+  });
+
   it('fails over to the next server when a TLS handshake fails (nothing was sent)', async () => {
     const untrusted = await upstream({ tls: selfSigned('untrusted.test'), name: 'untrusted' });
     const trusted = await upstream({ tls: backend, name: 'trusted' });

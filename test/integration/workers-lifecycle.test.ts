@@ -145,6 +145,14 @@ describe('workers: lifecycle of the set (the real process)', () => {
       tollgate.stderr(),
       `tollgate: cannot listen on 127.0.0.1:${port} (proxy_address_http): address already in use\n`,
     );
+    // Logged as the failure it is, never as the drain of a proxy that served.
+    assert.ok(
+      tollgate.logs().some((line) => line.event === 'start_failed'),
+      tollgate.stdout(),
+    );
+    for (const claim of ['still serving', 'draining', 'shutdown complete']) {
+      assert.ok(!tollgate.stdout().includes(claim), `'${claim}' logged: ${tollgate.stdout()}`);
+    }
   });
 
   it('SIGTERM drains every in-flight request on every worker and exits 0', async () => {

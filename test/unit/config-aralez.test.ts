@@ -36,7 +36,7 @@ describe("Aralez's example files", () => {
   it('upstreams.yaml: unknown keys list the known ones, jwt data and healthcheck are explained', async () => {
     const text = await readFile(UPSTREAMS, 'utf8');
     const known =
-      'auth_failure_limit, authorization, client_headers, masterkey, provider, rate_limit, ' +
+      'auth_failure_limit, authorization, client_headers, masterkey, max_body_bytes, provider, rate_limit, ' +
       'request_headers, response_headers, server_headers, sticky_sessions, to_https, upstreams';
     assert.deepEqual(problems(parseUpstreamsConfig(text, UPSTREAMS)), [
       `${UPSTREAMS}:6:1: x4xx_limit: unknown key 'x4xx_limit' (known keys: ${known})`,

@@ -101,6 +101,33 @@ describe('docs agree with the code', () => {
     assert.deepEqual(offenders, []);
   });
 
+  it('every table renders whole: no row cut off by a blank line, no row given twice', () => {
+    const offenders: string[] = [];
+    for (const file of markdownFiles()) {
+      const lines = readFileSync(file, 'utf8').split('\n');
+      let fenced = false;
+      let rows = new Set<string>();
+      lines.forEach((line, index) => {
+        if (line.startsWith('```')) fenced = !fenced;
+        if (fenced || !line.startsWith('|')) {
+          rows = new Set();
+          return;
+        }
+        const where = `${file.slice(ROOT.length + 1)}:${index + 1}`;
+        // A row after a blank line starts a new table, which needs its header separator next.
+        const startsTable = !(lines[index - 1] ?? '').startsWith('|');
+        if (startsTable && !/^\|\s*:?-{3}/.test(lines[index + 1] ?? ''))
+          offenders.push(`${where}: a table row outside any table (a blank line above it?)`);
+        // Rows are told apart by their first cell (the key, file or name the row is about).
+        const first = line.split(/(?<!\\)\|/)[1]?.trim() ?? '';
+        if (/^:?-{3}/.test(first)) return;
+        if (rows.has(first)) offenders.push(`${where}: ${first} has two rows in one table`);
+        rows.add(first);
+      });
+    }
+    assert.deepEqual(offenders, []);
+  });
+
   it('the README stays short: what Tollgate is, the two commands, a minimal config and links', () => {
     const lines = read('README.md').split('\n').length;
     assert.ok(lines < 200, `README.md has ${lines} lines; move detail into docs/`);

@@ -44,8 +44,8 @@ const FORBIDDEN: Record<string, { never: string[]; except?: string[] }> = {
       'observe',
       'routing',
     ],
-    // Pure normalisers shared so that validation and routing can never disagree.
-    except: ['routing/normalise.ts'],
+    // Pure normalisers and policy checks shared so that validation and routing can never disagree.
+    except: ['routing/normalise.ts', 'routing/policies.ts'],
   },
   routing: {
     never: [

@@ -373,12 +373,13 @@ describe('annotations', () => {
       'nginx.ingress.kubernetes.io/limit-rps': '5',
       'nginx.ingress.kubernetes.io/affinity': 'cookie',
       'nginx.ingress.kubernetes.io/proxy-body-size': '8m',
+      'nginx.ingress.kubernetes.io/proxy-buffering': 'on',
       'nginx.ingress.kubernetes.io/server-snippet': 'x',
       'kubectl.kubernetes.io/last-applied-configuration': '{}',
     });
-    assert.deepEqual(read.settings, { rateLimit: 5, sticky: null });
+    assert.deepEqual(read.settings, { rateLimit: 5, sticky: null, proxyBodySize: 8 * 1024 * 1024 });
     assert.deepEqual(read.warnings, [
-      'nginx.ingress.kubernetes.io/proxy-body-size ignored: not supported by Tollgate',
+      'nginx.ingress.kubernetes.io/proxy-buffering ignored: not supported by Tollgate',
       'nginx.ingress.kubernetes.io/server-snippet ignored: snippets are never executed',
     ]);
     assert.deepEqual(readAnnotations({ 'tollgate.io/rate-limit': 'lots' }).problems, [
@@ -438,5 +439,122 @@ describe('credentials from Secrets', () => {
       ['u'],
     );
     assert.deepEqual(parseApiKeys('ci:abc\n\nbad line\n').problems, ["line 3 is not 'name:key'"]);
+  });
+});
+
+describe('request policy annotations (docs/ingress.md#request-policies)', () => {
+  const NGINX = 'nginx.ingress.kubernetes.io/';
+  const translated = (annotations: Record<string, string>, path = '/app') =>
+    translateIngresses(
+      input([
+        one({
+          name: 'p',
+          annotations,
+          rules: [{ host: 'p.test', paths: [{ path, service: 'web', port: 80 }] }],
+        }),
+      ]),
+    );
+
+  it('fill the same PathPolicies as upstreams.yaml, with ingress-nginx units and CORS defaults', () => {
+    const result = translated({
+      [`${NGINX}proxy-body-size`]: '1g',
+      [`${NGINX}enable-cors`]: 'true',
+      [`${NGINX}cors-allow-origin`]: 'https://App.example.com, https://*.example.org',
+      [`${NGINX}whitelist-source-range`]: '10.0.0.0/8, 192.0.2.7',
+      [`${NGINX}denylist-source-range`]: '10.6.0.0/16',
+      [`${NGINX}x-forwarded-prefix`]: '/app',
+      [`${NGINX}app-root`]: '/app/home',
+    });
+    const path = result.hosts[0]?.paths[0];
+    assert.equal(path?.prefix, '/app');
+    assert.deepEqual(path?.policies, {
+      maxBodyBytes: 1024 ** 3,
+      cors: {
+        allowOrigins: ['https://app.example.com', 'https://*.example.org'],
+        allowMethods: ['GET', 'PUT', 'POST', 'DELETE', 'PATCH', 'OPTIONS'],
+        allowHeaders: [
+          'DNT',
+          'Keep-Alive',
+          'User-Agent',
+          'X-Requested-With',
+          'If-Modified-Since',
+          'Cache-Control',
+          'Content-Type',
+          'Range',
+          'Authorization',
+        ],
+        exposeHeaders: [],
+        allowCredentials: true,
+        maxAgeSeconds: 1728000,
+      },
+      sourceRanges: ['10.0.0.0/8', '192.0.2.7'],
+      denyRanges: ['10.6.0.0/16'],
+      forwardedPrefix: '/app',
+      appRoot: '/app/home',
+    });
+    assert.deepEqual(translated({ [`${NGINX}proxy-body-size`]: '0' }).hosts[0]?.paths[0]?.policies, {
+      maxBodyBytes: 0,
+    });
+    // The default origin * goes without credentials (browsers refuse the pair anyway).
+    const any = translated({ [`${NGINX}enable-cors`]: 'true' }).hosts[0]?.paths[0]?.policies?.cors;
+    assert.deepEqual([any?.allowOrigins, any?.allowCredentials], [['*'], false]);
+  });
+
+  it('rewrite-target makes the paths regexes, routed by their literal start', () => {
+    const result = translated({ [`${NGINX}rewrite-target`]: '/$2' }, '/api(/|$)(.*)');
+    const path = result.hosts[0]?.paths[0];
+    assert.equal(path?.prefix, '/api');
+    assert.deepEqual(path?.policies, {
+      pathRegex: '^/api(/|$)(.*)',
+      rewrite: { kind: 'regex', regex: '^/api(/|$)(.*)', replacement: '/$2', caseInsensitive: true },
+    });
+    assert.equal(
+      translated({ [`${NGINX}use-regex`]: 'true' }, '/files/.+\\.txt').hosts[0]?.paths[0]?.prefix,
+      '/files',
+    );
+    assert.equal(translated({ [`${NGINX}use-regex`]: 'true' }, '/v[0-9]+/x').hosts[0]?.paths[0]?.prefix, '/');
+    // Without use-regex or rewrite-target, a path is a plain prefix.
+    assert.equal(translated({}, '/app').hosts[0]?.paths[0]?.policies, undefined);
+  });
+
+  it('a value that cannot be honoured leaves the Ingress out, naming the annotation', () => {
+    const problems = (annotations: Record<string, string>, path?: string) =>
+      translated(annotations, path).reports.get('apps/p')?.problems ?? [];
+    assert.match(
+      problems({ [`${NGINX}proxy-body-size`]: '8q' }).join(),
+      /proxy-body-size: '8q' is not a size/,
+    );
+    assert.match(
+      problems({ [`${NGINX}whitelist-source-range`]: '10.0.0.0/33' }).join(),
+      /whitelist-source-range: '10.0.0.0\/33'/,
+    );
+    assert.match(
+      problems({
+        [`${NGINX}enable-cors`]: 'true',
+        [`${NGINX}cors-allow-origin`]: '*',
+        [`${NGINX}cors-allow-credentials`]: 'true',
+      }).join(),
+      /cors-\*: '\*' with allow_credentials/,
+    );
+    assert.match(
+      problems({ [`${NGINX}use-regex`]: 'true' }, '/(a)\\1').join(),
+      /use-regex .*not a linear-time \(RE2\) regular expression/,
+    );
+    assert.match(
+      problems({ [`${NGINX}rewrite-target`]: '/$3' }, '/api/(.*)').join(),
+      /rewrite-target: names group \$3/,
+    );
+    assert.equal(translated({ [`${NGINX}proxy-body-size`]: '8q' }).hosts.length, 0);
+  });
+
+  it('an address range that cannot be honoured closes the paths (503) instead, like an auth rule', () => {
+    const result = translated({
+      [`${NGINX}denylist-source-range`]: '10.0.0.0/8, bad',
+      [`${NGINX}enable-cors`]: 'true',
+    });
+    const path = result.hosts[0]?.paths[0];
+    assert.match(path?.unavailable ?? '', /denylist-source-range: 'bad' is not an IP address/);
+    assert.equal(path?.policies, undefined);
+    assert.match(result.reports.get('apps/p')?.problems.join() ?? '', /denylist-source-range/);
   });
 });

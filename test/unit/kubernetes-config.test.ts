@@ -195,10 +195,17 @@ describe('tollgate validate with service: paths', () => {
   after(() => rm(dir, { recursive: true, force: true }));
 
   it('checks offline and says which Services and ConfigMap a start would watch', async () => {
+    // validate reads the kubeconfig as start would (config/file-checks), but never contacts the API
+    // server it names: nothing listens at this one.
+    await writeFile(
+      join(dir, 'kubeconfig'),
+      'clusters: [{name: c, cluster: {server: "https://192.0.2.1:6443"}}]\n' +
+        'contexts: [{name: x, context: {cluster: c, user: u}}]\n' +
+        'users: [{name: u, user: {token: t}}]\ncurrent-context: x\n',
+    );
     await writeFile(
       join(dir, 'main.yaml'),
-      // A kubeconfig that does not exist: validate never reads it, nor contacts any API server.
-      'kubernetes:\n  kubeconfig: /nonexistent/kubeconfig\n  namespace: apps\n  upstreams_configmap: tollgate-upstreams\n',
+      'kubernetes:\n  kubeconfig: kubeconfig\n  namespace: apps\n  upstreams_configmap: tollgate-upstreams\n',
     );
     await writeFile(join(dir, 'upstreams.yaml'), TWO_SERVICES);
     const result = spawnSync(process.execPath, [MAIN_JS, 'validate', '--config', join(dir, 'main.yaml')], {

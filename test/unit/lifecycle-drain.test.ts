@@ -188,6 +188,34 @@ describe('createLifecycle', { timeout: 30_000 }, () => {
     assert.equal(server.listening, false);
   });
 
+  it('before readiness, claims no delay; after a failed start, logs the failure and no drain', async () => {
+    const run = async (failed: boolean) => {
+      const lines: Array<Record<string, unknown>> = [];
+      const rt = runtime();
+      rt.phase = 'starting';
+      const { server } = await startServer();
+      const lifecycle = createLifecycle({
+        runtime: rt,
+        servers: [server],
+        main: { shutdownDelaySeconds: 5, shutdownGraceSeconds: 0.5 },
+        logger: createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) }),
+      });
+      if (failed)
+        lifecycle.startFailed(new Error('tollgate: cannot listen on 127.0.0.1:1 (proxy_address_http)'));
+      await lifecycle.shutdown(failed ? 'start-up failed' : 'SIGTERM');
+      assert.equal(server.listening, false);
+      return lines;
+    };
+    const interrupted = (await run(false)).map((line) => line.msg);
+    assert.ok(interrupted.includes('shutting down before it was ready: no delay'), String(interrupted));
+    assert.ok(!interrupted.some((msg) => String(msg).includes('still serving')));
+    const failed = await run(true);
+    assert.deepEqual(
+      failed.map((line) => [line.level, line.event, line.error]),
+      [['error', 'start_failed', 'cannot listen on 127.0.0.1:1 (proxy_address_http)']],
+    );
+  });
+
   it('a second signal exits with 128 + signal number', () => {
     assert.equal(signalExitCode('SIGTERM'), 143);
     assert.equal(signalExitCode('SIGINT'), 130);

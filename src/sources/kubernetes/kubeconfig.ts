@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { checkKubeconfigFile } from '../../config/file-checks.ts';
 
 /** Where a pod finds its service account: token, CA and namespace (projected by the kubelet). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -52,6 +53,8 @@ export function connectKube(options: KubeConnectionOptions = {}): KubeConnection
     origin = 'in-cluster service account';
     inCluster = true;
   } else if (kubeconfigFiles.length > 0) {
+    // main.yaml's file, with the words `validate` used for it (config/file-checks).
+    if (options.kubeconfig) checkKubeconfigFile(options.kubeconfig);
     for (const file of kubeconfigFiles) {
       if (!existsSync(file)) throw new Error(`kubeconfig ${file} does not exist`);
     }

@@ -21,8 +21,9 @@ export function serviceRefs(config: UpstreamsConfig): ServiceRef[] {
   const seen = new Map<string, ServiceRef>();
   for (const host of config.hosts) {
     for (const path of host.paths) {
-      if (path.service && !seen.has(serviceRefText(path.service)))
-        seen.set(serviceRefText(path.service), path.service);
+      // A canary Ingress's Service splits the path with the main one (docs/ingress.md#canary-ingresses).
+      for (const ref of [path.service, path.canary?.service])
+        if (ref && !seen.has(serviceRefText(ref))) seen.set(serviceRefText(ref), ref);
     }
   }
   return [...seen.values()];

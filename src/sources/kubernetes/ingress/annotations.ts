@@ -1,5 +1,7 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { BACKEND_ANNOTATIONS, type BackendSettings, signinUrl } from './backend-annotations.ts';
+import { POLICY_ANNOTATIONS, type PolicySettings } from './policy-annotations.ts';
 
 /**
  * The Ingress annotations Tollgate understands, as one table (docs/ingress.md#annotations): each
@@ -15,7 +17,7 @@ export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings {
+export interface IngressSettings extends PolicySettings, BackendSettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -172,7 +174,7 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     headerNames,
     true,
   ),
-  spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], url, true),
+  spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], signinUrl, true),
   spec('rateLimit', [`${TOLLGATE_PREFIX}rate-limit`, `${NGINX_PREFIX}limit-rps`], positiveInteger),
   spec('toHttps', [`${TOLLGATE_PREFIX}to-https`, `${NGINX_PREFIX}ssl-redirect`], bool),
   spec('forceToHttps', [`${NGINX_PREFIX}force-ssl-redirect`], bool),
@@ -188,6 +190,9 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
   ),
   spec('requestHeaders', [`${TOLLGATE_PREFIX}request-headers`], headerRule),
   spec('responseHeaders', [`${TOLLGATE_PREFIX}response-headers`], headerRule),
+  // rewrite-target, proxy-body-size, cors-*, source ranges… (docs/ingress.md#request-policies)
+  ...POLICY_ANNOTATIONS,
+  ...(BACKEND_ANNOTATIONS as ReadonlyArray<AnnotationSpec<keyof IngressSettings>>),
 ];
 
 const BY_NAME = new Map(ANNOTATIONS.flatMap((entry) => entry.names.map((name) => [name, entry] as const)));

@@ -19,8 +19,11 @@ import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routin
 import { certificateNames } from '../../certificate-store.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
+import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
+import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 import { certificateHosts, type HostClaim, hostOwners, hostOwnershipProblem } from './ownership.ts';
+import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -77,7 +80,7 @@ export interface IngressReport {
 
 /** A warning that gets its own Event reason; the Ingress is served. */
 export interface IngressNotice {
-  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed';
+  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed' | 'UpstreamNotVerified';
   message: string;
 }
 
@@ -125,6 +128,9 @@ export function secretsOf(ingress: V1Ingress): string[] {
     // Another namespace's Secret is refused by the translation; it is never read.
     if (second === undefined || first === namespace) names.add(`${namespace}/${second ?? first}`);
   }
+  // backend-protocol HTTPS/GRPCS's CA and client certificate (docs/ingress.md#backend-annotations).
+  const sslSecret = settings.proxySslSecret && proxySslSecretKey(settings.proxySslSecret, namespace);
+  if (sslSecret) names.add(sslSecret);
   return [...names];
 }
 
@@ -158,12 +164,15 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
   const reports = new Map<string, IngressReport>();
 
   const ours = input.ingresses.filter((ingress) => isOurs(ingress, classes)).sort(byAge);
-  const claims = ours.map(hostClaim);
+  // Canaries own no host and no path: they join the main Ingresses' paths afterwards (canary.ts).
+  const canaries = ours.filter(isCanary);
+  const mains = ours.filter((ingress) => !canaries.includes(ingress));
+  const claims = mains.map(hostClaim);
   const owners = hostOwners(
     input.base.hosts.map((host) => host.name),
     claims,
   );
-  for (const [index, ingress] of ours.entries()) {
+  for (const [index, ingress] of mains.entries()) {
     const namespace = ingress.metadata?.namespace ?? 'default';
     const name = ingress.metadata?.name ?? '';
     const id = `${namespace}/${name}`;
@@ -197,6 +206,15 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
       servedHosts.add(host);
     }
     certificates.push(...ownCertificates(built.certificates, servedHosts, report));
+  }
+  // Then the canaries: each splits main paths claimed above, never claims one (canary.ts).
+  for (const ingress of canaries) {
+    const namespace = ingress.metadata?.namespace ?? 'default';
+    const name = ingress.metadata?.name ?? '';
+    const report: IngressReport = { namespace, name, problems: [], warnings: [], notices: [], served: false };
+    reports.set(`${namespace}/${name}`, report);
+    const built = buildIngress(canaryBackendOnly(ingress), input, report);
+    if (built !== null) applyCanary(ingress, built.paths, hosts, claimed, claimKey, report);
   }
   return { hosts: [...hosts.values()], certificates, reports };
 }
@@ -281,12 +299,23 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
 
   const auth = authorizationOf(settings, namespace, input.secrets, input.reachesTollgate);
   report.notices.push(...auth.warnings.map((message) => ({ reason: 'WeakPasswordHash' as const, message })));
-  const closed = [...annotations.authProblems, ...auth.problems];
+  // Upstream protocol and TLS, timeouts, Host, redirects (backend.ts).
+  const backendPolicies = backendPoliciesOf(settings, namespace, input.secrets);
+  report.warnings.push(...backendPolicies.warnings);
+  report.notices.push(...backendPolicies.notices);
+  problems.push(...backendPolicies.problems);
+  const closed = [...annotations.authProblems, ...auth.problems, ...closingPolicyProblems(settings)];
 
   const paths: Array<[string, PathConfig]> = [];
   const missingBackends: string[] = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
-    const prefix = exact ? exactPath(path) : normalisePrefix(path);
+    // Request policies (docs/ingress.md#request-policies); a regex path is routed by its literal start.
+    const policy = policiesOf(settings, path);
+    if (!policy.ok) {
+      for (const problem of policy.problems) if (!problems.includes(problem)) problems.push(problem);
+      return;
+    }
+    const prefix = exact ? exactPath(policy.routeKey) : normalisePrefix(policy.routeKey);
     if (!prefix.ok) {
       problems.push(`${where}.path '${path}' ${prefix.reason}`);
       return;
@@ -315,6 +344,9 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         responseHeaders: settings.responseHeaders ?? null,
         redirectTo: null,
         authFailureLimit: null,
+        // A closed path answers 503 whatever else it says; its policies may not even compile.
+        ...(policy.policies && closed.length === 0 ? { policies: policy.policies } : {}),
+        ...backendPolicies.path,
       },
     ]);
   };
