@@ -1,6 +1,8 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { AuthorizationConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
+import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../config/validate-policies.ts';
+import { YamlReader } from '../../../config/yaml-reader.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import { authUrlTargetProblem } from '../ingress/auth-url-guard.ts';
 import { parseApiKeys, parseHtpasswd } from '../ingress/credentials.ts';
@@ -42,7 +44,7 @@ export interface PolicyOutcome {
 
 /** What a policy's spec turned into: the path keys it sets, or why its paths must stay closed. */
 interface BuiltPolicy {
-  patch: Partial<Pick<PathConfig, 'authorization' | 'rateLimit'>>;
+  patch: Partial<Pick<PathConfig, 'authorization' | 'rateLimit' | 'policies'>>;
   /** Set when the policy cannot be honoured: its paths answer 503 auth_misconfigured. */
   broken: string | null;
 }
@@ -69,7 +71,33 @@ const POLICY_KEYS: Record<
     built.patch.rateLimit = value;
     return null;
   },
+  // upstreams.yaml's request policies, read by its own reader (docs/policies.md).
+  ...Object.fromEntries(
+    REQUEST_POLICY_KEYS.filter((key) => key !== 'rewrite').map((key) => [key, readRequestPolicy(key)]),
+  ),
 };
+
+/**
+ * A request-policy key (`cors`, `source_ranges`, `deny_ranges`, `max_body_bytes`) read exactly as
+ * upstreams.yaml reads it: the value is handed to the same reader (JSON is YAML), so a policy and a
+ * file accept and refuse the same things.
+ */
+function readRequestPolicy(key: string) {
+  return (
+    value: unknown,
+    _policy: TollgatePolicy,
+    _context: PolicyContext,
+    built: BuiltPolicy,
+  ): string | null => {
+    const reader = new YamlReader(JSON.stringify({ [key]: value }), 'TollgatePolicy');
+    const fields = reader.fields(reader.root(), 'spec', [key]);
+    const read = fields === null ? {} : readPathPolicies(reader, fields);
+    if (reader.issues.length > 0)
+      return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+    built.patch.policies = { ...built.patch.policies, ...read.policies };
+    return null;
+  };
+}
 
 /** The Secrets a policy reads (basic, apikey): what the watches must list. */
 export function policySecrets(policy: TollgatePolicy): string[] {
@@ -174,7 +202,10 @@ export function applyPolicies(
     ];
     const chosen = candidates.find((candidate) => candidate !== undefined);
     if (!chosen) continue;
-    Object.assign(entry.path, chosen.built.patch);
+    const { policies, ...rest } = chosen.built.patch;
+    Object.assign(entry.path, rest);
+    // A route's own policies (a URLRewrite filter) stay; the policy's keys are added beside them.
+    if (policies !== undefined) entry.path.policies = { ...entry.path.policies, ...policies };
     if (chosen.built.broken !== null) entry.path.unavailable = chosen.built.broken;
   }
   return outcomes;
