@@ -5,6 +5,7 @@
  */
 
 import type { RouteConditions } from '../routing/conditions.ts';
+import type { RequestRedirectConfig } from '../routing/request-redirect.ts';
 import type { PathPolicies } from './policy-types.ts';
 import type { ServiceRef } from './service-ref.ts';
 
@@ -346,6 +347,8 @@ export interface PathConfig {
   conditions?: RouteConditions | null;
   /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
   backendError?: string | null;
+  /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
+  requestRedirect?: RequestRedirectConfig | null;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */

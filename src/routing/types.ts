@@ -8,6 +8,7 @@ import type { BackendPolicies } from './backend-policies.ts';
 import type { MatchRequest, RouteConditions } from './conditions.ts';
 import type { HeaderRules } from './header-rules.ts';
 import type { RoutePolicy } from './policies.ts';
+import type { RequestRedirectConfig } from './request-redirect.ts';
 
 /**
  * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
@@ -70,6 +71,8 @@ export interface Route extends BackendPolicies {
   readonly conditions?: RouteConditions | null;
   /** Set when the route's backend cannot be resolved: it answers 500 `backend_not_resolved` (docs/gateway-api.md). */
   readonly backendError?: string | null;
+  /** A Gateway API RequestRedirect: every request is redirected (routing/request-redirect); absent = none. */
+  readonly requestRedirect?: RequestRedirectConfig | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed

@@ -1,8 +1,10 @@
 import type { V1Service } from '@kubernetes/client-node';
-import type { HeaderOps, PathConfig } from '../../../config/types.ts';
+import type { PathPolicies } from '../../../config/policy-types.ts';
+import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import type { NameValue, RouteConditions } from '../../../routing/conditions.ts';
-import { normalisePrefix } from '../../../routing/normalise.ts';
+import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
+import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import { referencePermitted } from './grants.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
 import { namespaceAllowed, type ResolvedGateway, type RouteKind } from './listeners.ts';
@@ -72,7 +74,12 @@ interface BuiltRule {
   matches: Array<{ prefix: string; exact: boolean; conditions: RouteConditions | null }>;
   requestHeaders: HeaderOps | null;
   responseHeaders: HeaderOps | null;
+  requestRedirect: RequestRedirectConfig | null;
+  policies: PathPolicies | null;
+  upstreamHost: string | null;
+  timeouts: PathTimeouts | null;
   service: PathConfig['service'];
+  canary: CanaryConfig | null;
   backendError: string | null;
 }
 
@@ -239,6 +246,11 @@ export function translateRoute(
             authFailureLimit: null,
             conditions: match.conditions,
             backendError: rule.backendError,
+            requestRedirect: rule.requestRedirect,
+            policies: rule.policies,
+            upstreamHost: rule.upstreamHost,
+            timeouts: rule.timeouts,
+            canary: rule.canary,
             ...(kind === 'GRPCRoute' ? { upstreamProtocol: 'h2c' as const } : {}),
           },
         });
@@ -280,34 +292,164 @@ function buildRule(
     if (typeof built === 'string') return refuse(built);
     matches.push(built);
   }
-  let requestHeaders: HeaderOps | null = null;
-  let responseHeaders: HeaderOps | null = null;
+  const filters: Filters = {
+    requestHeaders: null,
+    responseHeaders: null,
+    requestRedirect: null,
+    policies: null,
+    upstreamHost: null,
+  };
   for (const filter of rule.filters ?? []) {
-    const ops = headerFilter(filter);
-    if (typeof ops === 'string') return refuse(ops);
-    if (filter.type === 'RequestHeaderModifier') requestHeaders = ops;
-    else responseHeaders = ops;
+    const problem = readFilter(filter, filters);
+    if (problem !== null) return refuse(problem);
   }
+  if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
+    return refuse('RequestRedirect and URLRewrite cannot be used together');
   for (const ref of rule.backendRefs ?? [])
     if ((ref.filters ?? []).length > 0) return refuse('filters on a backendRef are not supported');
-  const backend = backendOf(rule.backendRefs ?? [], kind, namespace, context);
-  if ((rule.backendRefs ?? []).filter((ref) => (ref.weight ?? 1) !== 0).length > 1)
-    refusals.push({
-      condition: 'Accepted',
-      reason: 'UnsupportedValue',
-      message: `${where}: several backendRefs (traffic splitting) are not supported yet; only the first is served`,
-    });
-  if (backend.refusal !== null)
-    refusals.push({ ...backend.refusal, message: `${where}: ${backend.refusal.message}` });
+  const timeouts = timeoutsOf(rule.timeouts);
+  if (typeof timeouts === 'string') return refuse(timeouts);
+  // A redirecting rule serves nothing itself: it needs no backend.
+  const backend: Backends =
+    filters.requestRedirect !== null
+      ? { service: null, canary: null, error: null, refusals: [] }
+      : backendsOf(rule.backendRefs ?? [], kind, namespace, context);
+  for (const refusal of backend.refusals)
+    refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
   return {
     index,
     name: rule.name ?? null,
     matches,
-    requestHeaders,
-    responseHeaders,
+    ...filters,
+    timeouts,
     service: backend.service,
+    canary: backend.canary,
     backendError: backend.error,
   };
+}
+
+type Filters = Pick<
+  BuiltRule,
+  'requestHeaders' | 'responseHeaders' | 'requestRedirect' | 'policies' | 'upstreamHost'
+>;
+
+/** One filter into the rule's settings, or why it cannot be served. */
+function readFilter(filter: HttpRouteFilter, filters: Filters): string | null {
+  switch (filter.type) {
+    case 'RequestHeaderModifier':
+    case 'ResponseHeaderModifier': {
+      const ops = headerFilter(filter);
+      if (typeof ops === 'string') return ops;
+      if (filter.type === 'RequestHeaderModifier') filters.requestHeaders = ops;
+      else filters.responseHeaders = ops;
+      return null;
+    }
+    case 'RequestRedirect': {
+      const redirect = redirectOf(filter.requestRedirect as RedirectSpec | undefined);
+      if (typeof redirect === 'string') return `RequestRedirect: ${redirect}`;
+      filters.requestRedirect = redirect;
+      return null;
+    }
+    case 'URLRewrite': {
+      const spec = (filter.urlRewrite ?? {}) as RewriteSpec;
+      if (spec.hostname !== undefined) {
+        const host = normaliseHostKey(spec.hostname);
+        if (!host.ok || spec.hostname.includes('*'))
+          return `URLRewrite: hostname ${spec.hostname} is not a host name`;
+        filters.upstreamHost = host.value;
+      }
+      if (spec.path !== undefined) {
+        const path = pathModifier(spec.path);
+        if (typeof path === 'string') return `URLRewrite: ${path}`;
+        filters.policies = {
+          rewrite:
+            path.kind === 'prefix'
+              ? { kind: 'prefix', prefix: path.value }
+              : // The whole path, whatever it was: a pattern that always matches, a replacement without groups.
+                { kind: 'regex', regex: '^.*$', replacement: path.value },
+        };
+      }
+      return null;
+    }
+    default:
+      return `filter ${filter.type} is not supported`;
+  }
+}
+
+interface RedirectSpec {
+  scheme?: string;
+  hostname?: string;
+  port?: number;
+  path?: PathModifierSpec;
+  statusCode?: number;
+}
+interface RewriteSpec {
+  hostname?: string;
+  path?: PathModifierSpec;
+}
+interface PathModifierSpec {
+  type?: string;
+  replaceFullPath?: string;
+  replacePrefixMatch?: string;
+}
+
+function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | string {
+  const scheme = spec?.scheme ?? null;
+  if (scheme !== null && scheme !== 'http' && scheme !== 'https')
+    return `scheme ${scheme} is not http or https`;
+  let hostname: string | null = null;
+  if (spec?.hostname !== undefined) {
+    const host = normaliseHostKey(spec.hostname);
+    if (!host.ok || spec.hostname.includes('*')) return `hostname ${spec.hostname} is not a host name`;
+    hostname = host.value;
+  }
+  const port = spec?.port ?? null;
+  if (port !== null && (!Number.isInteger(port) || port < 1 || port > 65_535))
+    return `port ${port} is not a port`;
+  const statusCode = spec?.statusCode ?? 302;
+  if (statusCode !== 301 && statusCode !== 302) return `statusCode ${statusCode} is not 301 or 302`;
+  const path = spec?.path === undefined ? null : pathModifier(spec.path);
+  if (typeof path === 'string') return path;
+  return { scheme, hostname, port, path, statusCode };
+}
+
+/** ReplaceFullPath / ReplacePrefixMatch: the value must be a plain path Tollgate would route. */
+function pathModifier(spec: PathModifierSpec): { kind: 'full' | 'prefix'; value: string } | string {
+  const kind =
+    spec.type === 'ReplaceFullPath' ? 'full' : spec.type === 'ReplacePrefixMatch' ? 'prefix' : null;
+  if (kind === null) return `path type ${spec.type} is not ReplaceFullPath or ReplacePrefixMatch`;
+  const value = kind === 'full' ? spec.replaceFullPath : spec.replacePrefixMatch;
+  if (value === undefined) return `path ${spec.type} names no value`;
+  const normal = normalisePrefix(value);
+  if (!value.startsWith('/') || !normal.ok || /[?#$\\]/.test(value))
+    return `path ${value} is not a plain path`;
+  return { kind, value: kind === 'prefix' ? normal.value : value };
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+
+/** `timeouts.request` / `backendRequest` (Gateway API durations such as `10s`, `500ms`, `1m30s`). */
+function timeoutsOf(spec: HttpRouteRule['timeouts']): PathTimeouts | null | string {
+  if (spec === undefined) return null;
+  const parse = (text: string | undefined, what: string): number | null | string => {
+    if (text === undefined) return null;
+    if (!/^([0-9]{1,5}(h|m|s|ms)){1,4}$/.test(text))
+      return `timeouts.${what} ${text} is not a duration such as 10s or 500ms`;
+    let ms = 0;
+    for (const [, amount, unit] of text.matchAll(/([0-9]+)(h|ms|m|s)/g))
+      ms += Number(amount) * (DURATION_UNITS[unit as string] as number);
+    // 0s switches the timeout off (the spec's meaning): main.yaml's applies.
+    return ms === 0 ? null : ms;
+  };
+  const request = parse(spec.request, 'request');
+  const backend = parse(spec.backendRequest, 'backendRequest');
+  if (typeof request === 'string') return request;
+  if (typeof backend === 'string') return backend;
+  if (request !== null && backend !== null && backend > request)
+    return 'timeouts.backendRequest may not be longer than timeouts.request';
+  // Both bound the wait for the upstream's response headers (docs/gateway-api.md#limits).
+  const responseMs = backend ?? request;
+  return responseMs === null ? null : { connectMs: null, responseMs, idleMs: null };
 }
 
 type BuiltMatch = BuiltRule['matches'][number];
@@ -395,25 +537,65 @@ function headerFilter(filter: HttpRouteFilter): HeaderOps | string {
   return ops;
 }
 
+interface Backends {
+  service: PathConfig['service'];
+  canary: CanaryConfig | null;
+  error: string | null;
+  refusals: Refusal[];
+}
+
 /**
- * The Service a rule forwards to. Only one backend per rule is served today: the first with a
- * non-zero weight (several are reported; docs/gateway-api.md#limits). One that cannot be resolved
- * (unknown kind, another namespace without a ReferenceGrant, no such Service or port) makes the rule
- * answer 500, as the Gateway API asks; a rule with no backend at all does the same.
+ * The Services a rule forwards to, split by `weight` (0 = none): the first weighted backendRef is the
+ * path's Service, a second one takes its weighted share (the canary split of docs/traffic.md). A
+ * third is not served (reported). A backend that cannot be resolved (unknown kind, another namespace
+ * without a ReferenceGrant, no such Service or port) is reported; when it is the first, the rule
+ * answers 500, as the Gateway API asks, and so does a rule with no weighted backend at all.
  */
-function backendOf(
+function backendsOf(
   refs: readonly BackendRef[],
   kind: RouteKind,
   namespace: string,
   context: RouteContext,
-): { service: PathConfig['service']; error: string | null; refusal: Refusal | null } {
+): Backends {
+  const refusals: Refusal[] = [];
   const weighted = refs.filter((ref) => (ref.weight ?? 1) !== 0);
-  const ref = weighted[0];
-  if (ref === undefined)
-    return { service: null, error: 'the rule has no backend with a weight above 0', refusal: null };
+  const resolved = weighted.map((ref) => serviceOf(ref, kind, namespace, context));
+  for (const item of resolved) if ('refusal' in item) refusals.push(item.refusal);
+  if (weighted.length > 2)
+    refusals.push({
+      condition: 'Accepted',
+      reason: 'UnsupportedValue',
+      message: `${weighted.length} weighted backendRefs: only the first two are served`,
+    });
+  const first = resolved[0];
+  if (first === undefined)
+    return { service: null, canary: null, error: 'the rule has no backend with a weight above 0', refusals };
+  if ('refusal' in first) return { service: null, canary: null, error: first.refusal.message, refusals };
+  const second = resolved[1];
+  const canary: CanaryConfig | null =
+    second === undefined || 'refusal' in second
+      ? null
+      : {
+          service: second.service,
+          origin: `${kind.toLowerCase()} backendRef ${second.service.namespace}/${second.service.name}`,
+          weight: weighted[1]?.weight ?? 1,
+          weightTotal: (weighted[0]?.weight ?? 1) + (weighted[1]?.weight ?? 1),
+          header: null,
+          headerValue: null,
+          cookie: null,
+        };
+  return { service: first.service, canary, error: null, refusals };
+}
+
+type ResolvedService = { name: string; namespace: string; port: string };
+
+function serviceOf(
+  ref: BackendRef,
+  kind: RouteKind,
+  namespace: string,
+  context: RouteContext,
+): { service: ResolvedService } | { refusal: Refusal } {
   const fail = (reason: string, message: string) => ({
-    service: null,
-    error: message,
     refusal: { condition: 'ResolvedRefs' as const, reason, message },
   });
   if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service')
@@ -435,9 +617,5 @@ function backendOf(
   if (ref.port === undefined) return fail('UnsupportedValue', `backendRef ${key} names no port`);
   const port = (service.spec?.ports ?? []).find((candidate) => candidate.port === ref.port);
   if (port === undefined) return fail('BackendNotFound', `Service ${key} has no port ${ref.port}`);
-  return {
-    service: { name: ref.name ?? '', namespace: target, port: port.name ?? '' },
-    error: null,
-    refusal: null,
-  };
+  return { service: { name: ref.name ?? '', namespace: target, port: port.name ?? '' } };
 }
