@@ -312,6 +312,23 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/issuer'),
     };
   }),
+  // An OpenID session (docs/authentication.md#openid-connect): a sealed cookie opened (cached after
+  // the first request), allow rules, identity headers. Goal: <= 1.1 x the CPU of the open route.
+  tollgateTarget('tollgate-oidc-session', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    return {
+      label: 'tollgate + OpenID session',
+      url: `${tollgate.base}/oidc`,
+      headers: { ...host, cookie: tollgate.oidcCookie, accept: 'application/json' },
+      processes: [tollgate.process],
+      verify: async () => {
+        const { status } = await httpRequest(`${tollgate.base}/oidc`, {
+          headers: { ...host, accept: 'application/json' },
+        });
+        if (status === 200) throw new Error('/oidc answered 200 without a session');
+      },
+    };
+  }),
   // Forward auth (docs/authentication.md#forward-auth): one check per request against an auth
   // service on loopback; the service's CPU is charged to the target too.
   tollgateTarget('tollgate-forward', async (context) => {
@@ -509,6 +526,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'cpu',
     goal: 1.05,
+  },
+  {
+    name: 'tollgate+OpenID session / tollgate',
+    numerator: 'tollgate-oidc-session',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    goal: 1.1,
   },
   {
     name: 'tollgate+rate_limit / tollgate',

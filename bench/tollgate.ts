@@ -11,6 +11,7 @@ import { V8_LAUNCH_FLAGS } from '../src/v8-launch-flags.ts';
 import { createBenchIssuer, issuerRouteYaml } from './external-issuer.ts';
 import { GRPC_AUTHORITY } from './grpc.ts';
 import { httpRequest, waitForHttp } from './http.ts';
+import { createOidcBenchSetup, oidcRouteYaml } from './oidc-session.ts';
 import { freePort, makeTempDir, type Started, startProcess } from './processes.ts';
 
 export const BENCH_HOST = 'bench.local';
@@ -49,6 +50,8 @@ export interface RunningTollgate {
   readonly masterkey: string;
   /** A token of the external issuer that `/issuer` trusts. */
   readonly issuerToken: string;
+  /** The Cookie header of a valid session on `/oidc` (bench/oidc-session.ts). */
+  readonly oidcCookie: string;
   /** Rejects unless `path` refuses a request without a token (an auth route must be measured as one). */
   expectUnauthorized(path: string): Promise<void>;
 }
@@ -117,6 +120,7 @@ export async function startTollgate(
   const [proxyPort, apiPort, adminPort] = [await freePort(), await freePort(), await freePort()];
   const masterkey = randomBytes(24).toString('base64url');
   const tlsPort = setup.tls ? await freePort() : null;
+  const oidc = await createOidcBenchSetup(dir);
   const tlsLines =
     tlsPort === null
       ? []
@@ -131,6 +135,8 @@ export async function startTollgate(
       ...tlsLines,
       `config_address: "127.0.0.1:${apiPort}"`,
       `admin_address: "127.0.0.1:${adminPort}"`,
+      // An OpenID provider and its session secret, for /oidc (bench/oidc-session.ts).
+      ...oidc.mainLines,
       'log_level: warn',
       'access_log: false',
       `masterkey: "${masterkey}"`,
@@ -174,6 +180,7 @@ export async function startTollgate(
               `        rate_limit: ${RATE_LIMIT_NEVER_REACHED}`,
               ...issuerRouteYaml(server, issuer.jwksFile),
               ...policiesRouteYaml(server),
+              ...oidcRouteYaml(server),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
             ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
@@ -201,6 +208,7 @@ export async function startTollgate(
     apiPort,
     masterkey,
     issuerToken: issuer.token,
+    oidcCookie: oidc.cookie,
     async expectUnauthorized(path) {
       const { status } = await httpRequest(`${base}${path}`, { headers: { host: BENCH_HOST } });
       if (status !== 401) throw new Error(`${path} answered ${status} without a token, expected 401`);

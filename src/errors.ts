@@ -23,6 +23,7 @@ export const ERRORS = {
   token_invalid: { status: 401, message: 'the token is not valid' },
   token_revoked: { status: 401, message: 'the token has been revoked' },
   token_out_of_scope: { status: 403, message: 'the token is not valid for this resource' },
+  login_required: { status: 401, message: 'log in first: no valid session' },
   headers_too_large: { status: 431, message: 'request headers too large' },
   request_timeout: { status: 408, message: 'the request headers did not arrive in time' },
   unsupported_media_type: { status: 415, message: 'Content-Type must be application/json' },

@@ -5,7 +5,9 @@ import type { TokenCarriers } from './token-carriers.ts';
  * Why a request was refused; each is an error code in src/errors.ts. All answer 401 except
  * `auth_overloaded` and `auth_unavailable` (503): the credential could not be checked now (too many
  * password checks waiting; the forward-auth service did not give a usable answer), which says
- * nothing about it; and `token_out_of_scope` (403): the token is genuine but not for this resource.
+ * nothing about it; and `token_out_of_scope` (403): the token is genuine but not for this resource;
+ * `forbidden` (403): authenticated, but the policy's allow rules do not name them (never a login loop).
+ * `login_required` (401): an oidc route without a session, for a client that is not a browser.
  */
 export type AuthFailureReason =
   | 'missing_credentials'
@@ -15,7 +17,9 @@ export type AuthFailureReason =
   | 'auth_overloaded'
   | 'token_revoked'
   | 'token_out_of_scope'
-  | 'auth_unavailable';
+  | 'auth_unavailable'
+  | 'login_required'
+  | 'forbidden';
 
 /**
  * An authenticated browser navigation that is answered by the proxy itself instead of forwarded:
@@ -38,11 +42,34 @@ export interface AuthDenial {
     readonly headers: Readonly<Record<string, string | string[]>>;
     readonly body: Buffer;
   };
-  readonly reason: AuthFailureReason | 'login_redirect';
+  readonly reason: AuthFailureReason | 'login_redirect' | OidcFailureReason;
 }
 
-/** null: authenticated, pass on. A reason: refuse. A redirect or a denial: answer it. */
-export type AuthOutcome = AuthFailureReason | AuthRedirect | AuthDenial | null;
+/** Why an OpenID callback was refused (docs/observability.md, tollgate_auth_failures_total reasons). */
+export type OidcFailureReason =
+  | 'access_denied'
+  | 'provider_error'
+  | 'state_missing'
+  | 'state_invalid'
+  | 'state_expired'
+  | 'state_mismatch'
+  | 'code_rejected'
+  | 'id_token_invalid';
+
+/**
+ * A step of a login answered by Tollgate itself, not a refusal and never counted as one: the 302 to
+ * the provider, the 303 back after the callback, the logout's redirect (auth/oidc).
+ */
+export interface AuthAnswer {
+  readonly local: {
+    readonly status: number;
+    readonly headers: Readonly<Record<string, string | string[]>>;
+    readonly body: string;
+  };
+}
+
+/** null: authenticated, pass on. A reason: refuse. A redirect, a denial or an answer: answer it. */
+export type AuthOutcome = AuthFailureReason | AuthRedirect | AuthDenial | AuthAnswer | null;
 
 /**
  * Checks one request's credentials against one policy. On success it records the subject and the

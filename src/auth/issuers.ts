@@ -100,6 +100,7 @@ export function createExternalChecker(
       jti: typeof payload.jti === 'string' ? payload.jti : null,
       // An OpenID `scope` claim means OAuth scopes, not Tollgate's host/path scopes: never read.
       scope: null,
+      claims: payload,
     });
     if (verified.size >= maxEntries) {
       const oldest = verified.keys().next();

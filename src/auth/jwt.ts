@@ -1,4 +1,5 @@
 import type { ProxyRequest } from '../pipeline/request.ts';
+import { type Identity, identityFromClaims } from './allow-rules.ts';
 import {
   type Authenticator,
   type AuthOutcome,
@@ -64,6 +65,7 @@ export function createJwtAuthenticator(deps: {
     const scopeEntry = check.scope === null ? null : matchScope(check.scope, request.host, request.path);
     if (check.scope !== null && scopeEntry === null) return 'token_out_of_scope';
     request.subject = subjectHeaderValue(check.owner);
+    if (check.claims !== undefined) request.identity = identityOf(check.owner, check.claims);
     if (source === 'header') request.consumedHeaders.push('authorization');
     if (source === 'query') {
       markQueryTokenResponse(request);
@@ -99,4 +101,9 @@ export function createJwtAuthenticator(deps: {
       ? check.then((c) => settle(request, c, found, source, checker, cookie))
       : settle(request, check, found, source, checker, cookie);
   };
+}
+
+/** An external token's identity for the allow rules: `email` and `groups` claims as OpenID names them. */
+function identityOf(subject: string, claims: Readonly<Record<string, unknown>>): Identity {
+  return identityFromClaims(subject, claims, 'groups');
 }

@@ -5,6 +5,7 @@ import type {
   ExternalIssuer,
   ForwardAuthSettings,
   JwtSettings,
+  MainConfig,
 } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { createApiKeyAuthenticator } from './apikey.ts';
@@ -16,6 +17,7 @@ import { createForwardMethod } from './forward.ts';
 import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
 import { createFileKeySet, createRemoteKeySet, type KeySet } from './jwks.ts';
 import { createJwtAuthenticator, type TokenChecker } from './jwt.ts';
+import { createOidcMethod } from './oidc/method.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createTokenVerifier, INVALID, TOKEN_ISSUER, type TokenVerifier } from './tokens.ts';
 
@@ -40,6 +42,8 @@ export interface AuthMethodDeps {
   now?: Clock;
   /** Revoked token ids (revoked_tokens_file); none when absent. */
   revocations?: RevocationList;
+  /** main.yaml, for its oidc_providers and session settings; without it oidc routes answer 503. */
+  main?: MainConfig;
 }
 
 /** The methods, and what releases what they hold (the forward-auth connection pools). */
@@ -54,6 +58,9 @@ export interface AuthMethods {
  */
 export function createAuthMethods(deps: AuthMethodDeps): AuthMethods {
   const forward = createForwardMethod({ logger: deps.logger });
+  const oidc = deps.main?.oidcProviders
+    ? createOidcMethod({ main: deps.main, logger: deps.logger, now: deps.now ?? systemClock })
+    : null;
   const methods: Record<AuthMethod, AuthMethodSupport> = {
     basic: {
       create: createBasicMethod(),
@@ -79,8 +86,23 @@ export function createAuthMethods(deps: AuthMethodDeps): AuthMethods {
       // The auth service speaks for itself (its answer is relayed); Tollgate's own 503 has no challenge.
       challenge: () => '',
     },
+    oidc: {
+      // No oidc_providers: validation refuses such a policy; one arriving anyway closes its route.
+      create: (policy) => (oidc === null ? () => 'auth_unavailable' : oidc.create(policy)),
+      // A script or machine client is told to bring a Bearer token (browsers are sent to log in).
+      challenge: (reason) =>
+        reason === 'token_invalid' || reason === 'token_expired'
+          ? 'Bearer realm="tollgate", error="invalid_token"'
+          : 'Bearer realm="tollgate"',
+    },
   };
-  return { methods, close: () => forward.close() };
+  return {
+    methods,
+    close: () => {
+      oidc?.close();
+      return forward.close();
+    },
+  };
 }
 
 /** Distinct basic policies whose authenticators (caches, queues) are kept for reuse. */

@@ -80,6 +80,21 @@ export function takeCookie(header: string, name: string): { value: string | null
   return value === null ? { value: null, rest: header } : { value, rest: kept.join('; ') };
 }
 
+/** Takes every cookie whose name `drop` accepts out of the forwarded Cookie header. */
+export function removeCookies(req: IncomingMessage, drop: (name: string) => boolean): void {
+  const header = req.headers.cookie;
+  if (header === undefined) return;
+  const kept = header
+    .split(';')
+    .map((pair) => pair.trim())
+    .filter((pair) => {
+      if (pair === '') return false;
+      const equals = pair.indexOf('=');
+      return !drop((equals === -1 ? pair : pair.slice(0, equals)).trim());
+    });
+  replaceRequestHeader(req, 'cookie', kept.length === 0 ? null : kept.join('; '));
+}
+
 /**
  * Sets (or with null, removes) a request header in both `req.headers` and `req.rawHeaders`, which
  * different forwarders read. Every raw copy of the header is replaced by one.

@@ -86,6 +86,8 @@ export interface VerifiedToken {
   readonly jti: string | null;
   /** Where the token may be used; null: wherever its route accepts it. */
   readonly scope: readonly ScopeEntry[] | null;
+  /** An external issuer's claims, for the allow rules (auth/allow-rules); absent for our own tokens. */
+  readonly claims?: Readonly<Record<string, unknown>>;
 }
 
 /**

@@ -237,6 +237,38 @@ function readsKubeconfig(main: MainConfig, upstreams: UpstreamsConfig | null): b
   );
 }
 
+/** Shortest session secret accepted: 32 bytes, the AES-256 key size (docs/configuration.md). */
+export const MIN_SESSION_SECRET_BYTES = 32;
+
+/**
+ * `session_secret_file`: one secret a line, each at least 32 bytes; the first seals new sessions,
+ * every line opens them (a rotation adds the new one on top). Blank lines and `#` comments are skipped.
+ */
+export function readSessionSecrets(path: string): Buffer[] {
+  const lines = readBytes('session_secret_file', path)
+    .toString('utf8')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+  if (lines.length === 0)
+    throw new FileCheckError('session_secret_file', `${path} holds no secret (one a line, each >= 32 bytes)`);
+  lines.forEach((line, index) => {
+    if (Buffer.byteLength(line) < MIN_SESSION_SECRET_BYTES)
+      throw new FileCheckError(
+        'session_secret_file',
+        `secret ${index + 1} in ${path} is shorter than ${MIN_SESSION_SECRET_BYTES} bytes (openssl rand -base64 48 makes one)`,
+      );
+  });
+  return lines.map((line) => Buffer.from(line));
+}
+
+/** An OpenID provider's `client_secret_file`: its text, trimmed, not empty. */
+export function readClientSecret(path: string): string {
+  const secret = readBytes('client_secret_file', path).toString('utf8').trim();
+  if (secret === '') throw new FileCheckError('client_secret_file', `${path} is empty`);
+  return secret;
+}
+
 export interface RuntimeFileCheck {
   /** What it checks, as docs/configuration.md lists it. */
   readonly name: string;
@@ -297,6 +329,27 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
         ? attempt(main, main.file, () => checkKubeconfigFile(file))
         : [];
     },
+  },
+  {
+    name: 'session_secret_file',
+    in: 'main',
+    check: (main) =>
+      main.sessionSecretFile
+        ? attempt(main, main.file, () => readSessionSecrets(main.sessionSecretFile as string))
+        : [],
+  },
+  {
+    name: "OpenID providers' client_secret_file",
+    in: 'main',
+    check: (main) =>
+      Object.values(main.oidcProviders ?? {}).flatMap((provider) =>
+        attempt(
+          provider,
+          main.file,
+          () => readClientSecret(provider.clientSecretFile),
+          () => `oidc_providers.${provider.name}.client_secret_file`,
+        ),
+      ),
   },
 ];
 

@@ -7,6 +7,7 @@ import { rememberPosition } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 import { validateMain } from './validate-main.ts';
+import { checkOidcReferences } from './validate-oidc.ts';
 import { emptyUpstreamsConfig, validateUpstreams } from './validate-upstreams.ts';
 import { YamlReader } from './yaml-reader.ts';
 
@@ -40,6 +41,7 @@ const KEYS_WITH_POSITIONS = [
   'tls_certificate',
   'tls_key_file',
   'upstream_ca_file',
+  'session_secret_file',
 ];
 
 function rememberMainPositions(reader: YamlReader, config: MainConfig): void {
@@ -65,7 +67,11 @@ export function checkConsistency(
   env: NodeJS.ProcessEnv = process.env,
 ): ConfigIssue[] {
   const resolved = resolveMasterkey(main, upstreams, env);
-  return [...(resolved.ok ? [] : resolved.issues), ...checkRuntimeFiles(main, upstreams, 'upstreams')];
+  return [
+    ...(resolved.ok ? [] : resolved.issues),
+    ...checkOidcReferences(main, upstreams),
+    ...checkRuntimeFiles(main, upstreams, 'upstreams'),
+  ];
 }
 
 /** masterkey_file's own problems (unreadable, empty), when upstreams.yaml cannot be had to agree with. */

@@ -135,6 +135,12 @@ export interface MainConfig {
   workers: WorkersSetting;
   /** The `kubernetes:` block; absent when main.yaml has none. */
   kubernetes?: KubernetesSettings;
+  /** `oidc_providers`, by name; absent when main.yaml has none. */
+  oidcProviders?: Record<string, OidcProviderSettings>;
+  /** Absolute path of `session_secret_file` (one secret a line, each at least 32 bytes). */
+  sessionSecretFile?: string | null;
+  /** `session_max_age_seconds` (default 8 h): no session outlives it, refreshed or not. */
+  sessionMaxAgeSeconds?: number;
   /**
    * Absolute path of `upstream_ca_file` (PEM): trusted for `https://` servers beside the system CAs
    * (docs/traffic.md#tls-to-upstreams). Absent when not set.
@@ -209,7 +215,35 @@ export interface NamedApiKey {
   key: string;
 }
 
-export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward';
+export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc';
+
+/**
+ * An `authorization.allow` block (docs/authentication.md#who-may-pass): each list present must match
+ * (AND), any value of a list matches (OR). null = the key is absent. Emails and domains are lower case.
+ */
+export interface AllowRules {
+  subjects: string[] | null;
+  emails: string[] | null;
+  emailDomains: string[] | null;
+  groups: string[] | null;
+  claims: Record<string, string[]> | null;
+}
+
+/** main.yaml `oidc_providers.<name>` (docs/authentication.md#openid-connect). */
+export interface OidcProviderSettings {
+  name: string;
+  /** Exact issuer URL; discovery at `{issuer}/.well-known/openid-configuration`. */
+  issuer: string;
+  clientId: string;
+  /** Absolute path of the file holding the client secret (config/file-checks reads it). */
+  clientSecretFile: string;
+  scopes: string[];
+  groupsClaim: string;
+  subjectClaim: string;
+  passAccessToken: boolean;
+  /** The callback URL for routes under `DEFAULT` (no host of their own); null = the request's host. */
+  redirectUrl: string | null;
+}
 
 /**
  * An `authorization` object. `type: api` is normalised to `apikey`, `data` to `creds`.
@@ -226,6 +260,10 @@ export interface AuthorizationConfig {
   realm?: string;
   /** type forward only (always set for it): the auth service to ask. */
   forward?: ForwardAuthSettings;
+  /** type oidc only (always set for it): the main.yaml `oidc_providers` entry that logs people in. */
+  oidc?: { provider: string };
+  /** Who may pass once authenticated; absent = everyone the method accepts. */
+  allow?: AllowRules;
 }
 
 /**

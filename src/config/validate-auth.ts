@@ -1,13 +1,24 @@
 import { isPasswordHash } from '../auth/password.ts';
 import { closestKey } from './suggest.ts';
 import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
+import { readPolicyExtras } from './validate-auth-extras.ts';
 import { FORWARD_KEYS, readForwardSettings } from './validate-forward.ts';
 import { ISSUER_KEYS, readJwtSettings } from './validate-jwt.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 /** Keys that only make sense with type jwt (see validate-jwt). */
 const JWT_ONLY_KEYS = ['issuers', 'browser_links', ...ISSUER_KEYS] as const;
-const AUTH_KEYS = ['type', 'creds', 'data', 'users', 'keys', ...JWT_ONLY_KEYS, ...FORWARD_KEYS] as const;
+const AUTH_KEYS = [
+  'type',
+  'creds',
+  'data',
+  'users',
+  'keys',
+  'provider',
+  'allow',
+  ...JWT_ONLY_KEYS,
+  ...FORWARD_KEYS,
+] as const;
 const USER_KEYS = ['username', 'password', 'password_hash'] as const;
 const API_KEY_KEYS = ['name', 'key'] as const;
 
@@ -18,6 +29,7 @@ const METHODS: Readonly<Record<string, AuthMethod>> = {
   api: 'apikey',
   jwt: 'jwt',
   forward: 'forward',
+  oidc: 'oidc',
 };
 
 /** auth/password owns the hash format; config only checks it is one of ours. */
@@ -49,6 +61,16 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
   const usersField = fields.get('users');
   const keysField = fields.get('keys');
   if (type === undefined) return null;
+  // `allow` (any method) and `provider` (oidc), read in their own module.
+  const extras = readPolicyExtras(r, field, fields, type);
+  if (extras === null) return null;
+  if (type === 'oidc') {
+    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type oidc`);
+    }
+    return { type, users: [], keys: [], ...extras };
+  }
   if (type !== 'forward') {
     for (const key of FORWARD_KEYS) {
       const extra = fields.get(key);
@@ -62,7 +84,7 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
       if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type forward`);
     }
     const forward = readForwardSettings(r, field, fields, creds);
-    return forward === null ? null : { type, users: [], keys: [], forward };
+    return forward === null ? null : { type, users: [], keys: [], forward, ...extras };
   }
 
   if (type === 'jwt') {
@@ -79,7 +101,9 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
     const jwt = readJwtSettings(r, fields);
     // The defaults are left implicit, so a plain `type: jwt` reads the same as before these keys.
     const isDefault = jwt.acceptTollgate && jwt.external.length === 0 && jwt.browserLinks;
-    return isDefault ? { type, users: [], keys: [] } : { type, users: [], keys: [], jwt };
+    return isDefault
+      ? { type, users: [], keys: [], ...extras }
+      : { type, users: [], keys: [], jwt, ...extras };
   }
   for (const key of JWT_ONLY_KEYS) {
     const extra = fields.get(key);
@@ -92,7 +116,7 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
     if (creds === undefined && r.isAbsentOrEmpty(usersField)) {
       r.report(field.keyNode, field.path, "basic needs creds 'user:password' or a 'users' list");
     }
-    return { type, users, keys: [] };
+    return { type, users, keys: [], ...extras };
   }
   if (usersField)
     r.report(usersField.keyNode, usersField.path, "'users' is for type basic; apikey uses 'keys'");
@@ -100,12 +124,12 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
   if (creds === undefined && r.isAbsentOrEmpty(keysField)) {
     r.report(field.keyNode, field.path, "apikey needs creds (the key) or a 'keys' list");
   }
-  return { type, users: [], keys };
+  return { type, users: [], keys, ...extras };
 }
 
 function readMethod(r: YamlReader, parent: Field, field: Field | undefined): AuthMethod | undefined {
   if (field === undefined || r.isNull(field.node)) {
-    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api, jwt or forward)");
+    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api, jwt, forward or oidc)");
     return undefined;
   }
   const name = r.string(field);
@@ -114,7 +138,7 @@ function readMethod(r: YamlReader, parent: Field, field: Field | undefined): Aut
   if (method === undefined) {
     const guess = closestKey(name, Object.keys(METHODS));
     const hint =
-      guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api, jwt or forward';
+      guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api, jwt, forward or oidc';
     r.report(r.at(field), field.path, `unknown authorization type '${name}' (${hint})`);
   }
   return method;

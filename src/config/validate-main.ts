@@ -14,6 +14,7 @@ import {
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
+import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
 import { readTracing } from './validate-tracing.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
@@ -57,6 +58,7 @@ export const MAIN_KEYS = [
   'workers',
   'kubernetes',
   'upstream_ca_file',
+  ...OIDC_MAIN_KEYS,
 ] as const;
 
 const HTTP2_KEYS = ['max_concurrent_streams', 'max_header_list_bytes', 'max_resets_per_second'];
@@ -186,6 +188,8 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
       'kubernetes',
       read('kubernetes', (f) => readKubernetes(r, f, filePath), null),
     ),
+    // oidc_providers, session_secret_file, session_max_age_seconds (config/validate-oidc).
+    ...readOidcMain(r, get as (key: string) => Field | undefined, dir),
     // Read and checked with the other files main.yaml names (config/file-checks).
     ...optional('upstreamCaFile', read('upstream_ca_file', filePath, null)),
     ...optional(

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
-import type { RoutingTable } from '../routing/types.ts';
+import type { Route, RoutingTable } from '../routing/types.ts';
 import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/client-address.ts';
 import type { ProxyRequest } from './request.ts';
 import { type Answer, refuse } from './verdict.ts';
@@ -69,7 +69,8 @@ export function routeRequest(
     );
   if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
   // The request itself is read only by routes with conditions (Gateway API matches).
-  const route = table.match(host, target.path, req, target.query);
+  const route =
+    routeOwningLogin(table, host, target.path) ?? table.match(host, target.path, req, target.query);
   if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
   // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
   const pattern = route.policy?.pathPattern;
@@ -106,6 +107,7 @@ export function routeRequest(
       upstreamPath: target.path,
       body: null,
       subject: null,
+      identity: null,
       forwardQuery: target.query,
       consumedHeaders: [],
       upstreamHeaders: null,
@@ -119,6 +121,30 @@ export function routeRequest(
       trace: null,
     },
   };
+}
+
+/** Where Tollgate's own login endpoints live (auth/oidc): never an upstream's path. */
+const LOGIN_PREFIX = '/.tollgate/oidc/';
+
+/**
+ * For `/.tollgate/oidc/…` (the callback and logout of an OpenID login, docs/authentication.md): the
+ * host's first oidc route, whichever path it covers, so the callback works on every host with one;
+ * null for any other path (one character compared on the hot path).
+ */
+function routeOwningLogin(table: RoutingTable, host: string, path: string): Route | null {
+  if (path.charCodeAt(1) !== 0x2e || !path.startsWith(LOGIN_PREFIX)) return null;
+  let fallback: Route | null = null;
+  for (const route of table.routes) {
+    if (route.auth?.type !== 'oidc') continue;
+    if (route.hostKey === host) return route;
+    if (route.hostKey === 'DEFAULT') fallback ??= route;
+  }
+  // DEFAULT's oidc route answers only hosts that have no routes of their own.
+  return fallback === null || hostHasRoutes(table, host) ? null : fallback;
+}
+
+function hostHasRoutes(table: RoutingTable, host: string): boolean {
+  return table.routes.some((route) => route.hostKey === host);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { authFailuresTotal } from '../admin/metrics.ts';
+import { withAllowRules } from '../auth/allow-rules.ts';
 import type {
   AuthDenial,
   Authenticator,
@@ -7,6 +8,7 @@ import type {
   AuthRedirect,
 } from '../auth/authenticator.ts';
 import { type AuthMethodDeps, createAuthMethods } from '../auth/methods.ts';
+import { removeLoginCookies } from '../auth/session-cookie.ts';
 import { removeTokenCarriers, type TokenCarriers } from '../auth/token-carriers.ts';
 import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
 import type { AuthFailureGuard } from './3-rate-limit.ts';
@@ -36,6 +38,9 @@ const FAILED_ATTEMPTS: ReadonlySet<string> = new Set<AuthFailureReason>([
   'token_out_of_scope',
 ]);
 
+/** The catalogue's `forbidden` wording is the token API's; a route's allow rules say this instead. */
+const FORBIDDEN_MESSAGE = 'you are logged in, but not allowed here';
+
 /**
  * The authentication stage: applies the route's effective policy (already resolved at compile time,
  * global wins). Authenticators are built once per policy object (a method may keep what outlives a
@@ -52,6 +57,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     let authenticator = authenticators.get(policy);
     if (authenticator === undefined) {
       authenticator = methods[policy.type].create(policy);
+      if (policy.allow !== undefined) authenticator = withAllowRules(authenticator, policy.allow);
       authenticators.set(policy, authenticator);
     }
     return authenticator;
@@ -92,6 +98,8 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     if (reason === 'auth_overloaded' || reason === 'auth_unavailable') {
       return after(pending, refuse(reason, { 'retry-after': '1' }));
     }
+    // Authenticated, not allowed: no challenge (trying again with the same credential cannot help).
+    if (reason === 'forbidden') return after(pending, refuse(reason, {}, FORBIDDEN_MESSAGE));
     const challenge = withRealm(methods[method].challenge(reason), request.route.auth?.realm);
     return after(pending, refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge }));
   };
@@ -135,6 +143,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     if (outcome === null) return PASS;
     if (typeof outcome === 'string') return refused(request, method, outcome);
     if ('denial' in outcome) return relayed(request, method, outcome);
+    if ('local' in outcome) return answer(outcome.local.status, outcome.local.headers, outcome.local.body);
     return exchanged(outcome);
   };
 
@@ -159,6 +168,8 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   const stage: Stage = (request) => {
     // Every route, open ones included: a token must never reach an upstream (docs/tokens.md).
     const found = removeTokenCarriers(request, deps.tokenParam, deps.tokenParam);
+    // Likewise an OpenID session: the oidc method reads and removes it on its own routes.
+    if (request.route.auth?.type !== 'oidc') removeLoginCookies(request.req);
     // A policy that could not be built (an Ingress's missing auth Secret) closes the route.
     if (request.route.unavailable) return refuse('auth_misconfigured');
     const policy = request.route.auth;

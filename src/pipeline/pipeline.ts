@@ -65,6 +65,7 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     now: deps.clock,
     logger,
     failureGuard: rateLimit.authFailures,
+    main,
   });
   const stages: readonly Stage[] = Object.freeze([
     sourceRangesStage,

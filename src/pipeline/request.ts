@@ -6,6 +6,19 @@ import type { CutReason } from '../upstream/client-send-timeout.ts';
 import type { Verdict } from './verdict.ts';
 
 /**
+ * What a method knows about who is asking beyond the subject (jwt and oidc): set by the
+ * authenticator, read by the allow rules (auth/allow-rules) and, for oidc, sent upstream.
+ */
+export interface Identity {
+  /** The subject as issued (`subject` below holds it encoded for the header). */
+  readonly subject: string;
+  /** null when the provider gave none, or said it is not verified. */
+  readonly email: string | null;
+  readonly groups: readonly string[];
+  readonly claims: Readonly<Record<string, unknown>>;
+}
+
+/**
  * The state of one proxied request as it goes through the pipeline
  * (route → to_https → rate limit → auth → pick server → forward). Created by the route stage once
  * the request matched a route; the table reference taken at arrival is the only one this request uses.
@@ -46,6 +59,8 @@ export interface ProxyRequest {
   authDetail?: string;
   /** Set by the auth stage: basic user, key name or token owner; sent as X-Tollgate-Subject. */
   subject: string | null;
+  /** Set by jwt and oidc: email, groups and claims, for the allow rules (auth/allow-rules). */
+  identity: Identity | null;
   /** Set by the auth stage: the query to forward (without the token parameter), without `?`. */
   forwardQuery: string;
   /**

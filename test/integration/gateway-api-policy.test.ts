@@ -50,17 +50,19 @@ describe('TollgatePolicy through the built process', () => {
 
   const get = (host: string, path = '/', headers: Record<string, string> = {}) =>
     request(`${tollgate.proxyUrl}${path}`, { headers: { host, ...headers } });
+  /** Waits for `status` (and, for Tollgate's own answers, its error code when given). */
   const expectStatus = async (
     host: string,
     path: string,
     status: number,
     headers: Record<string, string> = {},
+    error?: string,
   ) => {
     let last: SimpleResponse | null = null;
     try {
       await waitFor(async () => {
         last = await get(host, path, headers);
-        return last.status === status;
+        return last.status === status && (error === undefined || last.json().error === error);
       }, SETTLE_MS);
     } catch {
       const seen = last as SimpleResponse | null;
@@ -187,6 +189,7 @@ describe('TollgatePolicy through the built process', () => {
 
   it('the most specific target wins: a rule policy (sectionName) over a Gateway policy', async () => {
     apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
     apply(
       'tollgatepolicies',
       policy('gateway-keys', {
@@ -215,6 +218,7 @@ describe('TollgatePolicy through the built process', () => {
 
   it('a policy that cannot be built closes its paths with 503 auth_misconfigured, live until its Secret appears', async () => {
     apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
     apply(
       'tollgatepolicies',
       policy('later', {
@@ -222,8 +226,7 @@ describe('TollgatePolicy through the built process', () => {
         authorization: { type: 'basic', basic: { secretRef: { name: 'not-yet' } } },
       }),
     );
-    const closed = await expectStatus('web.test', '/', 503);
-    assert.equal(closed.json().error, 'auth_misconfigured');
+    await expectStatus('web.test', '/', 503, {}, 'auth_misconfigured');
     await policyStatus('later', 'False', 'Invalid');
     await api.waitFor(
       () =>
@@ -242,6 +245,7 @@ describe('TollgatePolicy through the built process', () => {
 
   it('a misspelt key never serves the paths open: 503, and the policy says why', async () => {
     apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
     apply(
       'tollgatepolicies',
       policy('typo', {
@@ -249,13 +253,14 @@ describe('TollgatePolicy through the built process', () => {
         authorisation: { type: 'basic', basic: { secretRef: { name: 'users' } } },
       }),
     );
-    await expectStatus('web.test', '/', 503);
+    await expectStatus('web.test', '/', 503, {}, 'auth_misconfigured');
     await policyStatus('typo', 'False', 'Invalid');
     await cleanUp();
   });
 
   it('a policy targeting nothing is TargetNotFound; a second policy on the same target is Conflicted and the older one holds', async () => {
     apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
     apply(
       'tollgatepolicies',
       policy('nowhere', {
@@ -286,6 +291,7 @@ describe('TollgatePolicy through the built process', () => {
 
   it('jwt: Tollgate tokens; forward: the auth service decides; rate_limit and source_ranges as in upstreams.yaml', async () => {
     apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
     apply(
       'tollgatepolicies',
       policy('tokens', { targetRefs: [routeTarget('admin')], authorization: { type: 'jwt' } }),
@@ -319,7 +325,7 @@ describe('TollgatePolicy through the built process', () => {
         authorization: { type: 'forward', url: 'http://127.0.0.1:4180/oauth2/auth' },
       }),
     );
-    await expectStatus('web.test', '/', 503, { cookie: OAUTH2_PROXY_COOKIE });
+    await expectStatus('web.test', '/', 503, { cookie: OAUTH2_PROXY_COOKIE }, 'auth_misconfigured');
     apply(
       'tollgatepolicies',
       policy('sso', { targetRefs: [routeTarget('public')], source_ranges: ['10.0.0.0/8'] }),

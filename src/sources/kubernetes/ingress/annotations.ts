@@ -1,6 +1,14 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import { BACKEND_ANNOTATIONS, type BackendSettings, signinUrl } from './backend-annotations.ts';
+import {
+  domainsList,
+  emailsList,
+  groupsList,
+  type OidcIngressSettings,
+  oidcProviderName,
+  subjectsList,
+} from './oidc-annotations.ts';
 import { POLICY_ANNOTATIONS, type PolicySettings } from './policy-annotations.ts';
 
 /**
@@ -14,10 +22,10 @@ import { POLICY_ANNOTATIONS, type PolicySettings } from './policy-annotations.ts
 export const TOLLGATE_PREFIX = 'tollgate.io/';
 export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 
-export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward';
+export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings extends PolicySettings, BackendSettings {
+export interface IngressSettings extends PolicySettings, BackendSettings, OidcIngressSettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -139,10 +147,10 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     [`${TOLLGATE_PREFIX}auth-type`, `${NGINX_PREFIX}auth-type`],
     (value) => {
       const type = value === 'api' ? 'apikey' : value;
-      if (type === 'basic' || type === 'apikey' || type === 'jwt' || type === 'forward')
+      if (type === 'basic' || type === 'apikey' || type === 'jwt' || type === 'forward' || type === 'oidc')
         return ok<AuthKind>(type);
       if (type === 'digest') return bad('digest authentication is not supported (use basic over TLS)');
-      return bad(`'${value}' is not one of basic, apikey, jwt, forward`);
+      return bad(`'${value}' is not one of basic, apikey, jwt, forward, oidc`);
     },
     true,
   ),
@@ -175,6 +183,12 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
     true,
   ),
   spec('authSignin', [`${TOLLGATE_PREFIX}auth-signin`, `${NGINX_PREFIX}auth-signin`], signinUrl, true),
+  // OpenID login and allow rules (sources/kubernetes/ingress/oidc-annotations.ts).
+  spec('authOidcProvider', [`${TOLLGATE_PREFIX}auth-oidc-provider`], oidcProviderName, true),
+  spec('allowSubjects', [`${TOLLGATE_PREFIX}allow-subjects`], subjectsList, true),
+  spec('allowEmails', [`${TOLLGATE_PREFIX}allow-emails`], emailsList, true),
+  spec('allowEmailDomains', [`${TOLLGATE_PREFIX}allow-email-domains`], domainsList, true),
+  spec('allowGroups', [`${TOLLGATE_PREFIX}allow-groups`], groupsList, true),
   spec('rateLimit', [`${TOLLGATE_PREFIX}rate-limit`, `${NGINX_PREFIX}limit-rps`], positiveInteger),
   spec('toHttps', [`${TOLLGATE_PREFIX}to-https`, `${NGINX_PREFIX}ssl-redirect`], bool),
   spec('forceToHttps', [`${NGINX_PREFIX}force-ssl-redirect`], bool),

@@ -22,6 +22,7 @@ import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts'
 import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
 import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
+import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
 import { certificateHosts, type HostClaim, hostOwners, hostOwnershipProblem } from './ownership.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 
@@ -306,6 +307,10 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
   problems.push(...backendPolicies.problems);
   const closed = [...annotations.authProblems, ...auth.problems, ...closingPolicyProblems(settings)];
 
+  // The allow-* annotations narrow the policy (sources/kubernetes/ingress/oidc-annotations.ts).
+  const allowed = withAllowAnnotations(auth.policy, settings);
+  if (allowed.problem !== undefined) closed.push(allowed.problem);
+
   const paths: Array<[string, PathConfig]> = [];
   const missingBackends: string[] = [];
   const pathOf = (host: string, path: string, exact: boolean, backend: V1IngressBackend, where: string) => {
@@ -333,7 +338,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
         servers: [],
         service: servers,
         toHttps,
-        authorization: auth.policy,
+        authorization: allowed.policy,
         rateLimit: settings.rateLimit ?? null,
         healthCheck: null,
         exact,
@@ -471,6 +476,12 @@ function authorizationOf(
   const realm = settings.authRealm === undefined ? {} : { realm: settings.authRealm };
   if (type === 'jwt') {
     outcome.policy = { type: 'jwt', users: [], keys: [], ...realm };
+    return outcome;
+  }
+  if (type === 'oidc') {
+    const oidc = oidcPolicyOf(settings, realm);
+    if ('problem' in oidc) outcome.problems.push(oidc.problem);
+    else outcome.policy = oidc.policy;
     return outcome;
   }
   if (type === 'forward') {

@@ -1,0 +1,97 @@
+import type { AllowRules } from '../config/types.ts';
+import type { Identity, ProxyRequest } from '../pipeline/request.ts';
+import type { Authenticator, AuthOutcome } from './authenticator.ts';
+
+export type { Identity };
+
+/**
+ * An identity from OpenID claims: `email` unless `email_verified` is false (an unverified address
+ * proves nothing), groups from `groupsClaim` (a list, or one string).
+ */
+export function identityFromClaims(
+  subject: string,
+  claims: Readonly<Record<string, unknown>>,
+  groupsClaim: string,
+): Identity {
+  const email = typeof claims.email === 'string' && claims.email_verified !== false ? claims.email : null;
+  const raw = claims[groupsClaim];
+  const groups = Array.isArray(raw)
+    ? raw.filter((group): group is string => typeof group === 'string')
+    : typeof raw === 'string'
+      ? [raw]
+      : [];
+  return { subject, email, groups, claims };
+}
+
+/**
+ * The allow rules of a policy as a predicate (docs/authentication.md#who-may-pass): each key
+ * present must match (AND), any of its values matches (OR). Comparisons are exact, except emails and
+ * domains (case-insensitive). An email with more than one `@` matches nothing: `a@b.com@evil.com`
+ * must not pass for `evil.com` nor for `a@b.com`.
+ */
+export function createAllowCheck(rules: AllowRules): (request: ProxyRequest) => boolean {
+  const subjects = rules.subjects === null ? null : new Set(rules.subjects);
+  const emails = rules.emails === null ? null : new Set(rules.emails);
+  const domains = rules.emailDomains === null ? null : new Set(rules.emailDomains);
+  const groups = rules.groups === null ? null : new Set(rules.groups);
+  const claims =
+    rules.claims === null
+      ? null
+      : Object.entries(rules.claims).map(([name, values]) => [name, new Set(values)] as const);
+  return (request) => {
+    const identity = request.identity;
+    const subject = identity?.subject ?? decodedSubject(request.subject);
+    if (subjects !== null && (subject === null || !subjects.has(subject))) return false;
+    if (emails !== null || domains !== null) {
+      const email = singleAtEmail(identity?.email ?? null);
+      if (email === null) return false;
+      if (emails !== null && !emails.has(email)) return false;
+      if (domains !== null && !domains.has(email.slice(email.indexOf('@') + 1))) return false;
+    }
+    if (groups !== null && !(identity?.groups ?? []).some((group) => groups.has(group))) return false;
+    if (claims !== null) {
+      for (const [name, values] of claims) {
+        if (!claimMatches(identity?.claims[name], values)) return false;
+      }
+    }
+    return true;
+  };
+}
+
+/** The authenticator, refusing with `forbidden` whoever it accepts but the rules do not. */
+export function withAllowRules(authenticator: Authenticator, rules: AllowRules): Authenticator {
+  const allowed = createAllowCheck(rules);
+  const decide = (request: ProxyRequest, outcome: AuthOutcome): AuthOutcome =>
+    outcome === null && !allowed(request) ? 'forbidden' : outcome;
+  return (request, carriers) => {
+    const outcome = authenticator(request, carriers);
+    return outcome instanceof Promise
+      ? outcome.then((settled) => decide(request, settled))
+      : decide(request, outcome);
+  };
+}
+
+/** request.subject is the header form (auth/authenticator subjectHeaderValue); this reverses it. */
+function decodedSubject(subject: string | null): string | null {
+  if (subject === null) return null;
+  try {
+    return decodeURIComponent(subject);
+  } catch {
+    return null;
+  }
+}
+
+function singleAtEmail(email: string | null): string | null {
+  if (email === null) return null;
+  const at = email.indexOf('@');
+  if (at <= 0 || at !== email.lastIndexOf('@') || at === email.length - 1) return null;
+  return email.toLowerCase();
+}
+
+/** A string claim must be listed; an array claim must hold a listed value; numbers and booleans as text. */
+function claimMatches(value: unknown, allowed: ReadonlySet<string>): boolean {
+  if (Array.isArray(value)) return value.some((entry) => claimMatches(entry, allowed));
+  if (typeof value === 'string') return allowed.has(value);
+  if (typeof value === 'number' || typeof value === 'boolean') return allowed.has(String(value));
+  return false;
+}
