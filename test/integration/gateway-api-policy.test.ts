@@ -4,7 +4,7 @@
  * target winning, and a policy that cannot be built closing its paths (503), never opening them.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -146,10 +146,21 @@ describe('TollgatePolicy through the built process', () => {
     api.apply(secret({ name: 'users', namespace: NS, data: { auth: `alice:${bcryptOf('wonderland')}\n` } }));
     api.apply(secret({ name: 'keys', namespace: NS, data: { keys: 'ci:key-of-ci\n' } }));
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-policy-'));
+    // An OpenID provider that never answers: its routes must stay closed (503), never open.
+    await writeFile(join(dir, 'client-secret'), 'a-client-secret\n');
+    await writeFile(join(dir, 'session-secrets'), 'a-session-secret-of-at-least-thirty-two-bytes-long\n');
     tollgate = await startTollgate({
       main: {
         access_log: false,
         masterkey: 'gateway-policy-masterkey',
+        oidc_providers: {
+          corp: {
+            issuer: 'http://127.0.0.1:1',
+            client_id: 'tollgate',
+            client_secret_file: join(dir, 'client-secret'),
+          },
+        },
+        session_secret_file: join(dir, 'session-secrets'),
         kubernetes: { kubeconfig: api.writeKubeconfig(dir, NS), gateway_class: 'tollgate' },
       },
       upstreams: { upstreams: { 'file.test': { paths: { '/': { servers: [upstream.address] } } } } },
@@ -336,6 +347,62 @@ describe('TollgatePolicy through the built process', () => {
     let limited = false;
     for (let i = 0; i < 5 && !limited; i++) limited = (await get('web.test', '/')).status === 429;
     assert.ok(limited, 'rate_limit 1 lets a burst of 5 through');
+    await cleanUp();
+  });
+
+  it('allow narrows who passes (403 forbidden); oidc names a main.yaml provider (unknown: closed; unreachable: 503 auth_unavailable)', async () => {
+    apply('httproutes', webRoute());
+    await expectStatus('web.test', '/', 200);
+    apply(
+      'tollgatepolicies',
+      policy('only-bob', {
+        targetRefs: [routeTarget('admin')],
+        authorization: { type: 'basic', basic: { secretRef: { name: 'users' } } },
+        allow: { subjects: ['bob'] },
+      }),
+    );
+    await expectStatus('web.test', '/admin', 401);
+    await expectStatus(
+      'web.test',
+      '/admin',
+      403,
+      { authorization: basic('alice', 'wonderland') },
+      'forbidden',
+    );
+    // basic knows only the subject: a rule on groups is refused, and the paths stay closed.
+    apply(
+      'tollgatepolicies',
+      policy('only-bob', {
+        targetRefs: [routeTarget('admin')],
+        authorization: { type: 'basic', basic: { secretRef: { name: 'users' } } },
+        allow: { groups: ['admins'] },
+      }),
+    );
+    await expectStatus(
+      'web.test',
+      '/admin',
+      503,
+      { authorization: basic('alice', 'wonderland') },
+      'auth_misconfigured',
+    );
+    await policyStatus('only-bob', 'False', 'Invalid');
+    apply(
+      'tollgatepolicies',
+      policy('sso', {
+        targetRefs: [routeTarget('public')],
+        authorization: { type: 'oidc', provider: 'nobody' },
+      }),
+    );
+    await expectStatus('web.test', '/', 503, {}, 'auth_misconfigured');
+    apply(
+      'tollgatepolicies',
+      policy('sso', {
+        targetRefs: [routeTarget('public')],
+        authorization: { type: 'oidc', provider: 'corp' },
+      }),
+    );
+    await expectStatus('web.test', '/', 503, {}, 'auth_unavailable');
+    await policyStatus('sso', 'True', 'Accepted');
     await cleanUp();
   });
 });

@@ -186,6 +186,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       tuning: options.tuning,
       reachesTollgate: (host, port) =>
         (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
+      oidcProviders: Object.keys(main.oidcProviders ?? {}),
       claims: () => ({
         fileHosts: live.hosts.map((host) => host.name),
         // Ingress hosts are claimed first (docs/gateway-api.md#host-ownership).

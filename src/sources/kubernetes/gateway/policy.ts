@@ -1,5 +1,6 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { AuthorizationConfig, PathConfig } from '../../../config/types.ts';
+import { readAllowRules } from '../../../config/validate-allow.ts';
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../config/validate-policies.ts';
 import { YamlReader } from '../../../config/yaml-reader.ts';
@@ -53,6 +54,8 @@ interface PolicyContext {
   secrets: ReadonlyMap<string, V1Secret>;
   grants: readonly ReferenceGrant[];
   reachesTollgate?: (host: string, port: number) => boolean;
+  /** The names of main.yaml's `oidc_providers` (a `type: oidc` policy must name one). */
+  oidcProviders?: readonly string[];
 }
 
 /**
@@ -65,6 +68,7 @@ const POLICY_KEYS: Record<
   (value: unknown, policy: TollgatePolicy, context: PolicyContext, built: BuiltPolicy) => string | null
 > = {
   authorization: readAuthorization,
+  allow: readAllow,
   rate_limit: (value, _policy, _context, built) => {
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
       return 'rate_limit must be a whole number of requests per second (1 or more)';
@@ -242,7 +246,11 @@ function targetOf(
 function buildPolicy(policy: TollgatePolicy, context: PolicyContext): BuiltPolicy {
   const built: BuiltPolicy = { patch: {}, broken: null };
   const problems: string[] = [];
-  for (const [key, value] of Object.entries(policy.spec ?? {})) {
+  // `authorization` first: `allow` is read for its method.
+  const entries = Object.entries(policy.spec ?? {}).sort(([a], [b]) =>
+    a === 'authorization' ? -1 : b === 'authorization' ? 1 : 0,
+  );
+  for (const [key, value] of entries) {
     if (key === 'targetRefs') continue;
     const reader = POLICY_KEYS[key];
     // An unknown key may be a misspelt `authorization`: never serve the paths without it.
@@ -261,6 +269,7 @@ type AuthSpec = {
   realm?: string;
   basic?: { secretRef?: { name?: string; namespace?: string } };
   apikey?: { secretRef?: { name?: string; namespace?: string } };
+  provider?: string;
   url?: string;
   auth_request_headers?: string[];
   auth_response_headers?: string[];
@@ -289,6 +298,7 @@ function readAuthorization(
     basic: ['type', 'basic', 'realm'],
     apikey: ['type', 'apikey', 'realm'],
     jwt: ['type', 'realm'],
+    oidc: ['type', 'provider'],
     forward: [
       'type',
       'url',
@@ -300,11 +310,18 @@ function readAuthorization(
     ],
   };
   const keys = type === undefined ? undefined : allowed[type];
-  if (keys === undefined) return `authorization.type ${spec.type} is not basic, apikey, jwt or forward`;
+  if (keys === undefined) return `authorization.type ${spec.type} is not basic, apikey, jwt, forward or oidc`;
   const extra = Object.keys(spec).filter((key) => !keys.includes(key));
   if (extra.length > 0) return `authorization.${extra[0]} is not a key of type ${type}`;
   if (type === 'jwt') {
     built.patch.authorization = { type: 'jwt', users: [], keys: [], ...realm };
+    return null;
+  }
+  if (type === 'oidc') {
+    if (typeof spec.provider !== 'string') return 'authorization.provider is required for type oidc';
+    if (!(context.oidcProviders ?? []).includes(spec.provider))
+      return `authorization.provider ${spec.provider} is not one of main.yaml's oidc_providers`;
+    built.patch.authorization = { type: 'oidc', users: [], keys: [], oidc: { provider: spec.provider } };
     return null;
   }
   if (type === 'forward') {
@@ -378,5 +395,29 @@ function readAuthorization(
   const parsed = parseApiKeys(data.keys);
   if (parsed.problems.length > 0) return `Secret ${key}: ${parsed.problems.join('; ')}`;
   built.patch.authorization = { type: 'apikey', users: [], keys: parsed.entries, ...realm };
+  return null;
+}
+
+/**
+ * `allow` (docs/authentication.md#who-may-pass): who may pass once authenticated, read by
+ * upstreams.yaml's own reader for the policy's method (basic, apikey and forward know only the
+ * subject). It needs an `authorization` in the same policy.
+ */
+function readAllow(
+  value: unknown,
+  _policy: TollgatePolicy,
+  _context: PolicyContext,
+  built: BuiltPolicy,
+): string | null {
+  const authorization = built.patch.authorization;
+  if (authorization === undefined || authorization === null)
+    return 'allow needs an authorization in the same policy';
+  const reader = new YamlReader(JSON.stringify({ allow: value }), 'TollgatePolicy');
+  const field = reader.fields(reader.root(), 'spec', ['allow'])?.get('allow');
+  const rules = field === undefined ? null : readAllowRules(reader, field, authorization.type);
+  if (reader.issues.length > 0)
+    return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+  if (rules === null) return 'allow cannot be read';
+  built.patch.authorization = { ...authorization, allow: rules };
   return null;
 }

@@ -47,6 +47,8 @@ export interface GatewaySourceOptions {
   onTranslation: (translation: GatewayTranslation) => void;
   tuning?: Partial<WatchTuning>;
   reachesTollgate?: (host: string, port: number) => boolean;
+  /** The names of main.yaml's `oidc_providers`. */
+  oidcProviders?: readonly string[];
 }
 
 export interface GatewaySource {
@@ -267,6 +269,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       ...options.claims(),
       addresses: publishedAddresses(),
       reachesTollgate: options.reachesTollgate,
+      oidcProviders: options.oidcProviders ?? [],
     };
     let next: GatewayTranslation;
     try {

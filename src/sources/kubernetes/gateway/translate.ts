@@ -38,6 +38,8 @@ export interface GatewayInput {
   ingressClaims: readonly AgedClaim[];
   /** What Gateway status announces (publish_service / publish_address), or null when unknown. */
   addresses: ReadonlyArray<{ type: 'IPAddress' | 'Hostname'; value: string }> | null;
+  /** The names of main.yaml's `oidc_providers`: what a `type: oidc` policy may name. */
+  oidcProviders?: readonly string[];
   /** An auth `url` a policy may not target (Tollgate's own listeners, loopback); none given: not checked. */
   reachesTollgate?: (host: string, port: number) => boolean;
 }
