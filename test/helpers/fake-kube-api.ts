@@ -201,6 +201,7 @@ export class FakeKubeApi {
   #sockets = new Set<net.Socket>();
   #failures = new Map<ResourceKind | 'events' | '*', number>();
   #silent = false;
+  #missing = new Set<ResourceKind>();
   #hung: http.ServerResponse[] | null = null;
   #acceptedTokens: Set<string>;
 
@@ -409,6 +410,11 @@ export class FakeKubeApi {
         object: { apiVersion, kind, metadata: { resourceVersion: String(this.#resourceVersion) } },
       });
     }
+  }
+
+  /** Serves `resource` no more (its CRD is not installed): lists and watches of it get 404. */
+  withoutResource(resource: ResourceKind): void {
+    this.#missing.add(resource);
   }
 
   /** Answers every later request (for one resource, or all) with this status; null clears them all. */
@@ -636,6 +642,8 @@ export class FakeKubeApi {
     if (RESOURCES[resource]?.prefix !== prefix || (RESOURCES[resource].clusterScoped && namespace !== null)) {
       return { refusal: [404, 'NotFound', 'no such resource in this group'] };
     }
+    if (this.#missing.has(resource))
+      return { refusal: [404, 'NotFound', 'the server could not find the requested resource'] };
     const failure = this.#failures.get(resource) ?? this.#failures.get('*');
     if (failure === 403) {
       const verb = query.watch ? 'watch' : 'list';

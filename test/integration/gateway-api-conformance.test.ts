@@ -641,4 +641,47 @@ describe('Gateway API conformance cases (HTTP core profile) through the built pr
     );
     await cleanUp();
   });
+
+  it('HTTPRouteInvalidParentRefNotMatchingSectionName and ...ListenerPort: NoMatchingParent', async () => {
+    apply(
+      httpRouteObject({
+        name: 'invalid-parent-ref-section',
+        namespace: INFRA,
+        parentRefs: [{ name: 'same-namespace', sectionName: 'nonexistent' }],
+        rules: [{ backendRefs: [{ name: 'infra-backend-v1', port: 8080 }] }],
+      }),
+      httpRouteObject({
+        name: 'invalid-parent-ref-port',
+        namespace: INFRA,
+        parentRefs: [{ name: 'same-namespace', port: 81 }],
+        rules: [{ backendRefs: [{ name: 'infra-backend-v1', port: 8080 }] }],
+      }),
+    );
+    await routeStatus(
+      INFRA,
+      'invalid-parent-ref-section',
+      'same-namespace',
+      (c) => hasCondition(c, 'Accepted', 'False', 'NoMatchingParent'),
+      'nonexistent',
+    );
+    await api.waitFor(
+      () => {
+        const parents =
+          (
+            (stored('httproutes', INFRA, 'invalid-parent-ref-port')?.status ?? {}) as {
+              parents?: Array<{ parentRef: { port?: number }; conditions: never[] }>;
+            }
+          ).parents ?? [];
+        return parents.some(
+          (parent) =>
+            parent.parentRef.port === 81 &&
+            hasCondition(parent.conditions, 'Accepted', 'False', 'NoMatchingParent'),
+        );
+      },
+      'NoMatchingParent for the port',
+      SETTLE_MS,
+    );
+    assert.equal((await get('any.example', '/')).status, 404);
+    await cleanUp();
+  });
 });

@@ -21,6 +21,7 @@ import {
   hasCondition,
   httpRouteObject,
   namespaceObject,
+  referenceGrantObject,
   routeParentConditions,
 } from '../helpers/fake-gateway-api.ts';
 import {
@@ -355,6 +356,10 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
     );
     assert.equal((await httpsGet(port, 'secure.test')).status, 200);
     assert.equal(await servedFingerprint(port, 'other.test'), fallback.fingerprint256);
+    // Attached only through an HTTPS listener: plain HTTP is redirected, never served.
+    const plain = await get('secure.test', '/x?y=1');
+    assert.equal(plain.status, 301);
+    assert.equal(plain.headers.location, 'https://secure.test/x?y=1');
     const listener = (cert: Record<string, unknown>, name = 'https') => ({
       name,
       port: 443,
@@ -399,6 +404,46 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
         `${name} InvalidCertificateRef`,
         SETTLE_MS,
       );
+    // GatewaySecretReferenceGrantSpecific: another namespace's Secret only with a ReferenceGrant.
+    api.apply(
+      secret({
+        name: 'shared-tls',
+        namespace: OTHER,
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': secure.cert.toString(), 'tls.key': secure.key.toString() },
+      }),
+    );
+    api.applyRaw(
+      gatewayObject({
+        name: 'cross-cert',
+        namespace: NS,
+        listeners: [listener({ name: 'shared-tls', namespace: OTHER })],
+      }),
+    );
+    const listenerConditions = () =>
+      ((
+        api.get('gateways', NS, 'cross-cert')?.status as
+          | { listeners?: Array<{ conditions: never[] }> }
+          | undefined
+      )?.listeners?.[0]?.conditions ?? []) as Array<{ type: string; status: string; reason: string }>;
+    await api.waitFor(
+      () => hasCondition(listenerConditions(), 'ResolvedRefs', 'False', 'RefNotPermitted'),
+      'RefNotPermitted',
+      SETTLE_MS,
+    );
+    api.applyRaw(
+      referenceGrantObject({
+        name: 'certs-for-apps',
+        namespace: OTHER,
+        from: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', namespace: NS }],
+        to: [{ group: '', kind: 'Secret', name: 'shared-tls' }],
+      }),
+    );
+    await api.waitFor(
+      () => hasCondition(listenerConditions(), 'ResolvedRefs', 'True'),
+      'ResolvedRefs with the grant',
+      SETTLE_MS,
+    );
     api.delete('httproutes', NS, 'secure');
   });
 
@@ -496,5 +541,53 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
       client.close();
     }
     api.delete('grpcroutes', NS, 'echo');
+  });
+
+  it('without the GRPCRoute and TollgatePolicy CRDs installed, HTTPRoutes are served all the same', async () => {
+    const bare = await startFakeKubeApi();
+    const bareDir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-bare-'));
+    let process: Tollgate | null = null;
+    try {
+      bare.withoutResource('grpcroutes');
+      bare.withoutResource('tollgatepolicies');
+      bare.applyRaw(namespaceObject(NS));
+      bare.applyRaw(gatewayClassObject());
+      bare.applyRaw(
+        gatewayObject({
+          name: 'gw',
+          namespace: NS,
+          listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }],
+        }),
+      );
+      bare.apply(
+        service({ name: 'web', namespace: NS, ports: [{ name: 'http', port: 80, targetPort: web.port }] }),
+      );
+      bare.apply(
+        endpointSlice({
+          service: 'web',
+          namespace: NS,
+          ports: [{ name: 'http', port: web.port }],
+          endpoints: [{ ip: '127.0.0.1' }],
+        }),
+      );
+      bare.applyRaw(route('plain', NS, ['plain.test'], 'web'));
+      process = await startTollgate({
+        main: {
+          access_log: false,
+          kubernetes: { kubeconfig: bare.writeKubeconfig(bareDir, NS), gateway_class: 'tollgate' },
+        },
+        upstreams: { upstreams: { 'file.test': { paths: { '/': { servers: [web.address] } } } } },
+        env: { KUBECONFIG: '' },
+      });
+      const proxy = process.proxyUrl;
+      await waitFor(
+        async () => serverOf(await request(`${proxy}/`, { headers: { host: 'plain.test' } })) === 'web',
+        SETTLE_MS,
+      );
+    } finally {
+      await process?.stop();
+      await bare.stop();
+      await rm(bareDir, { recursive: true, force: true });
+    }
   });
 });

@@ -41,7 +41,7 @@ export interface PathEntry {
   kind: RouteKind;
   namespace: string;
   rule: { index: number; name: string | null };
-  gateways: Array<{ gateway: string; listener: string }>;
+  gateways: Array<{ gateway: string; listener: string; protocol: 'HTTP' | 'HTTPS' }>;
   /** Gateway API precedence after the path (the matcher orders exact and prefix length itself). */
   rank: { method: number; headers: number; query: number; age: number; match: number };
 }
@@ -146,7 +146,7 @@ export function translateRoute(
   const unsupported = refusals.find((refusal) => refusal.condition === 'Accepted');
   outcome.problems.push(...refusals.map((refusal) => refusal.message));
 
-  const hostsOf = new Map<string, Array<{ gateway: string; listener: string }>>();
+  const hostsOf = new Map<string, PathEntry['gateways']>();
   for (const ref of ours) {
     const gatewayKey = `${ref.namespace ?? namespace}/${ref.name ?? ''}`;
     const gateway = context.gateways.get(gatewayKey) as ResolvedGateway;
@@ -194,7 +194,7 @@ export function translateRoute(
       for (const host of hosts) {
         const via = hostsOf.get(host) ?? [];
         hostsOf.set(host, via);
-        via.push({ gateway: gatewayKey, listener: listener.name });
+        via.push({ gateway: gatewayKey, listener: listener.name, protocol: listener.protocol });
       }
     }
     if (!matched) {
@@ -234,7 +234,8 @@ export function translateRoute(
             exact: match.exact,
             servers: [],
             service: rule.service,
-            toHttps: false,
+            // Reached only through HTTPS listeners: plain HTTP is redirected, never served.
+            toHttps: gateways.every((via) => via.protocol === 'HTTPS'),
             authorization: null,
             rateLimit: null,
             healthCheck: null,

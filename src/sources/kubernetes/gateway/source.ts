@@ -88,6 +88,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   let scheduled = false;
   const waiters: Array<() => void> = [];
   const watches: ResourceWatch[] = [];
+  const missingKinds = new Set<string>();
 
   const watch = <T extends KubernetesObject>(
     resource: WatchedResource,
@@ -128,13 +129,28 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
         ? `${base}/namespaces/${namespace}/${api.plural}`
         : `${base}/${api.plural}`,
       (o) =>
-        (api.clusterScoped
-          ? custom.listClusterCustomObject({ ...api }, o)
-          : namespace
-            ? custom.listNamespacedCustomObject({ ...api, namespace }, o)
-            : custom.listCustomObjectForAllNamespaces({ ...api, resourcePlural: api.plural }, o)) as Promise<
-          KubernetesListObject<Stored>
-        >,
+        (
+          (api.clusterScoped
+            ? custom.listClusterCustomObject({ ...api }, o)
+            : namespace
+              ? custom.listNamespacedCustomObject({ ...api, namespace }, o)
+              : custom.listCustomObjectForAllNamespaces(
+                  { ...api, resourcePlural: api.plural },
+                  o,
+                )) as Promise<KubernetesListObject<Stored>>
+        ).catch((error: { code?: number }) => {
+          // The CRD is not installed (GRPCRoute before Gateway API v1.1, TollgatePolicy without the
+          // chart's CRD): nothing of that kind exists, which must not hold back every other route.
+          if (error?.code !== 404) throw error;
+          if (!missingKinds.has(api.plural)) {
+            missingKinds.add(api.plural);
+            logger.warn(
+              { resource: `${api.group}/${api.version} ${api.plural}` },
+              'kind not served by the API server (CRD not installed?): read as none',
+            );
+          }
+          return { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items: [] };
+        }),
       (objects) => stores.set(key, objects),
     );
   };
