@@ -455,6 +455,15 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
         ['invalid2.test'],
       ),
       route('neighbour', [{ backendRefs: [backend('infra-backend-v3')] }], ['neighbour.test']),
+      // What no CRD schema would let through, but a fake (or an older) API server stores: never a crash.
+      {
+        ...route('malformed', [], ['malformed.test']),
+        spec: {
+          parentRefs: [{ name: 'same-namespace' }],
+          hostnames: 'malformed.test',
+          rules: { not: 'a list' },
+        },
+      },
     );
     await expectBackend('invalid.test', '/fine', 'infra-backend-v1');
     await expectBackend('neighbour.test', '/', 'infra-backend-v3');
@@ -499,6 +508,16 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
     assert.ok(
       api.events.some((event) => event.involvedObject.name === 'all-invalid' && event.reason === 'Rejected'),
     );
+    await api.waitFor(
+      () =>
+        api.events.some(
+          (event) => event.involvedObject.name === 'malformed' && /malformed/.test(event.message),
+        ),
+      'an Event on the malformed route',
+      SETTLE_MS,
+    );
+    // The others kept serving through it, and changes still apply.
+    await expectBackend('neighbour.test', '/', 'infra-backend-v3');
     await cleanUp();
   });
 });

@@ -354,7 +354,7 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
       async () => (await servedFingerprint(port, 'secure.test')) === secure.fingerprint256,
       SETTLE_MS,
     );
-    assert.equal((await httpsGet(port, 'secure.test')).status, 200);
+    await waitFor(async () => (await httpsGet(port, 'secure.test')).status === 200, SETTLE_MS);
     assert.equal(await servedFingerprint(port, 'other.test'), fallback.fingerprint256);
     // Attached only through an HTTPS listener: plain HTTP is redirected, never served.
     const plain = await get('secure.test', '/x?y=1');
@@ -404,6 +404,17 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
         `${name} InvalidCertificateRef`,
         SETTLE_MS,
       );
+    await api.waitFor(
+      () =>
+        api.events.some(
+          (event) =>
+            event.involvedObject.kind === 'Gateway' &&
+            event.involvedObject.name === 'gateway-certificate-nonexistent-secret' &&
+            event.reason === 'ListenerNotServed',
+        ),
+      'a ListenerNotServed Event',
+      SETTLE_MS,
+    );
     // GatewaySecretReferenceGrantSpecific: another namespace's Secret only with a ReferenceGrant.
     api.apply(
       secret({

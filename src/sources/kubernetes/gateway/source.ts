@@ -306,8 +306,36 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   function report(translation: GatewayTranslation): void {
     const now = new Map<string, string>();
     gatewayRoutes.reset();
+    for (const problem of translation.malformed ?? []) {
+      now.set(`malformed ${problem}`, problem);
+      if (!reported.has(`malformed ${problem}`))
+        logger.warn({ problem }, 'gateway api object malformed: left out');
+    }
+    for (const gateway of translation.gateways) {
+      // A listener that cannot be served: a Warning Event on its Gateway (its status says the same).
+      const problems = gateway.listeners
+        .filter((listener) => !listener.usable)
+        .map(
+          (listener) =>
+            `listener ${listener.name}: ${listener.conditions.find((c) => c.status === 'False')?.message ?? 'not served'}`,
+        );
+      const key = `Gateway ${gateway.namespace}/${gateway.name}`;
+      const text = JSON.stringify(problems);
+      now.set(key, text);
+      if (reported.get(key) === text || problems.length === 0) continue;
+      logger.warn({ gateway: key, problems }, 'gateway listeners not served');
+      void event(
+        'Gateway',
+        gateway.namespace,
+        gateway.name,
+        'Warning',
+        'ListenerNotServed',
+        problems.join('; '),
+      );
+    }
     for (const route of translation.routes) {
-      if (route.parents.length === 0) continue;
+      // A malformed route names no parent it could be told through: it still gets its Event.
+      if (route.parents.length === 0 && route.problems.length === 0) continue;
       gatewayRoutes.set(
         { kind: route.kind, namespace: route.namespace, name: route.name, accepted: String(route.accepted) },
         1,
@@ -362,9 +390,15 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     message: string,
   ) {
     const apiVersion = kind === 'TollgatePolicy' ? 'tollgate.io/v1alpha1' : 'gateway.networking.k8s.io/v1';
-    const object = objectsOf<Stored>(
-      kind === 'TollgatePolicy' ? 'tollgatepolicies' : kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
-    ).find((item) => item.metadata?.namespace === namespace && item.metadata?.name === name);
+    const resource = {
+      TollgatePolicy: 'tollgatepolicies',
+      HTTPRoute: 'httproutes',
+      GRPCRoute: 'grpcroutes',
+      Gateway: 'gateways',
+    }[kind];
+    const object = objectsOf<Stored>(resource ?? '').find(
+      (item) => item.metadata?.namespace === namespace && item.metadata?.name === name,
+    );
     const time = new Date();
     try {
       await core.createNamespacedEvent({

@@ -73,6 +73,8 @@ export interface GatewayTranslation {
   policies: PolicyOutcome[];
   /** Our Gateways, resolved (listener problems live in their status). */
   gateways: ResolvedGateway[];
+  /** Objects left out because their shape could not be read (logged). */
+  malformed?: string[];
 }
 
 export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
@@ -145,9 +147,21 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
   }
   if (!ours) return { ...EMPTY_GATEWAY_TRANSLATION, statuses };
 
+  // A malformed object (a list where an object belongs, …) is that object's problem alone: it is
+  // left out and reported, and every other one is translated as usual.
+  const malformed: string[] = [];
   const gateways = ourGateways(input)
     .sort(byAge)
-    .map((gateway) => resolveGateway(gateway, input.secrets, input.grants));
+    .flatMap((gateway) => {
+      try {
+        return [resolveGateway(gateway, input.secrets, input.grants)];
+      } catch (error) {
+        malformed.push(
+          `Gateway ${gateway.metadata?.namespace}/${gateway.metadata?.name}: ${(error as Error).message}`,
+        );
+        return [];
+      }
+    });
   const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
   const context = {
     gateways: gatewayMap,
@@ -159,7 +173,13 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
     ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const })),
     ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const })),
   ].sort((a, b) => byAge(a.route, b.route));
-  const routes = all.map(({ route, kind }, age) => translateRoute(route, kind, age, context));
+  const routes = all.map(({ route, kind }, age) => {
+    try {
+      return translateRoute(route, kind, age, context);
+    } catch (error) {
+      return malformedRoute(route, kind, (error as Error).message);
+    }
+  });
 
   // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host.
   const routeClaims: AgedClaim[] = all.map(({ route }, index) => ({
@@ -210,7 +230,22 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       name: policy.name,
       status: { conditions: policy.conditions },
     });
-  return { hosts, certificates, statuses, routes, policies, gateways };
+  return { hosts, certificates, statuses, routes, policies, gateways, malformed };
+}
+
+/** A route whose shape the translation could not read: served nowhere, reported on its Events. */
+function malformedRoute(route: HttpRoute, kind: RouteKind, message: string): RouteOutcome {
+  return {
+    kind,
+    namespace: route.metadata?.namespace ?? 'default',
+    name: route.metadata?.name ?? '',
+    generation: route.metadata?.generation,
+    parents: [],
+    entries: [],
+    problems: [`the ${kind} is malformed and left out: ${message}`],
+    accepted: false,
+    ruleNames: [],
+  };
 }
 
 /**
