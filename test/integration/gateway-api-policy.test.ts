@@ -266,6 +266,13 @@ describe('TollgatePolicy through the built process', () => {
     );
     await expectStatus('web.test', '/', 503, {}, 'auth_misconfigured');
     await policyStatus('typo', 'False', 'Invalid');
+    // targetRefs that are not a list (no CRD schema stopped it): Invalid, and nothing else disturbed.
+    apply(
+      'tollgatepolicies',
+      policy('shapeless', { targetRefs: { kind: 'HTTPRoute', name: 'web' }, rate_limit: 1 }),
+    );
+    await policyStatus('shapeless', 'False', 'Invalid');
+    await policyStatus('typo', 'False', 'Invalid');
     await cleanUp();
   });
 

@@ -147,6 +147,14 @@ export function applyPolicies(
     };
     outcomes.push(outcome);
     const built = buildPolicy(policy, input);
+    // targetRefs the CRD schema would refuse (not a list): the policy is invalid and holds nothing.
+    if (!Array.isArray(policy.spec?.targetRefs ?? [])) {
+      outcome.problems.push('spec.targetRefs is not a list');
+      outcome.conditions.push(
+        condition('Accepted', false, 'Invalid', 'spec.targetRefs is not a list', generation),
+      );
+      continue;
+    }
     const missing: string[] = [];
     const conflicted: string[] = [];
     let held = 0;
@@ -244,6 +252,15 @@ function targetOf(
 }
 
 function buildPolicy(policy: TollgatePolicy, context: PolicyContext): BuiltPolicy {
+  try {
+    return readPolicy(policy, context);
+  } catch (error) {
+    // A spec shaped so that a reader trips on it: closed, like any policy that cannot be built.
+    return { patch: {}, broken: `the policy cannot be read: ${(error as Error).message}` };
+  }
+}
+
+function readPolicy(policy: TollgatePolicy, context: PolicyContext): BuiltPolicy {
   const built: BuiltPolicy = { patch: {}, broken: null };
   const problems: string[] = [];
   // `authorization` first: `allow` is read for its method.
