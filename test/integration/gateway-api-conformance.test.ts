@@ -180,6 +180,7 @@ describe('Gateway API conformance cases (HTTP core profile) through the built pr
       serviceFor(`infra-backend-${version}`, INFRA, `infra-backend-${version}`);
     serviceFor('web-backend', WEB, 'web-backend');
     serviceFor('app-backend', APP, 'app-backend');
+    serviceFor('app-backend-v2', APP, 'app-backend');
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-'));
     tollgate = await startTollgate({
       main: {
@@ -682,6 +683,39 @@ describe('Gateway API conformance cases (HTTP core profile) through the built pr
       SETTLE_MS,
     );
     assert.equal((await get('any.example', '/')).status, 404);
+    await cleanUp();
+  });
+
+  it('HTTPRoutePartiallyInvalidViaInvalidReferenceGrant: the rule without a grant answers 500, its sibling serves', async () => {
+    apply(
+      referenceGrantObject({
+        name: 'invalid-reference-grant',
+        namespace: APP,
+        from: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', namespace: INFRA }],
+        to: [{ group: '', kind: 'Service', name: 'app-backend' }],
+      }),
+      httpRouteObject({
+        name: 'invalid-reference-grant',
+        namespace: INFRA,
+        parentRefs: [{ name: 'same-namespace' }],
+        rules: [
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/v2' } }],
+            backendRefs: [{ name: 'app-backend-v2', namespace: APP, port: 8080 }],
+          },
+          { backendRefs: [{ name: 'app-backend', namespace: APP, port: 8080 }] },
+        ],
+      }),
+    );
+    await routeStatus(
+      INFRA,
+      'invalid-reference-grant',
+      'same-namespace',
+      (c) =>
+        hasCondition(c, 'Accepted', 'True') && hasCondition(c, 'ResolvedRefs', 'False', 'RefNotPermitted'),
+    );
+    await expectBackend('any.example', '/v2', 'status 500');
+    await expectBackend('any.example', '/', 'app-backend');
     await cleanUp();
   });
 });
