@@ -487,6 +487,26 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
       api.events.find((e) => e.involvedObject.name === 'late')?.message ?? '',
       /belongs to namespace apps/,
     );
+    // The other way round: a host a route claimed first is not given to a newer Ingress of another namespace.
+    api.apply(
+      ingress({
+        name: 'intruder',
+        namespace: OTHER,
+        rules: [{ host: 'owned.test', paths: [{ service: 'other', port: 80 }] }],
+      }),
+    );
+    await api.waitFor(
+      () =>
+        api.events.some(
+          (e) =>
+            e.involvedObject.name === 'intruder' &&
+            /claimed first by the HTTPRoute apps\/owner/.test(e.message),
+        ),
+      'the newer Ingress reported',
+      SETTLE_MS,
+    );
+    assert.equal(serverOf(await get('owned.test', '/')), 'web');
+    api.delete('ingresses', OTHER, 'intruder');
     for (const [namespace, name] of [
       [OTHER, 'on-file-host'],
       [OTHER, 'on-ingress-host'],

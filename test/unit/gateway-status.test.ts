@@ -132,4 +132,23 @@ describe('gateway status writer', () => {
     await writer.idle();
     assert.equal(fake.writes.length, 0);
   });
+
+  it('an object whose status it cannot read is skipped; the writer goes on with the others', async () => {
+    const good = fakeApi({ metadata: { name: 'web', namespace: 'apps', resourceVersion: '1' }, status: {} });
+    const garbage = {
+      metadata: { name: 'odd', namespace: 'apps', resourceVersion: '1' },
+      status: { parents: 'not a list' },
+    };
+    const writer = createStatusWriter({
+      custom: good.api,
+      logger,
+      current: (status) => (status.name === 'odd' ? garbage : good.current()),
+    });
+    writer.write([{ ...ours(true), name: 'odd' }, ours(true)]);
+    await writer.idle();
+    assert.equal(good.writes.length, 1);
+    writer.write([ours(false)]);
+    await writer.idle();
+    assert.equal(good.writes.length, 2, 'still writing after the bad object');
+  });
 });

@@ -1,6 +1,6 @@
 import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
 import { resolveServiceRef, serviceRefKey, serviceRefText } from '../../config/service-ref.ts';
-import type { HostConfig, ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
@@ -9,7 +9,7 @@ import type { UpstreamsApplier } from '../apply-upstreams.ts';
 import type { CertificateStore } from '../certificate-store.ts';
 import { reaches } from './endpoints.ts';
 import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
-import type { AgedClaim, GatewayTranslation } from './gateway/translate.ts';
+import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
@@ -87,6 +87,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastServed: string | null = null;
   let gateway: GatewaySource | null = null;
   let lastGatewayServed: string | null = null;
+  let lastIngressClaims: string | null = null;
+  let lastRouteClaims: string | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
   const effective = (config: UpstreamsConfig) =>
@@ -154,14 +156,21 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       tuning: options.tuning,
       ownListeners: options.ownListeners,
       base: () => live,
+      otherClaims: () => gateway?.translation()?.claims ?? [],
       onTranslation: (translation) => {
+        // The hosts Ingresses name are claims the Gateway API routes must respect, and the reverse
+        // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
+        // telling the other source when they change settles after one round.
+        const claims = JSON.stringify(translation.claims ?? []);
+        if (claims !== lastIngressClaims) {
+          lastIngressClaims = claims;
+          gateway?.baseChanged();
+        }
         // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
         // and certificates as they were: no new table, no broadcast to workers, no log line.
         const served = JSON.stringify([translation.hosts, translation.certificates]);
         if (served === lastServed) return;
         lastServed = served;
-        // The Ingresses' hosts are claims the Gateway API routes must respect.
-        gateway?.baseChanged();
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
         const table = compile(live);
@@ -189,10 +198,14 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       oidcProviders: Object.keys(main.oidcProviders ?? {}),
       claims: () => ({
         fileHosts: live.hosts.map((host) => host.name),
-        // Ingress hosts are claimed first (docs/gateway-api.md#host-ownership).
-        ingressClaims: ingressClaimsOf(ingress?.translation()?.hosts ?? []),
+        ingressClaims: ingress?.translation()?.claims ?? [],
       }),
       onTranslation: (translation) => {
+        const claims = JSON.stringify(translation.claims ?? []);
+        if (claims !== lastRouteClaims) {
+          lastRouteClaims = claims;
+          ingress?.baseChanged();
+        }
         const served = JSON.stringify([translation.hosts, translation.certificates]);
         if (served === lastGatewayServed) return;
         lastGatewayServed = served;
@@ -261,20 +274,6 @@ function gatewayCertificatesOf(translation: GatewayTranslation): CertificatePem[
     certificate: item.certificate,
     key: item.key,
   }));
-}
-
-/** The Ingresses' hosts as claims older than any route's (docs/gateway-api.md#host-ownership). */
-function ingressClaimsOf(hosts: readonly HostConfig[]): AgedClaim[] {
-  return hosts.map((host) => {
-    const origin = host.paths[0]?.origin ?? '';
-    const [, namespace = '', name = ''] = origin.split('/');
-    return {
-      namespace,
-      ingress: `${namespace}/${name}`,
-      hosts: [host.name],
-      created: Number.NEGATIVE_INFINITY,
-    };
-  });
 }
 
 function certificatesOf(translation: IngressTranslation): CertificatePem[] {

@@ -297,7 +297,8 @@ function isError(reason: RestartReason): boolean {
 }
 
 /** Per-call options giving a list request a deadline (the generated client has none by default). */
-function timeoutOptions(ms: number): ConfigurationOptions {
+/** Call options that abort a request after `ms` (a slow API server never holds a caller for good). */
+export function timeoutOptions(ms: number): ConfigurationOptions {
   return {
     middleware: [
       {

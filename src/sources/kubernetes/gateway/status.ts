@@ -1,5 +1,6 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.ts';
+import { timeoutOptions } from '../resource-watch.ts';
 import { type Condition, GATEWAY_CONTROLLER, type RouteParentStatus } from './objects.ts';
 import type { DesiredStatus } from './translate.ts';
 
@@ -34,6 +35,9 @@ export interface StatusWriter {
   idle(): Promise<void>;
   close(): void;
 }
+
+/** A status request that has not answered by then is abandoned (the next translation tries again). */
+const REQUEST_TIMEOUT_MS = 10_000;
 
 /** Tries per object before a conflict is given up on (the next translation tries again). */
 const CONFLICT_RETRIES = 5;
@@ -74,14 +78,15 @@ export function createStatusWriter(deps: {
       };
       try {
         if (api.clusterScoped)
-          await custom.replaceClusterCustomObjectStatus({ ...api, name: desired.name, body });
+          await custom.replaceClusterCustomObjectStatus(
+            { ...api, name: desired.name, body },
+            timeoutOptions(REQUEST_TIMEOUT_MS),
+          );
         else
-          await custom.replaceNamespacedCustomObjectStatus({
-            ...api,
-            namespace: desired.namespace,
-            name: desired.name,
-            body,
-          });
+          await custom.replaceNamespacedCustomObjectStatus(
+            { ...api, namespace: desired.namespace, name: desired.name, body },
+            timeoutOptions(REQUEST_TIMEOUT_MS),
+          );
         logger.debug({ object: keyOf(desired) }, 'gateway api status written');
         return;
       } catch (error) {
@@ -97,12 +102,14 @@ export function createStatusWriter(deps: {
         // Someone wrote it since we read it: read it again (uncached) and recompute.
         try {
           object = (await (api.clusterScoped
-            ? custom.getClusterCustomObjectStatus({ ...api, name: desired.name })
-            : custom.getNamespacedCustomObjectStatus({
-                ...api,
-                namespace: desired.namespace,
-                name: desired.name,
-              }))) as StoredObject;
+            ? custom.getClusterCustomObjectStatus(
+                { ...api, name: desired.name },
+                timeoutOptions(REQUEST_TIMEOUT_MS),
+              )
+            : custom.getNamespacedCustomObjectStatus(
+                { ...api, namespace: desired.namespace, name: desired.name },
+                timeoutOptions(REQUEST_TIMEOUT_MS),
+              ))) as StoredObject;
         } catch (readError) {
           if ((readError as { code?: number }).code === 404) return;
           logger.warn({ object: keyOf(desired) }, 'could not read a Gateway API object after a conflict');
@@ -116,7 +123,13 @@ export function createStatusWriter(deps: {
     while (queue.size > 0 && !closed) {
       const [key, desired] = queue.entries().next().value as [string, DesiredStatus];
       queue.delete(key);
-      await writeOne(desired);
+      try {
+        await writeOne(desired);
+      } catch (error) {
+        // A status shaped so that the merge trips on it (another writer's garbage): that object
+        // alone is skipped; the writer must never stop for the others.
+        logger.warn({ object: key, error: (error as Error).message }, 'could not write a Gateway API status');
+      }
     }
     running = null;
   }

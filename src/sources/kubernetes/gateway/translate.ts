@@ -1,7 +1,7 @@
 import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
-import { type HostClaim, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
+import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
 import { gatewaySecrets, type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
 import {
   byAge,
@@ -44,10 +44,7 @@ export interface GatewayInput {
   reachesTollgate?: (host: string, port: number) => boolean;
 }
 
-/** A host claim with its creation time (ms), so claims of Ingresses and routes are ordered together. */
-export interface AgedClaim extends HostClaim {
-  created: number;
-}
+export type { AgedClaim };
 
 /** The status Tollgate wants an object to have; for routes, only its own parents' entries. */
 export interface DesiredStatus {
@@ -75,6 +72,8 @@ export interface GatewayTranslation {
   gateways: ResolvedGateway[];
   /** Objects left out because their shape could not be read (logged). */
   malformed?: string[];
+  /** The hosts each route names, with its age: what the Ingresses must respect. */
+  claims?: AgedClaim[];
 }
 
 export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
@@ -188,10 +187,7 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
     hosts: [...new Set((routes[index] as RouteOutcome).entries.map((entry) => entry.host))],
     created: createdAt(route),
   }));
-  const owners = hostOwners(
-    input.fileHosts,
-    [...input.ingressClaims, ...routeClaims].sort((a, b) => a.created - b.created),
-  );
+  const owners = hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims]));
   const entries: PathEntry[] = [];
   for (const outcome of routes) {
     const refused = new Set<string>();
@@ -230,7 +226,7 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       name: policy.name,
       status: { conditions: policy.conditions },
     });
-  return { hosts, certificates, statuses, routes, policies, gateways, malformed };
+  return { hosts, certificates, statuses, routes, policies, gateways, malformed, claims: routeClaims };
 }
 
 /** A route whose shape the translation could not read: served nowhere, reported on its Events. */
