@@ -385,6 +385,11 @@ export interface PathConfig {
   conditions?: RouteConditions | null;
   /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
   backendError?: string | null;
+  /**
+   * The share (0–1) of requests that belong to backendRefs which cannot be resolved while others
+   * can: those requests answer 500, the rest go to the resolved ones (docs/gateway-api.md).
+   */
+  backendErrorShare?: number | null;
   /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
   requestRedirect?: RequestRedirectConfig | null;
 }

@@ -52,6 +52,7 @@ export function compileRoutingTable(
         unavailable: path.unavailable ?? null,
         conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
         backendError: path.backendError ?? null,
+        backendErrorShare: path.backendErrorShare ?? null,
         requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
         servers: Object.freeze(
           addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),

@@ -71,6 +71,8 @@ export interface Route extends BackendPolicies {
   readonly conditions?: RouteConditions | null;
   /** Set when the route's backend cannot be resolved: it answers 500 `backend_not_resolved` (docs/gateway-api.md). */
   readonly backendError?: string | null;
+  /** The share of requests answered 500 for unresolvable backendRefs beside resolved ones; absent = none. */
+  readonly backendErrorShare?: number | null;
   /** A Gateway API RequestRedirect: every request is redirected (routing/request-redirect); absent = none. */
   readonly requestRedirect?: RequestRedirectConfig | null;
   readonly servers: readonly UpstreamServer[];

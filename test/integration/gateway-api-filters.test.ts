@@ -402,6 +402,46 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
     await cleanUp();
   });
 
+  it('an unresolvable backendRef beside resolvable ones keeps its share of requests, as 500s', async () => {
+    apply(
+      route(
+        'partly-unresolvable',
+        [
+          {
+            backendRefs: [
+              backend('infra-backend-v1', { weight: 1 }),
+              backend('does-not-exist', { weight: 1 }),
+              backend('infra-backend-v2', { weight: 2 }),
+            ],
+          },
+        ],
+        ['share.test'],
+      ),
+    );
+    await expectBackend('share.test', '/', 'infra-backend-v2');
+    await api.waitFor(
+      () =>
+        hasCondition(
+          routeParentConditions(api.get('httproutes', INFRA, 'partly-unresolvable'), 'same-namespace'),
+          'ResolvedRefs',
+          'False',
+          'BackendNotFound',
+        ),
+      'BackendNotFound',
+      SETTLE_MS,
+    );
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 100; i++) {
+      const name = backendOf(await send('share.test', '/'));
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
+    const errors = counts.get('status 500') ?? 0;
+    assert.ok(errors >= 24 && errors <= 26, `a quarter answered 500: ${JSON.stringify([...counts])}`);
+    assert.ok((counts.get('infra-backend-v2') ?? 0) >= 40, JSON.stringify([...counts]));
+    assert.ok((counts.get('infra-backend-v1') ?? 0) >= 15, JSON.stringify([...counts]));
+    await cleanUp();
+  });
+
   it('HTTPRouteRequestTimeout: timeouts.request bounds the wait for the backend (504)', async () => {
     apply(
       route(

@@ -81,6 +81,7 @@ interface BuiltRule {
   service: PathConfig['service'];
   canary: CanaryConfig | null;
   backendError: string | null;
+  backendErrorShare: number | null;
 }
 
 /** A refusal of part of a route, with the status reason it is reported under. */
@@ -252,6 +253,7 @@ export function translateRoute(
             upstreamHost: rule.upstreamHost,
             timeouts: rule.timeouts,
             canary: rule.canary,
+            backendErrorShare: rule.backendErrorShare,
             ...(kind === 'GRPCRoute' ? { upstreamProtocol: 'h2c' as const } : {}),
           },
         });
@@ -313,7 +315,7 @@ function buildRule(
   // A redirecting rule serves nothing itself: it needs no backend.
   const backend: Backends =
     filters.requestRedirect !== null
-      ? { service: null, canary: null, error: null, refusals: [] }
+      ? { service: null, canary: null, error: null, errorShare: null, refusals: [] }
       : backendsOf(rule.backendRefs ?? [], kind, namespace, context);
   for (const refusal of backend.refusals)
     refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
@@ -326,6 +328,7 @@ function buildRule(
     service: backend.service,
     canary: backend.canary,
     backendError: backend.error,
+    backendErrorShare: backend.errorShare,
   };
 }
 
@@ -542,15 +545,18 @@ interface Backends {
   service: PathConfig['service'];
   canary: CanaryConfig | null;
   error: string | null;
+  /** Share of requests owed to unresolvable backendRefs beside resolvable ones (answered 500). */
+  errorShare: number | null;
   refusals: Refusal[];
 }
 
 /**
- * The Services a rule forwards to, split by `weight` (0 = none): the first weighted backendRef is the
- * path's Service, a second one takes its weighted share (the canary split of docs/traffic.md). A
- * third is not served (reported). A backend that cannot be resolved (unknown kind, another namespace
- * without a ReferenceGrant, no such Service or port) is reported; when it is the first, the rule
- * answers 500, as the Gateway API asks, and so does a rule with no weighted backend at all.
+ * The Services a rule forwards to, split by `weight` (0 = none): the first resolvable weighted
+ * backendRef is the path's Service, a second one takes its weighted share (the canary split of
+ * docs/traffic.md); a third resolvable one is not served (reported). A backendRef that cannot be
+ * resolved (unknown kind, another namespace without a ReferenceGrant, no such Service or port) is
+ * reported and keeps its share of requests, answered 500, as the Gateway API asks; when none can
+ * be resolved, or none has a weight, every request of the rule answers 500.
  */
 function backendsOf(
   refs: readonly BackendRef[],
@@ -559,33 +565,55 @@ function backendsOf(
   context: RouteContext,
 ): Backends {
   const refusals: Refusal[] = [];
-  const weighted = refs.filter((ref) => (ref.weight ?? 1) !== 0);
-  const resolved = weighted.map((ref) => serviceOf(ref, kind, namespace, context));
-  for (const item of resolved) if ('refusal' in item) refusals.push(item.refusal);
-  if (weighted.length > 2)
+  const weighted = refs
+    .filter((ref) => (ref.weight ?? 1) !== 0)
+    .map((ref) => ({ weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
+  const valid: Array<{ weight: number; service: ResolvedService }> = [];
+  let invalidWeight = 0;
+  for (const { weight, resolved } of weighted) {
+    if ('refusal' in resolved) {
+      refusals.push(resolved.refusal);
+      invalidWeight += weight;
+    } else valid.push({ weight, service: resolved.service });
+  }
+  if (weighted.length === 0)
+    return {
+      service: null,
+      canary: null,
+      error: 'the rule has no backend with a weight above 0',
+      errorShare: null,
+      refusals,
+    };
+  const [first, second, ...rest] = valid;
+  if (first === undefined)
+    return {
+      service: null,
+      canary: null,
+      error: refusals.map((r) => r.message).join('; '),
+      errorShare: null,
+      refusals,
+    };
+  if (rest.length > 0)
     refusals.push({
       condition: 'Accepted',
       reason: 'UnsupportedValue',
-      message: `${weighted.length} weighted backendRefs: only the first two are served`,
+      message: `${valid.length} weighted backendRefs: only two Services per rule are served`,
     });
-  const first = resolved[0];
-  if (first === undefined)
-    return { service: null, canary: null, error: 'the rule has no backend with a weight above 0', refusals };
-  if ('refusal' in first) return { service: null, canary: null, error: first.refusal.message, refusals };
-  const second = resolved[1];
   const canary: CanaryConfig | null =
-    second === undefined || 'refusal' in second
+    second === undefined
       ? null
       : {
           service: second.service,
           origin: `${kind.toLowerCase()} backendRef ${second.service.namespace}/${second.service.name}`,
-          weight: weighted[1]?.weight ?? 1,
-          weightTotal: (weighted[0]?.weight ?? 1) + (weighted[1]?.weight ?? 1),
+          weight: second.weight,
+          weightTotal: first.weight + second.weight,
           header: null,
           headerValue: null,
           cookie: null,
         };
-  return { service: first.service, canary, error: null, refusals };
+  const served = first.weight + (second?.weight ?? 0);
+  const errorShare = invalidWeight === 0 ? null : invalidWeight / (served + invalidWeight);
+  return { service: first.service, canary, error: null, errorShare, refusals };
 }
 
 type ResolvedService = { name: string; namespace: string; port: string };
