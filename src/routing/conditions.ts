@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 /**
- * Conditions a route may carry beside its host and path (docs/gateway-api.md#matching): a Gateway API
+ * Conditions a route may carry beside its host and path (docs/gateway-api.md#routes): a Gateway API
  * HTTPRoute match on the method, headers and query parameters. Several routes may share one host and
  * path, each with its own conditions; the matcher finds the path first (one Map lookup per segment,
  * as ever), then takes the first of that path's routes whose conditions hold, in the order the

@@ -96,7 +96,7 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
 
   /**
    * A Gateway API wildcard host key (`*.example.com`) covers names with at least one more label
-   * (docs/gateway-api.md#hostnames); the longest suffix wins. Only tables that have one look.
+   * (docs/gateway-api.md#routes); the longest suffix wins. Only tables that have one look.
    */
   const wildcardFor = (host: string): HostRoutes | undefined => {
     for (let dot = host.indexOf('.'); dot > 0; dot = host.indexOf('.', dot + 1)) {

@@ -1,7 +1,7 @@
 import { DEFAULT_HOST, normaliseHostKey } from '../../../routing/normalise.ts';
 
 /**
- * Host names as the Gateway API defines them (docs/gateway-api.md#hostnames): a name, or a wildcard
+ * Host names as the Gateway API defines them (docs/gateway-api.md#routes): a name, or a wildcard
  * `*.example.com` covering every name with at least one more label in front (`a.example.com`,
  * `a.b.example.com`, never `example.com`). The host keys produced are what the routing table's
  * matcher looks up: a name, `*.suffix`, or `DEFAULT` when neither route nor listener names one.

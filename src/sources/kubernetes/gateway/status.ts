@@ -43,7 +43,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const CONFLICT_RETRIES = 5;
 
 /**
- * The one writer of Gateway API status (docs/gateway-api.md#status). It computes what to write from
+ * The one writer of Gateway API status (docs/gateway-api.md#status-and-errors). It computes what to write from
  * the object as last seen (the watches' copy), skips a write that would change nothing, and on a
  * 409 Conflict reads the object again and retries (RetryOnConflict). On a route it writes only the
  * `status.parents` entries whose controllerName is Tollgate's, keeping every other controller's.
