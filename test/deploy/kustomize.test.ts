@@ -7,6 +7,7 @@ import {
   containerPortNumber,
   find,
   findAll,
+  ingressWithOidc,
   KUSTOMIZE,
   kustomize,
   type Manifest,
@@ -243,6 +244,88 @@ describe('kustomize overlay: sidecar (the sidecar component)', () => {
   });
 });
 
+describe('kustomize component: oidc (on the ingress overlay)', () => {
+  let manifests: Manifest[];
+  let plain: Manifest[];
+  before(async () => {
+    const work = await ingressWithOidc();
+    try {
+      manifests = await kustomize(work);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+    plain = await kustomize(join(KUSTOMIZE, 'overlays', 'ingress'));
+  });
+  const mainOf = (all: Manifest[]) =>
+    parseYaml(mountedFile(all, find(all, 'Deployment', 'tollgate').spec.template.spec, 'main.yaml'));
+
+  test('every manifest is valid and the pod follows the pod contract (secret files from Secrets)', async () => {
+    await validateAll(manifests);
+    assertPodContract(manifests, find(manifests, 'Deployment', 'tollgate').spec.template.spec, 'oidc');
+  });
+
+  test('main.yaml is the base’s plus exactly the OIDC keys, under a new content hash', () => {
+    const { oidc_providers, session_secret_file, session_max_age_seconds, ...rest } = mainOf(manifests);
+    assert.deepEqual(rest, mainOf(plain), 'components/oidc/main.yaml drifted from base/main.yaml');
+    assert.equal(oidc_providers.corp.client_secret_file, 'oidc-corp-client-secret');
+    assert.equal(session_secret_file, 'session-secrets');
+    assert.equal(session_max_age_seconds, 28800);
+    const name = (all: Manifest[]) =>
+      find(all, 'Deployment', 'tollgate').spec.template.spec.volumes[0].projected.sources[0].configMap.name;
+    assert.match(name(manifests), /^tollgate-main-[a-z0-9]{10}$/);
+    assert.notEqual(name(manifests), name(plain), 'the pods roll when OIDC is added');
+    assert.equal(
+      findAll(manifests, 'ConfigMap').filter((c) => c.metadata.name.startsWith('tollgate-main')).length,
+      1,
+    );
+  });
+
+  test('the session and client Secrets are projected read-only beside main.yaml; nothing else changes', () => {
+    const sources = (
+      find(manifests, 'Deployment', 'tollgate').spec.template.spec.volumes[0].projected.sources as Manifest[]
+    ).map((s) => s.secret ?? s.configMap);
+    const before = (
+      find(plain, 'Deployment', 'tollgate').spec.template.spec.volumes[0].projected.sources as Manifest[]
+    ).map((s) => s.secret ?? s.configMap);
+    assert.deepEqual(sources.slice(1, before.length), before.slice(1));
+    assert.deepEqual(sources.slice(before.length), [
+      {
+        name: 'tollgate-oidc-session',
+        items: [{ key: 'session-secrets', path: 'session-secrets', mode: 0o440 }],
+      },
+      {
+        name: 'tollgate-oidc-corp',
+        items: [{ key: 'client-secret', path: 'oidc-corp-client-secret', mode: 0o440 }],
+      },
+    ]);
+    assert.equal(findAll(manifests, 'Secret').length, 0, 'no Secret is generated (a committed one is known)');
+  });
+
+  test('a Deployment whose first volume is not the config volume fails the build instead of being patched wrongly', async () => {
+    const work = await ingressWithOidc();
+    try {
+      // A layer below the component puts another volume first.
+      const copy = join(work, 'ingress');
+      await mkdir(copy);
+      await writeFile(
+        join(copy, 'first-volume.yaml'),
+        '- op: add\n  path: /spec/template/spec/volumes/0\n  value: {name: extra, emptyDir: {}}\n',
+      );
+      await writeFile(
+        join(copy, 'kustomization.yaml'),
+        `resources:\n  - ${relative(copy, join(KUSTOMIZE, 'overlays', 'ingress'))}\npatches:\n  - path: first-volume.yaml\n    target: {kind: Deployment, name: tollgate}\n`,
+      );
+      await writeFile(
+        join(work, 'kustomization.yaml'),
+        `resources:\n  - ingress\ncomponents:\n  - ${relative(work, join(KUSTOMIZE, 'components', 'oidc'))}\n`,
+      );
+      await assert.rejects(kustomize(work), /testing value \/spec\/template\/spec\/volumes\/0\/name failed/);
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('kustomize: no credential in a ConfigMap', () => {
   /** Keys of upstreams.yaml / main.yaml that carry a secret value (not a file path). */
   const SECRET_KEYS = new Set([
@@ -254,6 +337,8 @@ describe('kustomize: no credential in a ConfigMap', () => {
     'key',
     'masterkey',
     'master_key',
+    'client_secret',
+    'session_secret',
   ]);
   const secretKeysIn = (value: unknown, path: string, found: string[]) => {
     if (Array.isArray(value)) {
@@ -273,9 +358,12 @@ describe('kustomize: no credential in a ConfigMap', () => {
     ]);
   });
 
-  for (const overlay of ['ingress', 'sidecar']) {
+  for (const overlay of ['ingress', 'sidecar', 'ingress + components/oidc']) {
     test(`${overlay}: every ConfigMap file is free of credentials (the masterkey comes from a Secret)`, async () => {
-      const manifests = await kustomize(join(KUSTOMIZE, 'overlays', overlay));
+      const work = overlay.includes('oidc') ? await ingressWithOidc() : null;
+      const manifests = await kustomize(work ?? join(KUSTOMIZE, 'overlays', overlay)).finally(
+        () => work && rm(work, { recursive: true, force: true }),
+      );
       for (const configMap of findAll(manifests, 'ConfigMap')) {
         for (const [file, text] of Object.entries(configMap.data as Record<string, string>)) {
           assert.deepEqual(secretKeysIn(parseYaml(text), '', []), [], `${configMap.metadata.name} ${file}`);

@@ -5,7 +5,9 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, parseAllDocuments } from 'yaml';
 import { ROOT } from '../helpers/tollgate.ts';
@@ -62,6 +64,20 @@ export async function kustomize(dir: string): Promise<Manifest[]> {
   const kubectl = await findKubectl();
   const { stdout } = await run(kubectl, ['kustomize', dir], { timeout: 60_000, maxBuffer: 16 << 20 });
   return splitManifests(stdout);
+}
+
+/**
+ * A kustomization in a temp dir: the ingress overlay with the oidc component, as docs/deployment.md
+ * shows it. Returns the directory (under the OS temp dir, removed with it).
+ */
+export async function ingressWithOidc(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'tollgate-kustomize-oidc-'));
+  const path = (to: string) => relative(dir, join(KUSTOMIZE, to));
+  await writeFile(
+    join(dir, 'kustomization.yaml'),
+    `resources:\n  - ${path('overlays/ingress')}\ncomponents:\n  - ${path('components/oidc')}\n`,
+  );
+  return dir;
 }
 
 async function findKubectl(): Promise<string> {

@@ -84,14 +84,23 @@ export function assertPodContract(manifests: Manifest[], podSpec: Manifest, what
     `${what}: upstreams.yaml must sit beside main.yaml`,
   );
 
+  const secretPaths = sources.flatMap((s) =>
+    ((s.secret?.items as Manifest[] | undefined) ?? []).map((i) => i.path),
+  );
   if (main.masterkey_file !== undefined) {
-    const secretPaths = sources.flatMap((s) =>
-      ((s.secret?.items as Manifest[] | undefined) ?? []).map((i) => i.path),
-    );
     assert.ok(
       secretPaths.includes(main.masterkey_file),
       `${what}: masterkey_file ${main.masterkey_file} is not projected from a Secret`,
     );
+  }
+  // OpenID Connect: the session secrets and every client secret come from Secrets, beside main.yaml.
+  const oidcFiles: Array<[string, unknown]> = [['session_secret_file', main.session_secret_file]];
+  for (const [name, provider] of Object.entries((main.oidc_providers ?? {}) as Record<string, Manifest>)) {
+    oidcFiles.push([`oidc_providers.${name}.client_secret_file`, provider.client_secret_file]);
+  }
+  for (const [key, path] of oidcFiles) {
+    if (path === undefined) continue;
+    assert.ok(secretPaths.includes(path), `${what}: ${key} ${path} is not projected from a Secret`);
   }
 
   // The process command: node is PID 1 through the image's entrypoint; args select the config.

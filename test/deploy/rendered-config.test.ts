@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -11,18 +12,22 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import tls from 'node:tls';
 import { promisify } from 'node:util';
+import { stringify } from 'yaml';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 import { freePort, MAIN_JS, startTollgate } from '../helpers/tollgate.ts';
 import {
   CHART,
+  configVolume,
   find,
   helmTemplate,
+  ingressWithOidc,
   KUSTOMIZE,
   kustomize,
   type Manifest,
   mountedFile,
   parseYaml,
 } from './manifests.ts';
+import { OIDC_VALUES } from './oidc-values.ts';
 
 const run = promisify(execFile);
 
@@ -58,6 +63,25 @@ async function validateMounted(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Secret name → path in /etc/tollgate, for the config volume's Secret sources named with `prefix`. */
+function projectedSecretPaths(podSpec: Manifest, prefix: string): Record<string, string | undefined> {
+  const paths: Record<string, string | undefined> = {};
+  for (const source of configVolume(podSpec).projected.sources as Manifest[]) {
+    if (!source.secret?.name.startsWith(prefix)) continue;
+    for (const item of source.secret.items as Manifest[]) paths[source.secret.name] = item.path;
+  }
+  return paths;
+}
+
+/** What those Secrets would hold: a line that is a valid session secret and a valid client secret. */
+function secretFiles(paths: Record<string, string | undefined>): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const path of Object.values(paths)) {
+    if (path !== undefined) files[path] = `${randomBytes(48).toString('base64')}\n`;
+  }
+  return files;
 }
 
 describe('rendered configuration is accepted by tollgate validate', () => {
@@ -144,6 +168,61 @@ describe('rendered configuration is accepted by tollgate validate', () => {
     const result = await validateMounted(manifests, find(manifests, 'Deployment').spec.template.spec);
     assert.equal(result.code, 1, result.output);
     assert.match(result.output, /shutdown_grace_secs/);
+  });
+
+  test('helm: OpenID Connect, its secret files where main.yaml names them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tollgate-rendered-oidc-'));
+    try {
+      // An oidc route under DEFAULT: validate checks the provider exists and has redirect_url.
+      const values = {
+        ...OIDC_VALUES,
+        upstreams: {
+          config: {
+            provider: 'file',
+            upstreams: {
+              DEFAULT: {
+                paths: {
+                  '/': { servers: ['10.0.0.1:80'], authorization: { type: 'oidc', provider: 'corp' } },
+                },
+              },
+            },
+          },
+        },
+      };
+      await writeFile(join(dir, 'values.yaml'), stringify(values));
+      const manifests = await helmTemplate({ valuesFiles: [join(dir, 'values.yaml')] });
+      const spec = find(manifests, 'Deployment').spec.template.spec;
+      // One file per item the config volume projects from these Secrets, at the path projected: a
+      // main.yaml naming any other path fails validate.
+      const paths = projectedSecretPaths(spec, 'edge-oidc-');
+      const files = secretFiles(paths);
+      const checked = await validateMounted(manifests, spec, files);
+      assert.equal(checked.code, 0, checked.output);
+      // A short session secret, or a client secret missing, at those paths: both fail.
+      const short = await validateMounted(manifests, spec, {
+        ...files,
+        [paths['edge-oidc-session'] ?? '?']: 'too-short\n',
+      });
+      assert.equal(short.code, 1, short.output);
+      assert.match(short.output, /session_secret_file/);
+      const withoutCorp = secretFiles({ ...paths, 'edge-oidc-corp': undefined });
+      const missing = await validateMounted(manifests, spec, withoutCorp);
+      assert.equal(missing.code, 1, missing.output);
+      assert.match(missing.output, /client_secret_file/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('kustomize: ingress overlay with the oidc component', async () => {
+    const work = await ingressWithOidc();
+    const manifests = await kustomize(work).finally(() => rm(work, { recursive: true, force: true }));
+    const deployment = find(manifests, 'Deployment', 'tollgate');
+    const spec = deployment.spec.template.spec;
+    const paths = projectedSecretPaths(spec, 'tollgate-oidc-');
+    assert.deepEqual(Object.keys(paths).sort(), ['tollgate-oidc-corp', 'tollgate-oidc-session']);
+    const result = await validateMounted(manifests, spec, secretFiles(paths));
+    assert.equal(result.code, 0, result.output);
   });
 
   for (const overlay of ['ingress', 'sidecar']) {

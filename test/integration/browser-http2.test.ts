@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/browser.ts';
 import { hasOpenssl, selfSigned } from '../helpers/certs.ts';
 import { testScope } from '../helpers/scope.ts';
 import { mintToken } from '../helpers/token-api.ts';
@@ -11,20 +12,6 @@ import type { Tollgate } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
 
 const MASTERKEY = 'browser-h2-masterkey-0d3e';
-/** Debian's chromium; the flags keep it quiet, local and headless; the test certificate is self-signed. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--ignore-certificate-errors',
-];
-
 const PAGE = `<!doctype html>
 <html><head><title>report</title><link rel="stylesheet" href="/share/style.css"></head>
 <body><h1>Report over h2</h1>
@@ -74,7 +61,7 @@ describe('a browser on the TLS listener speaks HTTP/2, token link and cookie inc
         },
       },
     });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium({ ignoreCertificateErrors: true });
   });
   after(() => browser?.close());
 

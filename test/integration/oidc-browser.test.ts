@@ -3,23 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/browser.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
 import { testScope } from '../helpers/scope.ts';
 import { freePort, type Tollgate } from '../helpers/tollgate.ts';
-
-/** Debian's chromium (.ci/run installs it); the flags keep it quiet, local and headless. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 interface Echo {
   url: string;
@@ -78,12 +66,16 @@ describe('OpenID login in Chromium through the proxy process', () => {
         },
       },
     });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   after(() => browser?.close());
 
   it('logs in, uses and renews the session from the page, and logs out', async () => {
     const context = await browser.newContext();
+    // Chromium asks for /favicon.ico after each page, on its own schedule; on this route every use
+    // renews the session, so a late favicon answer could set a renewed cookie after the logout
+    // cleared it (docs/decisions.md, known limits). The test drives its own requests only.
+    await context.route('**/favicon.ico', (route) => route.abort());
     const page = await context.newPage();
     provider.account = { sub: 'frank', email: 'frank@example.com', groups: ['ops', 'dev'] };
 

@@ -3,9 +3,10 @@ import { appendFile, copyFile, mkdtemp, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { hashPassword } from '../../src/auth/password.ts';
 import type { StatusModel } from '../../src/observe/status.ts';
+import { launchChromium } from '../helpers/browser.ts';
 import { hasOpenssl, SecretVolume, selfSigned } from '../helpers/certs.ts';
 import {
   endpointSlice,
@@ -40,19 +41,6 @@ const SECRETS = {
   forwardToken: 'forward-token-status-11d',
   upstreamSecret: 'upstream-bearer-status-902',
 };
-
-/** Debian's chromium (.ci/run installs it); the flags keep it quiet, local and headless. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 const scope = testScope();
 
@@ -274,7 +262,7 @@ describe('/status on the admin port (single process)', { skip: hasOpenssl() ? fa
   });
 
   it('reads in Chromium with JavaScript off: routes, health, reloads, certificate warning', async () => {
-    const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    const browser: Browser = await launchChromium();
     try {
       const context = await browser.newContext({
         javaScriptEnabled: false,

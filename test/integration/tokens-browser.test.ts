@@ -1,25 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/browser.ts';
 import { testScope } from '../helpers/scope.ts';
 import { mintToken } from '../helpers/token-api.ts';
 import type { Tollgate } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
 
 const MASTERKEY = 'browser-test-masterkey-6a0c';
-/** Debian's chromium (.ci/run installs it); the flags keep it quiet, local and headless. */
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
 /** A 1×1 transparent PNG. */
 const PIXEL = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=',
@@ -64,7 +52,7 @@ describe('a shared link in a real browser (headless Chromium)', () => {
         },
       },
     });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   after(() => browser?.close());
 

@@ -173,6 +173,9 @@ and Services; upstreams_conf the projected volume; secrets must never land in th
   "master_key" "masterkey.existingSecret or masterkey.value (it would sit in a ConfigMap)"
   "masterkey_file" "masterkey.*"
   "rate_limit_redis" "config.rateLimitRedis, or config.rateLimitRedisSecret for a URL with a password"
+  "oidc_providers" "oidc.providers (client secrets from oidc.providers.<name>.clientSecret)"
+  "session_secret_file" "oidc.sessionSecret.existingSecret"
+  "session_max_age_seconds" "config.sessionMaxAgeSeconds"
 }}
 {{- range $key := keys .Values.config.extra | sortAlpha }}
 {{- if hasKey $owned $key }}
@@ -291,6 +294,7 @@ upstreams.yaml is found beside main.yaml by default.
 {{- if $kube }}
 {{- $_ := set $main "kubernetes" $kube }}
 {{- end }}
+{{- $main = mergeOverwrite $main (include "tollgate.oidcMain" . | fromYaml) }}
 {{- include "tollgate.checkConfigExtra" . }}
 {{- include "tollgate.checkRateLimitRedis" . }}
 {{- toYaml (mergeOverwrite $main (deepCopy $c.extra)) }}
@@ -396,4 +400,63 @@ is not OOM-killed exactly when it is busiest (docs/workers.md#memory).
 {{/* True when the pods talk to the API: the provider, the Ingress controller, or the Gateway API. */}}
 {{- define "tollgate.usesApi" -}}
 {{- or .Values.kubernetes.enabled .Values.ingressController.enabled .Values.gatewayAPI.enabled }}
+{{- end }}
+
+{{/*
+OpenID Connect (docs/deployment.md#openid-connect). The session secrets and each provider's client
+secret come from Secrets the user made, projected into /etc/tollgate under the file names below; the
+chart never makes a session secret up, since every replica must open every session with the same one
+and a render without a cluster cannot know it.
+*/}}
+{{- define "tollgate.oidcSessionSecretPath" -}}
+session-secrets
+{{- end }}
+
+{{- define "tollgate.oidcClientSecretPath" -}}
+{{- printf "oidc-%s-client-secret" . }}
+{{- end }}
+
+{{/* main.yaml's oidc_providers, session_secret_file and session_max_age_seconds; nothing without providers. */}}
+{{- define "tollgate.oidcMain" -}}
+{{- $o := .Values.oidc | default dict }}
+{{- if $o.providers }}
+{{- if not ($o.sessionSecret | default dict).existingSecret }}
+{{- fail "oidc.providers needs oidc.sessionSecret.existingSecret: a Secret holding the session secrets (one a line, each >= 32 bytes) that every replica shares. The chart does not generate one, since every render would make a different one and replicas would not open each other's sessions" }}
+{{- end }}
+{{- $providers := dict }}
+{{- range $name, $p := $o.providers }}
+{{- $provider := dict "issuer" $p.issuer "client_id" $p.clientId "client_secret_file" (include "tollgate.oidcClientSecretPath" $name) }}
+{{- with $p.scopes }}{{ $_ := set $provider "scopes" . }}{{ end }}
+{{- with $p.groupsClaim }}{{ $_ := set $provider "groups_claim" . }}{{ end }}
+{{- with $p.subjectClaim }}{{ $_ := set $provider "subject_claim" . }}{{ end }}
+{{- if hasKey $p "passAccessToken" }}{{ $_ := set $provider "pass_access_token" $p.passAccessToken }}{{ end }}
+{{- with $p.redirectUrl }}{{ $_ := set $provider "redirect_url" . }}{{ end }}
+{{- $_ := set $providers $name $provider }}
+{{- end }}
+{{- toYaml (dict
+  "oidc_providers" $providers
+  "session_secret_file" (include "tollgate.oidcSessionSecretPath" .)
+  "session_max_age_seconds" (int .Values.config.sessionMaxAgeSeconds)) }}
+{{- end }}
+{{- end }}
+
+{{/* Projected-volume sources of the OpenID Connect secrets, for the config volume (mode 0440). */}}
+{{- define "tollgate.oidcSecretSources" -}}
+{{- $o := .Values.oidc | default dict }}
+{{- if $o.providers }}
+- secret:
+    name: {{ $o.sessionSecret.existingSecret }}
+    items:
+      - key: {{ $o.sessionSecret.existingSecretKey | default "session-secrets" }}
+        path: {{ include "tollgate.oidcSessionSecretPath" . }}
+        mode: 288 # 0440
+{{- range $name, $p := $o.providers }}
+- secret:
+    name: {{ $p.clientSecret.existingSecret }}
+    items:
+      - key: {{ $p.clientSecret.key | default "client-secret" }}
+        path: {{ include "tollgate.oidcClientSecretPath" $name }}
+        mode: 288 # 0440
+{{- end }}
+{{- end }}
 {{- end }}
