@@ -152,6 +152,8 @@ describe('TollgatePolicy through the built process', () => {
     tollgate = await startTollgate({
       main: {
         access_log: false,
+        // Two workers: the primary translates, every worker serves the same routes and policies.
+        workers: 2,
         masterkey: 'gateway-policy-masterkey',
         oidc_providers: {
           corp: {
