@@ -46,6 +46,7 @@ export const ERRORS = {
     message: 'too many failed authentications from this client; try again later',
   },
   internal_error: { status: 500, message: 'internal error' },
+  backend_not_resolved: { status: 500, message: "this route's backend cannot be resolved" },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -4,6 +4,8 @@
  * UpstreamsConfig into the immutable RoutingTable the hot path uses.
  */
 
+import type { RouteConditions } from '../routing/conditions.ts';
+import type { RequestRedirectConfig } from '../routing/request-redirect.ts';
 import type { PathPolicies } from './policy-types.ts';
 import type { ServiceRef } from './service-ref.ts';
 
@@ -76,6 +78,8 @@ export interface KubernetesSettings {
   upstreamsConfigMap: string | null;
   /** `ingress_class`: serve Ingress objects of this IngressClass name (docs/ingress.md); null = off. */
   ingressClass?: string | null;
+  /** `gateway_class`: serve Gateways of this GatewayClass name (docs/gateway-api.md); null = off. */
+  gatewayClass?: string | null;
   /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
   watchNamespaces?: string[] | null;
   /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */
@@ -377,6 +381,17 @@ export interface PathConfig {
   upstreamHost?: string | null;
   redirect?: FixedRedirect | null;
   canary?: CanaryConfig | null;
+  /** Gateway API match conditions (routing/conditions); never set by upstreams.yaml. */
+  conditions?: RouteConditions | null;
+  /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
+  backendError?: string | null;
+  /**
+   * The share (0–1) of requests that belong to backendRefs which cannot be resolved while others
+   * can: those requests answer 500, the rest go to the resolved ones (docs/gateway-api.md).
+   */
+  backendErrorShare?: number | null;
+  /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
+  requestRedirect?: RequestRedirectConfig | null;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */

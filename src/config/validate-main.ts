@@ -72,6 +72,7 @@ const KUBERNETES_KEYS = [
   'namespace',
   'upstreams_configmap',
   'ingress_class',
+  'gateway_class',
   'watch_namespaces',
   'publish_service',
   'publish_address',
@@ -456,6 +457,11 @@ function readKubernetes(
       'ingress_class',
       DNS_SUBDOMAIN,
       'an IngressClass name (lower-case letters, digits, - and ., at most 253)',
+    ),
+    gatewayClass: name(
+      'gateway_class',
+      DNS_SUBDOMAIN,
+      'a GatewayClass name (lower-case letters, digits, - and ., at most 253)',
     ),
     watchNamespaces: stringList(r, fields.get('watch_namespaces'), (value) =>
       DNS_LABEL.test(value) ? null : `'${value}' is not a namespace name`,

@@ -68,13 +68,18 @@ export function routeRequest(
       target,
     );
   if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
-  const route = routeOwningLogin(table, host, target.path) ?? table.match(host, target.path);
+  // The request itself is read only by routes with conditions (Gateway API matches).
+  const route =
+    routeOwningLogin(table, host, target.path) ?? table.match(host, target.path, req, target.query);
   if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
   // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
   const pattern = route.policy?.pathPattern;
   if (pattern != null && !pattern.test(target.path))
     return unrouted(refuse('not_found'), address.clientIp, target);
-  if (target.path.indexOf(';') !== -1 && table.match(host, withoutPathParameters(target.path)) !== route) {
+  if (
+    target.path.indexOf(';') !== -1 &&
+    table.match(host, withoutPathParameters(target.path), req, target.query) !== route
+  ) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.

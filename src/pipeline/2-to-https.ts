@@ -1,4 +1,5 @@
 import type { MainConfig } from '../config/types.ts';
+import { requestRedirectLocation } from '../routing/request-redirect.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, redirect, type Verdict } from './verdict.ts';
 
@@ -19,6 +20,12 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
     if (route.redirectTo) return permanent(request, movedLocation(request, route.redirectTo));
     // `redirect` (an Ingress permanent-/temporal-redirect): this URL exactly, with its code.
     if (route.redirect != null) return redirect(route.redirect.code, route.redirect.url);
+    // A Gateway API RequestRedirect filter (docs/gateway-api.md#filters).
+    if (route.requestRedirect)
+      return redirect(
+        route.requestRedirect.statusCode,
+        requestRedirectLocation(route.requestRedirect, request, route.prefix),
+      );
     return PASS;
   };
 }

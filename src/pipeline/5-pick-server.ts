@@ -22,9 +22,23 @@ import { PASS, refuse, type Verdict } from './verdict.ts';
  */
 export function createPickServerStage(deps: { health: ServerHealth }): Stage {
   const { health } = deps;
+  // Per route, the 500s owed so far: `share` of every request, spread evenly (not at random), so
+  // a 1-in-4 share answers exactly every fourth request of this process.
+  const owed = new WeakMap<object, number>();
+  const errorTurn = (route: object, share: number): boolean => {
+    const due = (owed.get(route) ?? 0) + share;
+    const turn = due >= 1;
+    owed.set(route, turn ? due - 1 : due);
+    return turn;
+  };
   const balancer = createBalancer({ health });
   return function pickServer(request: ProxyRequest): Verdict {
     const { route } = request;
+    // A Gateway API backendRef that cannot be resolved answers 500, as the spec asks (docs/gateway-api.md).
+    if (route.backendError) return refuse('backend_not_resolved');
+    // Beside resolved ones, an unresolvable backendRef keeps its share of requests, as 500s.
+    if (route.backendErrorShare && errorTurn(route, route.backendErrorShare))
+      return refuse('backend_not_resolved');
     // A route whose Service has no ready endpoint (docs/kubernetes.md): nothing to try.
     if (route.servers.length === 0) return refuse('no_ready_endpoints');
     // A canary split: a header or cookie may send the request to one side (upstream/canary).

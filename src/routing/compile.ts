@@ -24,6 +24,13 @@ export function compileRoutingTable(
   const servers = new Map<string, UpstreamServer>();
   const frozenCopies = new Map<object, unknown>();
   const routes: Route[] = [];
+  // Gateway API routes may share a host and path, told apart by conditions: each keeps its own label.
+  const ids = new Map<string, number>();
+  const uniqueId = (id: string) => {
+    const seen = (ids.get(id) ?? 0) + 1;
+    ids.set(id, seen);
+    return seen === 1 ? id : `${id}#${seen}`;
+  };
 
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -38,11 +45,15 @@ export function compileRoutingTable(
       const { addresses, canaryFrom } = routeAddresses(path, endpoints);
       const route: Route = Object.freeze({
         // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
-        id: hostKey + prefix + (exact ? '$' : ''),
+        id: uniqueId(hostKey + prefix + (exact ? '$' : '')),
         hostKey,
         prefix,
         exact,
         unavailable: path.unavailable ?? null,
+        conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
+        backendError: path.backendError ?? null,
+        backendErrorShare: path.backendErrorShare ?? null,
+        requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
         servers: Object.freeze(
           addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
         ),

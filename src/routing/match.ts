@@ -14,74 +14,126 @@
  * host key that is not configured at all), and host keys are used as given (canonical, see
  * routing/normalise).
  */
+import { conditionsHold, type MatchRequest } from './conditions.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import type { Route } from './types.ts';
 
 const SLASH = 0x2f;
 
+/**
+ * What one host + path holds: a route, or (only where some route of that path has conditions, see
+ * routing/conditions) the ordered routes whose first holding one wins. An array is never built for
+ * routes without conditions, so their lookup stays one Map read.
+ */
+type Slot = Route | readonly Route[];
+
 /** One host's prefixes. */
 interface HostRoutes {
-  readonly byPrefix: ReadonlyMap<string, Route>;
+  readonly byPrefix: ReadonlyMap<string, Slot>;
   /** The route of `/` (it matches every path), if the host has one. */
-  readonly root: Route | null;
+  readonly root: Slot | null;
   /** Length of the host's longest prefix: no longer slice of a path can match. */
   readonly longest: number;
   /** Paths that match only themselves (an Ingress `pathType: Exact`), or null when the host has none. */
-  readonly exact: ReadonlyMap<string, Route> | null;
+  readonly exact: ReadonlyMap<string, Slot> | null;
 }
 
-export type RouteMatcher = (host: string, path: string) => Route | null;
+export type RouteMatcher = (
+  host: string,
+  path: string,
+  request?: MatchRequest,
+  query?: string,
+) => Route | null;
+
+/** The route of a slot for this request: the first whose conditions hold, or null when none does. */
+function pick(slot: Slot, request: MatchRequest | undefined, query: string): Route | null {
+  if (!Array.isArray(slot)) return slot as Route;
+  for (const route of slot as readonly Route[])
+    if (!route.conditions || conditionsHold(route.conditions, request, query)) return route;
+  return null;
+}
+
+/** Adds a route to a slot map: the first unconditional route of a key wins, as before. */
+function addTo(map: Map<string, Slot>, key: string, route: Route): void {
+  const slot = map.get(key);
+  if (slot === undefined) {
+    map.set(key, route.conditions ? [route] : route);
+    return;
+  }
+  const list = Array.isArray(slot) ? (slot as Route[]) : [slot as Route];
+  // Behind an unconditional route nothing is ever reached: keep the first, as for plain routes.
+  if (list.some((item) => !item.conditions)) return;
+  list.push(route);
+  map.set(key, list);
+}
 
 /** Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). */
 export function buildMatcher(routes: readonly Route[]): RouteMatcher {
   const grouped = groupByHost(routes);
   const hosts = new Map<string, HostRoutes>();
+  let wildcards = false;
   for (const [hostKey, hostRoutes] of grouped) {
-    const byPrefix = new Map<string, Route>();
-    let root: Route | null = null;
+    const byPrefix = new Map<string, Slot>();
+    const roots = new Map<string, Slot>();
     let longest = 0;
-    let exact: Map<string, Route> | null = null;
+    let exact: Map<string, Slot> | null = null;
+    if (hostKey.startsWith('*.')) wildcards = true;
     for (const route of hostRoutes) {
       if (route.exact) {
         exact ??= new Map();
-        if (!exact.has(route.prefix)) exact.set(route.prefix, route);
+        addTo(exact, route.prefix, route);
         continue;
       }
       // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
       // held: keep that as the fallback rather than a map entry.
-      if (route.prefix.length === 1) root ??= route;
-      else if (!byPrefix.has(route.prefix)) byPrefix.set(route.prefix, route);
+      if (route.prefix.length === 1) addTo(roots, '/', route);
+      else addTo(byPrefix, route.prefix, route);
       if (route.prefix.length > longest) longest = route.prefix.length;
     }
-    hosts.set(hostKey, { byPrefix, root, longest, exact });
+    hosts.set(hostKey, { byPrefix, root: roots.get('/') ?? null, longest, exact });
   }
   const defaultRoutes = hosts.get(DEFAULT_HOST);
 
-  return function match(host: string, path: string): Route | null {
+  /**
+   * A Gateway API wildcard host key (`*.example.com`) covers names with at least one more label
+   * (docs/gateway-api.md#routes); the longest suffix wins. Only tables that have one look.
+   */
+  const wildcardFor = (host: string): HostRoutes | undefined => {
+    for (let dot = host.indexOf('.'); dot > 0; dot = host.indexOf('.', dot + 1)) {
+      const found = hosts.get(`*${host.slice(dot)}`);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  };
+
+  return function match(host: string, path: string, request?: MatchRequest, query = ''): Route | null {
     // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
     // like an nginx server block, a host key owns its whole namespace (docs/routing.md).
-    const candidates = hosts.get(host) ?? defaultRoutes;
+    const candidates = hosts.get(host) ?? (wildcards ? wildcardFor(host) : undefined) ?? defaultRoutes;
     if (candidates === undefined) return null;
     const { byPrefix, longest } = candidates;
     // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
     if (candidates.exact !== null) {
-      const route = candidates.exact.get(path);
-      if (route !== undefined) return route;
+      const slot = candidates.exact.get(path);
+      const route = slot === undefined ? null : pick(slot, request, query);
+      if (route !== null) return route;
     }
     if (byPrefix.size > 0) {
       if (path.length <= longest) {
-        const exact = byPrefix.get(path);
-        if (exact !== undefined) return exact;
+        const slot = byPrefix.get(path);
+        const route = slot === undefined ? null : pick(slot, request, query);
+        if (route !== null) return route;
       }
       // Each `/` at index i ≥ 1 ends a candidate prefix path[0, i); start at the last one within reach.
       let end = path.lastIndexOf('/', Math.min(longest, path.length - 1));
       while (end > 0) {
-        const route = byPrefix.get(path.slice(0, end));
-        if (route !== undefined) return route;
+        const slot = byPrefix.get(path.slice(0, end));
+        const route = slot === undefined ? null : pick(slot, request, query);
+        if (route !== null) return route;
         end = path.lastIndexOf('/', end - 1);
       }
     }
-    return candidates.root;
+    return candidates.root === null ? null : pick(candidates.root, request, query);
   };
 }
 

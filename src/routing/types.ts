@@ -5,8 +5,10 @@ import type {
   UpstreamProtocol,
 } from '../config/types.ts';
 import type { BackendPolicies } from './backend-policies.ts';
+import type { MatchRequest, RouteConditions } from './conditions.ts';
 import type { HeaderRules } from './header-rules.ts';
 import type { RoutePolicy } from './policies.ts';
+import type { RequestRedirectConfig } from './request-redirect.ts';
 
 /**
  * How a server is dialled (docs/traffic.md#tls-to-upstreams): TLS settings, if any, and the
@@ -62,6 +64,17 @@ export interface Route extends BackendPolicies {
   readonly exact: boolean;
   /** Set when the route must answer 503 `auth_misconfigured` (its policy could not be built). */
   readonly unavailable: string | null;
+  /**
+   * Method, header and query conditions (a Gateway API match, routing/conditions); null or absent
+   * for every route of upstreams.yaml and Ingresses.
+   */
+  readonly conditions?: RouteConditions | null;
+  /** Set when the route's backend cannot be resolved: it answers 500 `backend_not_resolved` (docs/gateway-api.md). */
+  readonly backendError?: string | null;
+  /** The share of requests answered 500 for unresolvable backendRefs beside resolved ones; absent = none. */
+  readonly backendErrorShare?: number | null;
+  /** A Gateway API RequestRedirect: every request is redirected (routing/request-redirect); absent = none. */
+  readonly requestRedirect?: RequestRedirectConfig | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed
@@ -104,6 +117,9 @@ export interface RoutingTable {
   readonly routes: readonly Route[];
   /** Every distinct server of every route. */
   readonly servers: readonly UpstreamServer[];
-  /** `host` must already be normalised (routing/normalise), `path` normalised too. */
-  match(host: string, path: string): Route | null;
+  /**
+   * `host` must already be normalised (routing/normalise), `path` normalised too; `request` is read
+   * and `query` (raw, without `?`) only by routes with conditions (routing/conditions).
+   */
+  match(host: string, path: string, request?: MatchRequest, query?: string): Route | null;
 }

@@ -1,8 +1,11 @@
 /**
  * A small Kubernetes API server for tests, speaking the real list/watch protocol for the resources
  * Tollgate reads: discovery.k8s.io/v1 EndpointSlices, v1 ConfigMaps, Services and Secrets,
- * networking.k8s.io/v1 Ingresses (with their status subresource) and IngressClasses; it also takes
- * the v1 Events Tollgate records.
+ * networking.k8s.io/v1 Ingresses (with their status subresource) and IngressClasses, v1 Namespaces,
+ * the Gateway API kinds (GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant) and Tollgate's
+ * TollgatePolicy, with their status subresources and `metadata.generation` (bumped when anything but
+ * metadata and status changes); it also takes the v1 Events Tollgate records. A status PUT carrying a
+ * stale `metadata.resourceVersion` is refused with 409 Conflict, as the API server does.
  *
  * What is faithful to the API server (so the client library runs its real code path):
  * - namespaced list endpoints answering `…List` objects with `metadata.resourceVersion`, items
@@ -37,7 +40,14 @@ export type ResourceKind =
   | 'services'
   | 'secrets'
   | 'ingresses'
-  | 'ingressclasses';
+  | 'ingressclasses'
+  | 'namespaces'
+  | 'gatewayclasses'
+  | 'gateways'
+  | 'httproutes'
+  | 'grpcroutes'
+  | 'referencegrants'
+  | 'tollgatepolicies';
 
 /** The objects the fake stores, as kubernetes-models builds them. */
 export type KubeModel = EndpointSlice | ConfigMap | Service | Secret | Ingress | IngressClass;
@@ -98,19 +108,62 @@ const RESOURCES: Record<
     listKind: 'IngressClassList',
     clusterScoped: true,
   },
+  namespaces: {
+    prefix: '/api/v1',
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    listKind: 'NamespaceList',
+    clusterScoped: true,
+  },
+  gatewayclasses: {
+    prefix: '/apis/gateway.networking.k8s.io/v1',
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'GatewayClass',
+    listKind: 'GatewayClassList',
+    clusterScoped: true,
+  },
+  gateways: {
+    prefix: '/apis/gateway.networking.k8s.io/v1',
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'Gateway',
+    listKind: 'GatewayList',
+  },
+  httproutes: {
+    prefix: '/apis/gateway.networking.k8s.io/v1',
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'HTTPRoute',
+    listKind: 'HTTPRouteList',
+  },
+  grpcroutes: {
+    prefix: '/apis/gateway.networking.k8s.io/v1',
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'GRPCRoute',
+    listKind: 'GRPCRouteList',
+  },
+  referencegrants: {
+    prefix: '/apis/gateway.networking.k8s.io/v1beta1',
+    apiVersion: 'gateway.networking.k8s.io/v1beta1',
+    kind: 'ReferenceGrant',
+    listKind: 'ReferenceGrantList',
+  },
+  tollgatepolicies: {
+    prefix: '/apis/tollgate.io/v1alpha1',
+    apiVersion: 'tollgate.io/v1alpha1',
+    kind: 'TollgatePolicy',
+    listKind: 'TollgatePolicyList',
+  },
 };
 
 const KIND_RESOURCE = new Map(
   Object.entries(RESOURCES).map(([resource, { kind }]) => [kind, resource as ResourceKind]),
 );
 
-// Namespaced collections, and the all-namespaces (or cluster-scoped) ones.
-const PATH =
-  /^(\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1|\/api\/v1)(?:\/namespaces\/([a-z0-9-]+))?\/(endpointslices|configmaps|services|secrets|ingresses|ingressclasses)$/;
-const STATUS_PATH =
-  /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([a-z0-9-]+)\/ingresses\/([a-z0-9.-]+)\/status$/;
+// Namespaced collections, and the all-namespaces (or cluster-scoped) ones. Each resource is then
+// checked to live under the group/version prefix it was given.
+const PATH = /^(\/api\/v1|\/apis\/[a-z0-9.-]+\/v[0-9a-z]+)(?:\/namespaces\/([a-z0-9-]+))?\/([a-z]+)$/;
+// One object, or its status subresource (namespaced, or cluster-scoped without the namespace part).
 const OBJECT_PATH =
-  /^(\/apis\/discovery\.k8s\.io\/v1|\/apis\/networking\.k8s\.io\/v1|\/api\/v1)\/namespaces\/([a-z0-9-]+)\/(endpointslices|configmaps|services|secrets|ingresses)\/([a-z0-9.-]+)$/;
+  /^(\/api\/v1|\/apis\/[a-z0-9.-]+\/v[0-9a-z]+)(?:\/namespaces\/([a-z0-9-]+))?\/([a-z]+)\/([a-z0-9.-]+)(\/status)?$/;
 const EVENTS_PATH = /^\/api\/v1\/namespaces\/([a-z0-9-]+)\/events$/;
 
 /** An Event as Tollgate posted it. */
@@ -135,6 +188,8 @@ export class FakeKubeApi {
   readonly requests: RecordedRequest[] = [];
   /** Every Event posted, in order. */
   readonly events: RecordedEvent[] = [];
+  /** Every status write a client made (PATCH or PUT of a status subresource), in order. */
+  readonly statusWrites: Array<{ resource: ResourceKind; namespace: string; name: string }> = [];
   #server: http.Server | https.Server;
   #tls: { cert: Buffer; key: Buffer } | null;
   #port = 0;
@@ -146,6 +201,7 @@ export class FakeKubeApi {
   #sockets = new Set<net.Socket>();
   #failures = new Map<ResourceKind | 'events' | '*', number>();
   #silent = false;
+  #missing = new Set<ResourceKind>();
   #hung: http.ServerResponse[] | null = null;
   #acceptedTokens: Set<string>;
 
@@ -234,8 +290,21 @@ export class FakeKubeApi {
     // Like the API server: a write of the main resource never changes the status subresource (a
     // test may create an object with a status, e.g. a LoadBalancer Service's address).
     if (existing && 'status' in existing) object.status = existing.status;
+    // metadata.generation counts changes of the desired state (everything but metadata and status).
+    const desired = (item: StoredObject) => {
+      const { metadata: _metadata, status: _status, ...rest } = item;
+      return JSON.stringify(rest);
+    };
+    const previousGeneration = Number(existing?.metadata.generation ?? 0);
+    const generation =
+      existing === undefined
+        ? 1
+        : desired(existing) === desired(object)
+          ? previousGeneration
+          : previousGeneration + 1;
     object.metadata = {
       ...object.metadata,
+      generation,
       resourceVersion: String(resourceVersion),
       uid: (existing?.metadata.uid as string | undefined) ?? `uid-${key.replaceAll('/', '-')}`,
       creationTimestamp:
@@ -254,20 +323,44 @@ export class FakeKubeApi {
     return object === undefined ? undefined : structuredClone(object);
   }
 
-  /** A merge patch of an Ingress's status subresource (what a controller writes). */
-  #patchStatus(namespace: string, name: string, patch: { status?: unknown }): StoredObject | null {
-    const key = objectKey('ingresses', namespace, name);
+  /**
+   * A write of a status subresource (what a controller does): a merge patch, or a replacement (PUT)
+   * that must carry the current resourceVersion. 'conflict': that resourceVersion is stale.
+   */
+  #writeStatus(
+    resource: ResourceKind,
+    namespace: string,
+    name: string,
+    body: { status?: unknown; metadata?: { resourceVersion?: string } },
+    replace: boolean,
+  ): StoredObject | null | 'conflict' {
+    const key = objectKey(resource, RESOURCES[resource].clusterScoped ? '' : namespace, name);
     const existing = this.#objects.get(key);
     if (!existing) return null;
+    const precondition = body.metadata?.resourceVersion;
+    if ((replace || precondition !== undefined) && precondition !== existing.metadata.resourceVersion)
+      return 'conflict';
+    this.statusWrites.push({ resource, namespace, name });
     const resourceVersion = ++this.#resourceVersion;
     const object: StoredObject = {
       ...existing,
-      status: mergePatch(existing.status ?? {}, patch.status ?? {}),
+      status: replace ? (body.status ?? {}) : mergePatch(existing.status ?? {}, body.status ?? {}),
       metadata: { ...existing.metadata, resourceVersion: String(resourceVersion) },
     };
     this.#objects.set(key, object);
-    this.#publish({ type: 'MODIFIED', resource: 'ingresses', object, resourceVersion });
+    this.#publish({ type: 'MODIFIED', resource, object, resourceVersion });
     return object;
+  }
+
+  /**
+   * Sets an object's status as another controller would (no precondition): e.g. another
+   * controller's entry in an HTTPRoute's status.parents, which Tollgate must keep.
+   */
+  setStatus(resource: ResourceKind, namespace: string, name: string, status: unknown): StoredObject {
+    const written = this.#writeStatus(resource, namespace, name, { status }, false);
+    if (written === null || written === 'conflict') throw new Error(`no ${resource} ${namespace}/${name}`);
+    this.statusWrites.pop();
+    return written;
   }
 
   /** Deletes an object; open watches get DELETED with its last state. */
@@ -317,6 +410,11 @@ export class FakeKubeApi {
         object: { apiVersion, kind, metadata: { resourceVersion: String(this.#resourceVersion) } },
       });
     }
+  }
+
+  /** Serves `resource` no more (its CRD is not installed): lists and watches of it get 404. */
+  withoutResource(resource: ResourceKind): void {
+    this.#missing.add(resource);
   }
 
   /** Answers every later request (for one resource, or all) with this status; null clears them all. */
@@ -384,9 +482,17 @@ export class FakeKubeApi {
       this.#write(req, res, url);
       return;
     }
+    if (req.method === 'PUT') {
+      this.#write(req, res, url);
+      return;
+    }
     const single = req.method === 'GET' ? OBJECT_PATH.exec(url.pathname) : null;
     if (single) {
-      this.#getObject(req, res, single as unknown as [string, string, string, ResourceKind, string]);
+      this.#getObject(
+        req,
+        res,
+        single as unknown as [string, string, string | undefined, ResourceKind, string],
+      );
       return;
     }
     const route = this.#route(req, url, query);
@@ -415,8 +521,9 @@ export class FakeKubeApi {
   #getObject(
     req: http.IncomingMessage,
     res: http.ServerResponse,
-    [, prefix, namespace, resource, name]: [string, string, string, ResourceKind, string],
+    [, prefix, namespaceText, resource, name]: [string, string, string | undefined, ResourceKind, string],
   ): void {
+    const namespace = namespaceText ?? '';
     const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (presented === undefined || !this.#acceptedTokens.has(presented)) {
       sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
@@ -428,14 +535,14 @@ export class FakeKubeApi {
       return;
     }
     const object =
-      RESOURCES[resource].prefix === prefix
+      RESOURCES[resource]?.prefix === prefix
         ? this.#objects.get(objectKey(resource, namespace, name))
         : undefined;
     if (object === undefined) sendStatus(res, 404, 'NotFound', `${resource} "${name}" not found`);
     else sendJson(res, 200, object);
   }
 
-  /** PATCH of an Ingress status, POST of an Event; anything else written is refused. */
+  /** PATCH or PUT of a status subresource, POST of an Event; anything else written is refused. */
   #write(req: http.IncomingMessage, res: http.ServerResponse, url: URL): void {
     const presented = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (presented === undefined || !this.#acceptedTokens.has(presented)) {
@@ -454,15 +561,18 @@ export class FakeKubeApi {
         sendStatus(res, 400, 'BadRequest', 'body is not JSON');
         return;
       }
+      const object = OBJECT_PATH.exec(url.pathname);
+      const target = object?.[5] === '/status' ? (object[3] as ResourceKind) : null;
       const failure =
-        this.#failures.get(req.method === 'POST' ? 'events' : 'ingresses') ?? this.#failures.get('*');
+        this.#failures.get(req.method === 'POST' ? 'events' : (target ?? 'ingresses')) ??
+        this.#failures.get('*');
       if (failure) {
         sendStatus(res, failure, failure === 403 ? 'Forbidden' : 'InternalError', 'refused on demand');
         return;
       }
-      const status = STATUS_PATH.exec(url.pathname);
-      if (req.method === 'PATCH' && status) {
-        if (req.headers['content-type'] !== 'application/merge-patch+json') {
+      const known = target !== null && RESOURCES[target]?.prefix === object?.[1];
+      if ((req.method === 'PATCH' || req.method === 'PUT') && known) {
+        if (req.method === 'PATCH' && req.headers['content-type'] !== 'application/merge-patch+json') {
           sendStatus(
             res,
             415,
@@ -471,9 +581,22 @@ export class FakeKubeApi {
           );
           return;
         }
-        const object = this.#patchStatus(status[1] as string, status[2] as string, parsed);
-        if (object === null) sendStatus(res, 404, 'NotFound', 'ingress not found');
-        else sendJson(res, 200, object);
+        const written = this.#writeStatus(
+          target,
+          object?.[2] ?? '',
+          object?.[4] as string,
+          parsed,
+          req.method === 'PUT',
+        );
+        if (written === null) sendStatus(res, 404, 'NotFound', `${target} not found`);
+        else if (written === 'conflict')
+          sendStatus(
+            res,
+            409,
+            'Conflict',
+            'Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again',
+          );
+        else sendJson(res, 200, written);
         return;
       }
       const events = EVENTS_PATH.exec(url.pathname);
@@ -516,9 +639,11 @@ export class FakeKubeApi {
       ResourceKind,
     ];
     const namespace = namespaceText ?? null;
-    if (RESOURCES[resource].prefix !== prefix || (RESOURCES[resource].clusterScoped && namespace !== null)) {
+    if (RESOURCES[resource]?.prefix !== prefix || (RESOURCES[resource].clusterScoped && namespace !== null)) {
       return { refusal: [404, 'NotFound', 'no such resource in this group'] };
     }
+    if (this.#missing.has(resource))
+      return { refusal: [404, 'NotFound', 'the server could not find the requested resource'] };
     const failure = this.#failures.get(resource) ?? this.#failures.get('*');
     if (failure === 403) {
       const verb = query.watch ? 'watch' : 'list';

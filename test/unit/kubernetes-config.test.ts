@@ -117,6 +117,7 @@ describe('main.yaml kubernetes:', () => {
       namespace: 'apps',
       upstreamsConfigMap: 'tollgate-upstreams',
       ingressClass: null,
+      gatewayClass: null,
       watchNamespaces: null,
       publishService: null,
       publishAddress: null,
@@ -127,6 +128,7 @@ describe('main.yaml kubernetes:', () => {
       namespace: null,
       upstreamsConfigMap: null,
       ingressClass: null,
+      gatewayClass: null,
       watchNamespaces: null,
       publishService: null,
       publishAddress: null,
@@ -162,6 +164,16 @@ describe('main.yaml kubernetes:', () => {
         '/etc/tollgate/main.yaml:5:20: kubernetes.publish_address: must list at least one entry (leave the key out for the default)',
       ],
     );
+  });
+
+  it('reads gateway_class (docs/gateway-api.md), with file:line problems', () => {
+    assert.equal(
+      valid(main('kubernetes:\n  gateway_class: tollgate\n')).kubernetes?.gatewayClass,
+      'tollgate',
+    );
+    assert.deepEqual(problems(main('kubernetes:\n  gateway_class: Tollgate_GW\n')), [
+      "/etc/tollgate/main.yaml:2:18: kubernetes.gateway_class: 'Tollgate_GW' is not a GatewayClass name (lower-case letters, digits, - and ., at most 253)",
+    ]);
   });
 
   it('refuses unknown keys and malformed names', () => {

@@ -37,3 +37,10 @@ export const ingressRejected = new Gauge({
   labelNames: ['namespace', 'name'] as const,
   registers: [registry],
 });
+
+export const gatewayRoutes = new Gauge({
+  name: 'tollgate_gateway_routes',
+  help: 'Gateway API routes of our Gateways (1 per route), by kind, namespace, name and whether a parent accepted it (docs/gateway-api.md).',
+  labelNames: ['kind', 'namespace', 'name', 'accepted'] as const,
+  registers: [registry],
+});

@@ -7,6 +7,9 @@ import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
 import type { CertificateStore } from '../certificate-store.ts';
+import { reaches } from './endpoints.ts';
+import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
+import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
@@ -82,8 +85,25 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let ingress: IngressSource | null = null;
   const servedCertificates = createIngressCertificates(logger);
   let lastServed: string | null = null;
+  let gateway: GatewaySource | null = null;
+  let lastGatewayServed: string | null = null;
+  let lastIngressClaims: string | null = null;
+  let lastRouteClaims: string | null = null;
+  // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
+  // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
   const effective = (config: UpstreamsConfig) =>
-    mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []);
+    mergeIngressRoutes(
+      mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []),
+      gateway?.translation()?.hosts ?? [],
+    );
+  const allCertificates = (): CertificatePem[] => {
+    const fromIngress = ingress?.translation();
+    const fromGateway = gateway?.translation();
+    return [
+      ...(fromIngress ? certificatesOf(fromIngress) : []),
+      ...(fromGateway ? gatewayCertificatesOf(fromGateway) : []),
+    ];
+  };
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
 
   const applyConfigMap = (content: ConfigMapContent) => {
@@ -136,14 +156,22 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       tuning: options.tuning,
       ownListeners: options.ownListeners,
       base: () => live,
+      otherClaims: () => gateway?.translation()?.claims ?? [],
       onTranslation: (translation) => {
+        // The hosts Ingresses name are claims the Gateway API routes must respect, and the reverse
+        // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
+        // telling the other source when they change settles after one round.
+        const claims = JSON.stringify(translation.claims ?? []);
+        if (claims !== lastIngressClaims) {
+          lastIngressClaims = claims;
+          gateway?.baseChanged();
+        }
         // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
         // and certificates as they were: no new table, no broadcast to workers, no log line.
         const served = JSON.stringify([translation.hosts, translation.certificates]);
         if (served === lastServed) return;
         lastServed = served;
-        if (options.certificates)
-          servedCertificates.update(options.certificates, certificatesOf(translation));
+        if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
         const table = compile(live);
         runtime.swapTable(table);
@@ -154,6 +182,40 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
             hash: table.hash,
           },
           'ingress routes changed; routing table rebuilt',
+        );
+      },
+    });
+  }
+  const gatewayClass = main.kubernetes?.gatewayClass;
+  if (main.kubernetes && gatewayClass) {
+    gateway = createGatewaySource({
+      kubeConfig: connection.kubeConfig,
+      settings: { ...main.kubernetes, gatewayClass },
+      logger,
+      tuning: options.tuning,
+      reachesTollgate: (host, port) =>
+        (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
+      oidcProviders: Object.keys(main.oidcProviders ?? {}),
+      claims: () => ({
+        fileHosts: live.hosts.map((host) => host.name),
+        ingressClaims: ingress?.translation()?.claims ?? [],
+      }),
+      onTranslation: (translation) => {
+        const claims = JSON.stringify(translation.claims ?? []);
+        if (claims !== lastRouteClaims) {
+          lastRouteClaims = claims;
+          ingress?.baseChanged();
+        }
+        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        if (served === lastGatewayServed) return;
+        lastGatewayServed = served;
+        if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
+        watchServicesOf(live);
+        const table = compile(live);
+        runtime.swapTable(table);
+        logger.info(
+          { routes: translation.routes.length, paths: table.routes.length, hash: table.hash },
+          'gateway api routes changed; routing table rebuilt',
         );
       },
     });
@@ -177,15 +239,13 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   return {
     compile,
     effective,
-    certificates: () => {
-      const translation = ingress?.translation();
-      return translation ? certificatesOf(translation) : [];
-    },
+    certificates: allCertificates,
     endpointsOf,
     configApplied(config) {
       live = config;
       watchServicesOf(config);
       ingress?.baseChanged();
+      gateway?.baseChanged();
       if (!waitsForConfigMap(config)) {
         configArrived?.();
         configArrived = null;
@@ -196,15 +256,24 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
     },
     whenSynced: async () => {
-      await Promise.all([source.whenSynced(), ingress?.whenSynced(), arrived]);
+      await Promise.all([source.whenSynced(), ingress?.whenSynced(), gateway?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
       await source.whenSynced();
     },
-    synced: () => source.synced() && (ingress?.synced() ?? true) && configArrived === null,
+    synced: () =>
+      source.synced() && (ingress?.synced() ?? true) && (gateway?.synced() ?? true) && configArrived === null,
     close: async () => {
-      await Promise.all([source.close(), ingress?.close()]);
+      await Promise.all([source.close(), ingress?.close(), gateway?.close()]);
     },
   };
+}
+
+function gatewayCertificatesOf(translation: GatewayTranslation): CertificatePem[] {
+  return translation.certificates.map((item) => ({
+    names: item.names,
+    certificate: item.certificate,
+    key: item.key,
+  }));
 }
 
 function certificatesOf(translation: IngressTranslation): CertificatePem[] {

@@ -19,7 +19,14 @@ export type WatchedResource =
   | 'ingresses'
   | 'ingressclasses'
   | 'services'
-  | 'secrets';
+  | 'secrets'
+  | 'namespaces'
+  | 'gatewayclasses'
+  | 'gateways'
+  | 'httproutes'
+  | 'grpcroutes'
+  | 'referencegrants'
+  | 'tollgatepolicies';
 
 /** Why a list/watch cycle started over: the `reason` label of tollgate_kubernetes_watch_restarts_total. */
 export type RestartReason =
@@ -290,7 +297,8 @@ function isError(reason: RestartReason): boolean {
 }
 
 /** Per-call options giving a list request a deadline (the generated client has none by default). */
-function timeoutOptions(ms: number): ConfigurationOptions {
+/** Call options that abort a request after `ms` (a slow API server never holds a caller for good). */
+export function timeoutOptions(ms: number): ConfigurationOptions {
   return {
     middleware: [
       {

@@ -11,7 +11,8 @@ export function usesKubernetes(main: MainConfig, upstreams: UpstreamsConfig): bo
   return (
     upstreams.provider === 'kubernetes' ||
     Boolean(main.kubernetes?.upstreamsConfigMap) ||
-    Boolean(main.kubernetes?.ingressClass)
+    Boolean(main.kubernetes?.ingressClass) ||
+    Boolean(main.kubernetes?.gatewayClass)
   );
 }
 
@@ -42,6 +43,11 @@ export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConf
   if (ingressClass)
     lines.push(
       `would serve Ingresses of class ${ingressClass} in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
+    );
+  const gatewayClass = main.kubernetes?.gatewayClass;
+  if (gatewayClass)
+    lines.push(
+      `would serve Gateways of GatewayClass ${gatewayClass} and their routes in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
     );
   const configMap = main.kubernetes?.upstreamsConfigMap;
   if (configMap)

@@ -274,6 +274,23 @@ upstreams.yaml is found beside main.yaml by default.
 {{- $_ := set $kube "publish_service" (include "tollgate.publishService" .) }}
 {{- end }}
 {{- end }}
+{{- $gw := .Values.gatewayAPI }}
+{{- if $gw.enabled }}
+{{- $_ := set $kube "gateway_class" $gw.className }}
+{{- if and $ic.enabled $ic.watchNamespaces $gw.watchNamespaces (ne (toJson $ic.watchNamespaces) (toJson $gw.watchNamespaces)) }}
+{{- fail "gatewayAPI.watchNamespaces and ingressController.watchNamespaces are one main.yaml key (kubernetes.watch_namespaces): list the same namespaces in both, or in one only" }}
+{{- end }}
+{{- with $gw.watchNamespaces }}{{ $_ := set $kube "watch_namespaces" . }}{{ end }}
+{{- if not (hasKey $kube "publish_address") }}{{- if not (hasKey $kube "publish_service") }}
+{{- if $gw.publishAddress }}
+{{- $_ := set $kube "publish_address" $gw.publishAddress }}
+{{- else if $ic.publishAddress }}
+{{- $_ := set $kube "publish_address" $ic.publishAddress }}
+{{- else }}
+{{- $_ := set $kube "publish_service" (include "tollgate.publishService" .) }}
+{{- end }}
+{{- end }}{{- end }}
+{{- end }}
 {{- if $kube }}
 {{- $_ := set $main "kubernetes" $kube }}
 {{- end }}
@@ -380,9 +397,9 @@ is not OOM-killed exactly when it is busiest (docs/workers.md#memory).
 {{- .Values.ingressController.publishService | default (printf "%s/%s" .Release.Namespace (include "tollgate.fullname" .)) }}
 {{- end }}
 
-{{/* True when the pods talk to the API: the provider, or the Ingress controller. */}}
+{{/* True when the pods talk to the API: the provider, the Ingress controller, or the Gateway API. */}}
 {{- define "tollgate.usesApi" -}}
-{{- or .Values.kubernetes.enabled .Values.ingressController.enabled }}
+{{- or .Values.kubernetes.enabled .Values.ingressController.enabled .Values.gatewayAPI.enabled }}
 {{- end }}
 
 {{/*

@@ -23,9 +23,22 @@ export type HostOwner =
 /** One Ingress's claim: the host keys its rules (and defaultBackend, as `DEFAULT`) name. */
 export interface HostClaim {
   namespace: string;
-  /** `namespace/name`. */
+  /** `namespace/name` of an Ingress, or `<Kind> namespace/name` of a Gateway API route. */
   ingress: string;
   hosts: readonly string[];
+}
+
+/**
+ * A claim with the time its object was created (ms; unknown: last), so the claims of Ingresses and
+ * Gateway API routes are ordered together (docs/gateway-api.md#host-ownership).
+ */
+export interface AgedClaim extends HostClaim {
+  created: number;
+}
+
+/** Oldest first; a tie keeps the order given (Ingresses before routes, each in its own age order). */
+export function byCreation(claims: readonly AgedClaim[]): AgedClaim[] {
+  return [...claims].sort((a, b) => a.created - b.created);
 }
 
 /** The owner of every named host: upstreams.yaml's first, then claims in the order given (oldest first). */
@@ -58,7 +71,8 @@ export function hostOwnershipProblem(
   const name = host === DEFAULT_HOST ? 'the default host (no host, defaultBackend)' : `host ${host}`;
   if (owner?.kind === 'file') return `${name} is served by upstreams.yaml; an Ingress adds no path to it`;
   const first = owner as Extract<HostOwner, { kind: 'namespace' }>;
-  return `${name} belongs to namespace ${first.namespace} (claimed first by the Ingress ${first.ingress}); an Ingress of namespace ${namespace} may not serve it`;
+  const claimant = first.ingress.includes(' ') ? `the ${first.ingress}` : `the Ingress ${first.ingress}`;
+  return `${name} belongs to namespace ${first.namespace} (claimed first by ${claimant}); an Ingress of namespace ${namespace} may not serve it`;
 }
 
 /**

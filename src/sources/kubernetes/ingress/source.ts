@@ -23,6 +23,7 @@ import {
   type WatchTuning,
 } from '../resource-watch.ts';
 import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
+import type { AgedClaim } from './ownership.ts';
 import {
   INGRESS_CONTROLLER,
   type IngressReport,
@@ -42,6 +43,8 @@ export interface IngressSourceOptions {
   /** A new translation, after any change (coalesced; never before every watch listed once). */
   onTranslation: (translation: IngressTranslation) => void;
   tuning?: Partial<WatchTuning>;
+  /** Hosts Gateway API routes claim (docs/gateway-api.md#host-ownership); none when not served. */
+  otherClaims?: () => readonly AgedClaim[];
   /** Tollgate's own bound listeners: an Ingress's auth-url may not target them (docs/ingress.md). */
   ownListeners?: () => readonly ListenAddress[];
 }
@@ -224,6 +227,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       services: serviceMap,
       secrets,
       base: options.base(),
+      otherClaims: options.otherClaims?.() ?? [],
       reachesTollgate: (host, port) =>
         (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
     });

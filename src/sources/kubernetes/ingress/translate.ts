@@ -23,7 +23,14 @@ import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
 import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
-import { certificateHosts, type HostClaim, hostOwners, hostOwnershipProblem } from './ownership.ts';
+import {
+  type AgedClaim,
+  byCreation,
+  certificateHosts,
+  type HostClaim,
+  hostOwners,
+  hostOwnershipProblem,
+} from './ownership.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
@@ -47,6 +54,8 @@ export interface IngressInput {
   secrets: ReadonlyMap<string, V1Secret>;
   /** The routes of upstreams.yaml: every host they name is theirs alone (docs/ingress.md#host-ownership). */
   base: Pick<UpstreamsConfig, 'hosts'>;
+  /** Hosts Gateway API routes claim, with their age: the oldest claim owns a host (docs/gateway-api.md#host-ownership). */
+  otherClaims?: readonly AgedClaim[];
   /** Tollgate's own listeners, which an Ingress's auth-url may not target (none given: not checked). */
   reachesTollgate?: ReachesTollgate;
 }
@@ -91,6 +100,8 @@ export interface IngressTranslation {
   certificates: IngressCertificate[];
   /** Every Ingress of ours, by `namespace/name`. */
   reports: Map<string, IngressReport>;
+  /** The hosts each Ingress of ours names, with its age: what Gateway API routes must respect. */
+  claims?: AgedClaim[];
 }
 
 /** The IngressClass names Tollgate serves, and whether it also takes Ingresses naming no class. */
@@ -171,7 +182,7 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
   const claims = mains.map(hostClaim);
   const owners = hostOwners(
     input.base.hosts.map((host) => host.name),
-    claims,
+    byCreation([...claims, ...(input.otherClaims ?? [])]),
   );
   for (const [index, ingress] of mains.entries()) {
     const namespace = ingress.metadata?.namespace ?? 'default';
@@ -217,7 +228,7 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
     const built = buildIngress(canaryBackendOnly(ingress), input, report);
     if (built !== null) applyCanary(ingress, built.paths, hosts, claimed, claimKey, report);
   }
-  return { hosts: [...hosts.values()], certificates, reports };
+  return { hosts: [...hosts.values()], certificates, reports, claims };
 }
 
 /**
@@ -244,7 +255,7 @@ function ownCertificates(
 }
 
 /** The hosts an Ingress names: its rules' (a rule without host and defaultBackend name `DEFAULT`). */
-function hostClaim(ingress: V1Ingress): HostClaim {
+function hostClaim(ingress: V1Ingress): AgedClaim {
   const namespace = ingress.metadata?.namespace ?? 'default';
   const hosts = new Set<string>();
   for (const rule of ingress.spec?.rules ?? []) {
@@ -255,7 +266,14 @@ function hostClaim(ingress: V1Ingress): HostClaim {
     }
   }
   if (ingress.spec?.defaultBackend) hosts.add(DEFAULT_HOST);
-  return { namespace, ingress: `${namespace}/${ingress.metadata?.name ?? ''}`, hosts: [...hosts] };
+  const value = ingress.metadata?.creationTimestamp as unknown;
+  const created = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
+  return {
+    namespace,
+    ingress: `${namespace}/${ingress.metadata?.name ?? ''}`,
+    hosts: [...hosts],
+    created: Number.isNaN(created) ? Number.POSITIVE_INFINITY : created,
+  };
 }
 
 interface BuiltIngress {

@@ -1,0 +1,113 @@
+import type { CanaryConfig, PathConfig } from '../../../config/types.ts';
+import { referencePermitted } from './grants.ts';
+import type { RouteKind } from './listeners.ts';
+import { type BackendRef, GATEWAY_GROUP } from './objects.ts';
+import type { Refusal, RouteContext } from './rules.ts';
+
+export interface Backends {
+  service: PathConfig['service'];
+  canary: CanaryConfig | null;
+  error: string | null;
+  /** Share of requests owed to unresolvable backendRefs beside resolvable ones (answered 500). */
+  errorShare: number | null;
+  refusals: Refusal[];
+}
+
+/**
+ * The Services a rule forwards to, split by `weight` (0 = none): the first resolvable weighted
+ * backendRef is the path's Service, a second one takes its weighted share (the canary split of
+ * docs/traffic.md); a third resolvable one is not served (reported). A backendRef that cannot be
+ * resolved (unknown kind, another namespace without a ReferenceGrant, no such Service or port) is
+ * reported and keeps its share of requests, answered 500, as the Gateway API asks; when none can
+ * be resolved, or none has a weight, every request of the rule answers 500.
+ */
+export function backendsOf(
+  refs: readonly BackendRef[],
+  kind: RouteKind,
+  namespace: string,
+  context: RouteContext,
+): Backends {
+  const refusals: Refusal[] = [];
+  const weighted = refs
+    .filter((ref) => (ref.weight ?? 1) !== 0)
+    .map((ref) => ({ weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
+  const valid: Array<{ weight: number; service: ResolvedService }> = [];
+  let invalidWeight = 0;
+  for (const { weight, resolved } of weighted) {
+    if ('refusal' in resolved) {
+      refusals.push(resolved.refusal);
+      invalidWeight += weight;
+    } else valid.push({ weight, service: resolved.service });
+  }
+  if (weighted.length === 0)
+    return {
+      service: null,
+      canary: null,
+      error: 'the rule has no backend with a weight above 0',
+      errorShare: null,
+      refusals,
+    };
+  const [first, second, ...rest] = valid;
+  if (first === undefined)
+    return {
+      service: null,
+      canary: null,
+      error: refusals.map((r) => r.message).join('; '),
+      errorShare: null,
+      refusals,
+    };
+  if (rest.length > 0)
+    refusals.push({
+      condition: 'Accepted',
+      reason: 'UnsupportedValue',
+      message: `${valid.length} weighted backendRefs: only two Services per rule are served`,
+    });
+  const canary: CanaryConfig | null =
+    second === undefined
+      ? null
+      : {
+          service: second.service,
+          origin: `${kind.toLowerCase()} backendRef ${second.service.namespace}/${second.service.name}`,
+          weight: second.weight,
+          weightTotal: first.weight + second.weight,
+          header: null,
+          headerValue: null,
+          cookie: null,
+        };
+  const served = first.weight + (second?.weight ?? 0);
+  const errorShare = invalidWeight === 0 ? null : invalidWeight / (served + invalidWeight);
+  return { service: first.service, canary, error: null, errorShare, refusals };
+}
+
+type ResolvedService = { name: string; namespace: string; port: string };
+
+function serviceOf(
+  ref: BackendRef,
+  kind: RouteKind,
+  namespace: string,
+  context: RouteContext,
+): { service: ResolvedService } | { refusal: Refusal } {
+  const fail = (reason: string, message: string) => ({
+    refusal: { condition: 'ResolvedRefs' as const, reason, message },
+  });
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Service') !== 'Service')
+    return fail('InvalidKind', `backendRef ${ref.group ?? ''}/${ref.kind} ${ref.name} is not a Service`);
+  const target = ref.namespace ?? namespace;
+  const key = `${target}/${ref.name ?? ''}`;
+  if (
+    !referencePermitted(context.grants, {
+      from: { group: GATEWAY_GROUP, kind, namespace },
+      to: { group: '', kind: 'Service', namespace: target, name: ref.name ?? '' },
+    })
+  )
+    return fail(
+      'RefNotPermitted',
+      `no ReferenceGrant in ${target} allows a ${kind} of ${namespace} to use Service ${key}`,
+    );
+  const service = context.services.get(key);
+  if (service === undefined) return fail('BackendNotFound', `Service ${key} does not exist`);
+  if (ref.port === undefined) return fail('UnsupportedValue', `backendRef ${key} names no port`);
+  const port = (service.spec?.ports ?? []).find((candidate) => candidate.port === ref.port);
+  if (port === undefined) return fail('BackendNotFound', `Service ${key} has no port ${ref.port}`);
+  return { service: { name: ref.name ?? '', namespace: target, port: port.name ?? '' } };
+}

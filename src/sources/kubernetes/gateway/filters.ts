@@ -1,0 +1,163 @@
+import type { HeaderOps, PathTimeouts } from '../../../config/types.ts';
+import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
+import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
+import type { HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
+import type { BuiltRule } from './rules.ts';
+
+/**
+ * Route rule filters and timeouts (docs/gateway-api.md#filters): RequestHeaderModifier,
+ * ResponseHeaderModifier, RequestRedirect and URLRewrite into the path's settings; any other filter
+ * refuses its rule.
+ */
+
+export type Filters = Pick<
+  BuiltRule,
+  'requestHeaders' | 'responseHeaders' | 'requestRedirect' | 'policies' | 'upstreamHost'
+>;
+
+/** One filter into the rule's settings, or why it cannot be served. */
+export function readFilter(filter: HttpRouteFilter, filters: Filters): string | null {
+  switch (filter.type) {
+    case 'RequestHeaderModifier':
+    case 'ResponseHeaderModifier': {
+      const ops = headerFilter(filter);
+      if (typeof ops === 'string') return ops;
+      if (filter.type === 'RequestHeaderModifier') filters.requestHeaders = ops;
+      else filters.responseHeaders = ops;
+      return null;
+    }
+    case 'RequestRedirect': {
+      const redirect = redirectOf(filter.requestRedirect as RedirectSpec | undefined);
+      if (typeof redirect === 'string') return `RequestRedirect: ${redirect}`;
+      filters.requestRedirect = redirect;
+      return null;
+    }
+    case 'URLRewrite': {
+      const spec = (filter.urlRewrite ?? {}) as RewriteSpec;
+      if (spec.hostname !== undefined) {
+        const host = normaliseHostKey(spec.hostname);
+        if (!host.ok || spec.hostname.includes('*'))
+          return `URLRewrite: hostname ${spec.hostname} is not a host name`;
+        filters.upstreamHost = host.value;
+      }
+      if (spec.path !== undefined) {
+        const path = pathModifier(spec.path);
+        if (typeof path === 'string') return `URLRewrite: ${path}`;
+        filters.policies = {
+          rewrite:
+            path.kind === 'prefix'
+              ? { kind: 'prefix', prefix: path.value }
+              : // The whole path, whatever it was: a pattern that always matches, a replacement without groups.
+                { kind: 'regex', regex: '^.*$', replacement: path.value },
+        };
+      }
+      return null;
+    }
+    default:
+      return `filter ${filter.type} is not supported`;
+  }
+}
+
+interface RedirectSpec {
+  scheme?: string;
+  hostname?: string;
+  port?: number;
+  path?: PathModifierSpec;
+  statusCode?: number;
+}
+interface RewriteSpec {
+  hostname?: string;
+  path?: PathModifierSpec;
+}
+interface PathModifierSpec {
+  type?: string;
+  replaceFullPath?: string;
+  replacePrefixMatch?: string;
+}
+
+function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | string {
+  const scheme = spec?.scheme ?? null;
+  if (scheme !== null && scheme !== 'http' && scheme !== 'https')
+    return `scheme ${scheme} is not http or https`;
+  let hostname: string | null = null;
+  if (spec?.hostname !== undefined) {
+    const host = normaliseHostKey(spec.hostname);
+    if (!host.ok || spec.hostname.includes('*')) return `hostname ${spec.hostname} is not a host name`;
+    hostname = host.value;
+  }
+  const port = spec?.port ?? null;
+  if (port !== null && (!Number.isInteger(port) || port < 1 || port > 65_535))
+    return `port ${port} is not a port`;
+  const statusCode = spec?.statusCode ?? 302;
+  if (statusCode !== 301 && statusCode !== 302) return `statusCode ${statusCode} is not 301 or 302`;
+  const path = spec?.path === undefined ? null : pathModifier(spec.path);
+  if (typeof path === 'string') return path;
+  return { scheme, hostname, port, path, statusCode };
+}
+
+/** ReplaceFullPath / ReplacePrefixMatch: the value must be a plain path Tollgate would route. */
+function pathModifier(spec: PathModifierSpec): { kind: 'full' | 'prefix'; value: string } | string {
+  const kind =
+    spec.type === 'ReplaceFullPath' ? 'full' : spec.type === 'ReplacePrefixMatch' ? 'prefix' : null;
+  if (kind === null) return `path type ${spec.type} is not ReplaceFullPath or ReplacePrefixMatch`;
+  const value = kind === 'full' ? spec.replaceFullPath : spec.replacePrefixMatch;
+  if (value === undefined) return `path ${spec.type} names no value`;
+  const normal = normalisePrefix(value);
+  if (!value.startsWith('/') || !normal.ok || /[?#$\\]/.test(value))
+    return `path ${value} is not a plain path`;
+  return { kind, value: kind === 'prefix' ? normal.value : value };
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
+
+/** `timeouts.request` / `backendRequest` (Gateway API durations such as `10s`, `500ms`, `1m30s`). */
+export function timeoutsOf(spec: HttpRouteRule['timeouts']): PathTimeouts | null | string {
+  if (spec === undefined) return null;
+  const parse = (text: string | undefined, what: string): number | null | string => {
+    if (text === undefined) return null;
+    if (!/^([0-9]{1,5}(h|m|s|ms)){1,4}$/.test(text))
+      return `timeouts.${what} ${text} is not a duration such as 10s or 500ms`;
+    let ms = 0;
+    for (const [, amount, unit] of text.matchAll(/([0-9]+)(h|ms|m|s)/g))
+      ms += Number(amount) * (DURATION_UNITS[unit as string] as number);
+    // 0s switches the timeout off (the spec's meaning): main.yaml's applies.
+    return ms === 0 ? null : ms;
+  };
+  const request = parse(spec.request, 'request');
+  const backend = parse(spec.backendRequest, 'backendRequest');
+  if (typeof request === 'string') return request;
+  if (typeof backend === 'string') return backend;
+  if (request !== null && backend !== null && backend > request)
+    return 'timeouts.backendRequest may not be longer than timeouts.request';
+  // Both bound the wait for the upstream's response headers (docs/gateway-api.md#limits).
+  const responseMs = backend ?? request;
+  return responseMs === null ? null : { connectMs: null, responseMs, idleMs: null };
+}
+
+/** RequestHeaderModifier / ResponseHeaderModifier as header rules; anything else is refused. */
+function headerFilter(filter: HttpRouteFilter): HeaderOps | string {
+  let modifier: HeaderModifier | undefined;
+  if (filter.type === 'RequestHeaderModifier') modifier = filter.requestHeaderModifier;
+  else if (filter.type === 'ResponseHeaderModifier') modifier = filter.responseHeaderModifier;
+  else return `filter ${filter.type} is not supported`;
+  const ops: HeaderOps = { set: [], add: [], remove: [] };
+  for (const [list, items] of [
+    ['set', modifier?.set ?? []],
+    ['add', modifier?.add ?? []],
+  ] as const) {
+    for (const item of items) {
+      const problem = item.name ? unconfigurableHeaderReason(item.name) : 'a header names nothing';
+      if (problem !== null) return `${filter.type}: ${problem}`;
+      if (!/^[\x20-\x7e\t]*$/.test(item.value ?? ''))
+        return `${filter.type}: the value of ${item.name} is not printable`;
+      ops[list].push({ name: (item.name as string).toLowerCase(), value: item.value ?? '' });
+    }
+  }
+  for (const name of modifier?.remove ?? []) {
+    const problem = unconfigurableHeaderReason(name);
+    if (problem !== null) return `${filter.type}: ${problem}`;
+    ops.remove.push(name.toLowerCase());
+  }
+  return ops;
+}

@@ -1,0 +1,285 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import type { V1Secret } from '@kubernetes/client-node';
+import { referencePermitted } from './grants.ts';
+import { hostnameKey } from './hostnames.ts';
+import {
+  type Condition,
+  condition,
+  GATEWAY_GROUP,
+  type Gateway,
+  type LabelSelector,
+  type Listener,
+  type ReferenceGrant,
+} from './objects.ts';
+
+/** The route kinds a Tollgate listener serves: HTTP and HTTPS listeners take both. */
+export const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute'] as const;
+export type RouteKind = (typeof ROUTE_KINDS)[number];
+
+/** A listener of one of our Gateways, checked: what routes attach to (docs/gateway-api.md#gateways). */
+export interface ResolvedListener {
+  gateway: string;
+  gatewayNamespace: string;
+  name: string;
+  port: number | null;
+  protocol: 'HTTP' | 'HTTPS';
+  /** Host key (`a.example.com`, `*.example.com`), or null for any host. */
+  hostname: string | null;
+  /** Routes may attach (the listener is valid). */
+  usable: boolean;
+  from: 'Same' | 'All' | 'Selector';
+  selector: LabelSelector | null;
+  kinds: RouteKind[];
+  /** The certificate of an HTTPS listener, checked. */
+  certificate: { secret: string; certificate: string; key: string } | null;
+  conditions: Condition[];
+  /** Counted by the route translation. */
+  attachedRoutes: number;
+}
+
+export interface ResolvedGateway {
+  namespace: string;
+  name: string;
+  generation: number | undefined;
+  listeners: ResolvedListener[];
+}
+
+/** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */
+export function gatewaySecrets(gateway: Gateway): string[] {
+  const namespace = gateway.metadata?.namespace ?? 'default';
+  const names = new Set<string>();
+  for (const listener of gateway.spec?.listeners ?? [])
+    for (const ref of listener.tls?.certificateRefs ?? [])
+      if ((ref.group ?? '') === '' && (ref.kind ?? 'Secret') === 'Secret' && ref.name)
+        names.add(`${ref.namespace ?? namespace}/${ref.name}`);
+  return [...names];
+}
+
+/**
+ * One Gateway's listeners, each checked: protocol (HTTP, HTTPS with tls.mode Terminate), hostname,
+ * certificate (a kubernetes.io/tls Secret, another namespace's only with a ReferenceGrant) and
+ * allowedRoutes. A listener that cannot be served gets conditions saying why; the others serve.
+ */
+export function resolveGateway(
+  gateway: Gateway,
+  secrets: ReadonlyMap<string, V1Secret>,
+  grants: readonly ReferenceGrant[],
+): ResolvedGateway {
+  const namespace = gateway.metadata?.namespace ?? 'default';
+  const generation = gateway.metadata?.generation;
+  const listeners: ResolvedListener[] = [];
+  const seen = new Set<string>();
+  for (const [index, listener] of (gateway.spec?.listeners ?? []).entries()) {
+    const name = listener.name ?? `listener-${index}`;
+    const resolved = resolveListener(listener, name, namespace, generation, secrets, grants);
+    if (seen.has(name)) {
+      resolved.usable = false;
+      resolved.conditions = [
+        condition('Accepted', false, 'Invalid', `listener name ${name} is used twice`, generation),
+        condition('Programmed', false, 'Invalid', 'the listener is not served', generation),
+        condition('ResolvedRefs', true, 'ResolvedRefs', 'references resolved', generation),
+      ];
+    }
+    seen.add(name);
+    listeners.push({ ...resolved, gateway: gateway.metadata?.name ?? '', gatewayNamespace: namespace });
+  }
+  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners };
+}
+
+function resolveListener(
+  listener: Listener,
+  name: string,
+  namespace: string,
+  generation: number | undefined,
+  secrets: ReadonlyMap<string, V1Secret>,
+  grants: readonly ReferenceGrant[],
+): Omit<ResolvedListener, 'gateway' | 'gatewayNamespace'> {
+  const problems: Array<{ type: 'Accepted' | 'ResolvedRefs'; reason: string; message: string }> = [];
+  const protocol = listener.protocol === 'HTTPS' ? 'HTTPS' : 'HTTP';
+  if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS')
+    problems.push({
+      type: 'Accepted',
+      reason: 'UnsupportedProtocol',
+      message: `protocol ${listener.protocol} is not served (HTTP and HTTPS are)`,
+    });
+  let hostname: string | null = null;
+  if (listener.hostname !== undefined && listener.hostname !== '') {
+    const key = hostnameKey(listener.hostname);
+    if (key.ok) hostname = key.value;
+    else
+      problems.push({
+        type: 'Accepted',
+        reason: 'Invalid',
+        message: `hostname ${listener.hostname} ${key.reason}`,
+      });
+  }
+  // allowedRoutes.kinds: the supported ones are served; any other makes ResolvedRefs false.
+  const wanted = listener.allowedRoutes?.kinds;
+  const kinds: RouteKind[] = [];
+  if (wanted === undefined || wanted.length === 0) kinds.push(...ROUTE_KINDS);
+  else
+    for (const kind of wanted) {
+      const known = ROUTE_KINDS.find((candidate) => candidate === kind.kind);
+      if (known !== undefined && (kind.group ?? GATEWAY_GROUP) === GATEWAY_GROUP) kinds.push(known);
+      else
+        problems.push({
+          type: 'ResolvedRefs',
+          reason: 'InvalidRouteKinds',
+          message: `route kind ${kind.group ?? GATEWAY_GROUP}/${kind.kind} is not supported`,
+        });
+    }
+  const from = listener.allowedRoutes?.namespaces?.from ?? 'Same';
+  if (from !== 'Same' && from !== 'All' && from !== 'Selector')
+    problems.push({
+      type: 'Accepted',
+      reason: 'Invalid',
+      message: `allowedRoutes.namespaces.from ${from} is not Same, All or Selector`,
+    });
+  let certificate: ResolvedListener['certificate'] = null;
+  if (protocol === 'HTTPS' && listener.protocol === 'HTTPS') {
+    const mode = listener.tls?.mode ?? 'Terminate';
+    if (mode !== 'Terminate')
+      problems.push({
+        type: 'Accepted',
+        reason: 'UnsupportedProtocol',
+        message: `tls.mode ${mode} is not served (Terminate is)`,
+      });
+    const refs = listener.tls?.certificateRefs ?? [];
+    const first = refs[0];
+    if (first === undefined)
+      problems.push({
+        type: 'ResolvedRefs',
+        reason: 'InvalidCertificateRef',
+        message: 'an HTTPS listener needs a certificateRef',
+      });
+    else {
+      const resolved = certificateOf(first, namespace, secrets, grants);
+      if ('problem' in resolved) problems.push({ type: 'ResolvedRefs', ...resolved.problem });
+      else certificate = resolved;
+    }
+  }
+  const accepted = problems.find((problem) => problem.type === 'Accepted');
+  const refs = problems.find((problem) => problem.type === 'ResolvedRefs');
+  const usable = accepted === undefined && refs === undefined;
+  return {
+    name,
+    port: typeof listener.port === 'number' ? listener.port : null,
+    protocol,
+    hostname,
+    usable,
+    from: from === 'All' || from === 'Selector' ? from : 'Same',
+    selector: listener.allowedRoutes?.namespaces?.selector ?? null,
+    kinds,
+    certificate,
+    attachedRoutes: 0,
+    conditions: [
+      accepted
+        ? condition('Accepted', false, accepted.reason, accepted.message, generation)
+        : condition('Accepted', true, 'Accepted', 'the listener is served', generation),
+      usable
+        ? condition('Programmed', true, 'Programmed', 'the listener is served', generation)
+        : condition('Programmed', false, 'Invalid', (accepted ?? refs)?.message ?? '', generation),
+      refs
+        ? condition('ResolvedRefs', false, refs.reason, refs.message, generation)
+        : condition('ResolvedRefs', true, 'ResolvedRefs', 'references resolved', generation),
+    ],
+  };
+}
+
+function certificateOf(
+  ref: { group?: string; kind?: string; name?: string; namespace?: string },
+  namespace: string,
+  secrets: ReadonlyMap<string, V1Secret>,
+  grants: readonly ReferenceGrant[],
+): { secret: string; certificate: string; key: string } | { problem: { reason: string; message: string } } {
+  const invalid = (message: string) => ({ problem: { reason: 'InvalidCertificateRef', message } });
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret')
+    return invalid(`certificateRef ${ref.group ?? ''}/${ref.kind} is not a core Secret`);
+  const target = ref.namespace ?? namespace;
+  const key = `${target}/${ref.name ?? ''}`;
+  if (
+    !referencePermitted(grants, {
+      from: { group: GATEWAY_GROUP, kind: 'Gateway', namespace },
+      to: { group: '', kind: 'Secret', namespace: target, name: ref.name ?? '' },
+    })
+  )
+    return {
+      problem: {
+        reason: 'RefNotPermitted',
+        message: `no ReferenceGrant in ${target} allows this Gateway to use Secret ${key}`,
+      },
+    };
+  const secret = secrets.get(key);
+  if (secret === undefined) return invalid(`Secret ${key} does not exist`);
+  const pair = tlsPair(secret);
+  if (typeof pair === 'string') return invalid(`Secret ${key} ${pair}`);
+  return { secret: key, ...pair };
+}
+
+/** The PEM pair of a `kubernetes.io/tls` Secret, or what is wrong with it. */
+export function tlsPair(secret: V1Secret): { certificate: string; key: string } | string {
+  if (secret.type !== undefined && secret.type !== 'kubernetes.io/tls')
+    return `is of type ${secret.type}, not kubernetes.io/tls`;
+  const data = decodeSecret(secret);
+  const certificate = data['tls.crt'];
+  const key = data['tls.key'];
+  if (!certificate?.includes('-----BEGIN CERTIFICATE-----')) return "'tls.crt' holds no PEM certificate";
+  if (!key?.includes('PRIVATE KEY-----')) return "'tls.key' holds no PEM private key";
+  try {
+    const x509 = new X509Certificate(certificate);
+    if (!x509.checkPrivateKey(createPrivateKey(key))) return "'tls.key' is not the key of 'tls.crt'";
+  } catch (error) {
+    return `holds a certificate or key that does not load (${(error as Error).message})`;
+  }
+  return { certificate, key };
+}
+
+export function decodeSecret(secret: V1Secret): Record<string, string> {
+  const data: Record<string, string> = {};
+  for (const [key, value] of Object.entries(secret.data ?? {}))
+    data[key] = Buffer.from(value, 'base64').toString('utf8');
+  for (const [key, value] of Object.entries(secret.stringData ?? {})) data[key] = value;
+  return data;
+}
+
+/** True when a route of `namespace` (with these labels) may attach to the listener. */
+export function namespaceAllowed(
+  listener: ResolvedListener,
+  namespace: string,
+  labels: Readonly<Record<string, string>> | undefined,
+): boolean {
+  if (listener.from === 'All') return true;
+  if (listener.from === 'Same') return namespace === listener.gatewayNamespace;
+  return labels !== undefined && selectorMatches(listener.selector, labels);
+}
+
+/** A metav1.LabelSelector: matchLabels and matchExpressions (In, NotIn, Exists, DoesNotExist), ANDed. */
+export function selectorMatches(
+  selector: LabelSelector | null,
+  labels: Readonly<Record<string, string>>,
+): boolean {
+  if (selector === null) return false;
+  for (const [key, value] of Object.entries(selector.matchLabels ?? {}))
+    if (labels[key] !== value) return false;
+  for (const expression of selector.matchExpressions ?? []) {
+    const value = expression.key === undefined ? undefined : labels[expression.key];
+    const values = expression.values ?? [];
+    switch (expression.operator) {
+      case 'In':
+        if (value === undefined || !values.includes(value)) return false;
+        break;
+      case 'NotIn':
+        if (value !== undefined && values.includes(value)) return false;
+        break;
+      case 'Exists':
+        if (value === undefined) return false;
+        break;
+      case 'DoesNotExist':
+        if (value !== undefined) return false;
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}

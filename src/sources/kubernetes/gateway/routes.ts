@@ -1,0 +1,227 @@
+import type { PathConfig } from '../../../config/types.ts';
+import { hostnameKey, intersectHostnames } from './hostnames.ts';
+import { namespaceAllowed, type ResolvedGateway, type RouteKind } from './listeners.ts';
+import { type Condition, condition, GATEWAY_GROUP, type HttpRoute, type ParentReference } from './objects.ts';
+import { type BuiltRule, buildRule, type Refusal, type RouteContext } from './rules.ts';
+
+export type { RouteContext };
+
+/** One path a route asks for on one host, before host ownership and policies are applied. */
+export interface PathEntry {
+  host: string;
+  path: PathConfig;
+  /** The route (`namespace/name`), its kind, its rule (name or index) and the Gateways it came through. */
+  route: string;
+  kind: RouteKind;
+  namespace: string;
+  rule: { index: number; name: string | null };
+  gateways: Array<{ gateway: string; listener: string; protocol: 'HTTP' | 'HTTPS' }>;
+  /** Gateway API precedence after the path (the matcher orders exact and prefix length itself). */
+  rank: { method: number; headers: number; query: number; age: number; match: number };
+}
+
+/** Status of one parentRef that is one of our Gateways. */
+export interface ParentOutcome {
+  parentRef: ParentReference;
+  conditions: Condition[];
+}
+
+export interface RouteOutcome {
+  kind: RouteKind;
+  namespace: string;
+  name: string;
+  generation: number | undefined;
+  /** Only the parentRefs naming our Gateways: the status entries Tollgate writes. */
+  parents: ParentOutcome[];
+  entries: PathEntry[];
+  /** What is wrong with it, for Events and logs (empty when served as written). */
+  problems: string[];
+  /** Accepted by at least one of our parents. */
+  accepted: boolean;
+  /** The names of its rules (a policy's sectionName names one). */
+  ruleNames: string[];
+}
+
+/**
+ * One HTTPRoute or GRPCRoute against our Gateways (docs/gateway-api.md#routes): which parents accept
+ * it (listener, namespace, kind, hostname), and the paths its valid rules ask for on the hosts it got.
+ * A rule that cannot be served (a RegularExpression path, an unknown filter) is left out and
+ * reported; the route's other rules serve. A backend that cannot be resolved keeps its rule, which
+ * answers 500. Pure.
+ */
+export function translateRoute(
+  route: HttpRoute,
+  kind: RouteKind,
+  age: number,
+  context: RouteContext,
+): RouteOutcome {
+  const namespace = route.metadata?.namespace ?? 'default';
+  const name = route.metadata?.name ?? '';
+  const generation = route.metadata?.generation;
+  const outcome: RouteOutcome = {
+    kind,
+    namespace,
+    name,
+    generation,
+    parents: [],
+    entries: [],
+    problems: [],
+    accepted: false,
+    ruleNames: (route.spec?.rules ?? []).flatMap((rule) => (rule.name ? [rule.name] : [])),
+  };
+  const ours = (route.spec?.parentRefs ?? []).filter(
+    (ref) =>
+      (ref.group ?? GATEWAY_GROUP) === GATEWAY_GROUP &&
+      (ref.kind ?? 'Gateway') === 'Gateway' &&
+      context.gateways.has(`${ref.namespace ?? namespace}/${ref.name ?? ''}`),
+  );
+  if (ours.length === 0) return outcome;
+
+  const refusals: Refusal[] = [];
+  const hostnames: string[] = [];
+  for (const hostname of route.spec?.hostnames ?? []) {
+    const key = hostnameKey(hostname);
+    if (key.ok) hostnames.push(key.value);
+    else
+      refusals.push({
+        condition: 'Accepted',
+        reason: 'UnsupportedValue',
+        message: `hostname ${hostname} ${key.reason}`,
+      });
+  }
+  const rules: BuiltRule[] = [];
+  for (const [index, rule] of (route.spec?.rules ?? []).entries()) {
+    const built = buildRule(rule, index, kind, namespace, context, refusals);
+    if (built !== null) rules.push(built);
+  }
+  const resolved = refusals.find((refusal) => refusal.condition === 'ResolvedRefs');
+  const unsupported = refusals.find((refusal) => refusal.condition === 'Accepted');
+  outcome.problems.push(...refusals.map((refusal) => refusal.message));
+
+  const hostsOf = new Map<string, PathEntry['gateways']>();
+  for (const ref of ours) {
+    const gatewayKey = `${ref.namespace ?? namespace}/${ref.name ?? ''}`;
+    const gateway = context.gateways.get(gatewayKey) as ResolvedGateway;
+    const parent = (accepted: boolean, reason: string, message: string): ParentOutcome => ({
+      parentRef: parentRefOf(ref),
+      conditions: [
+        condition('Accepted', accepted, reason, message, generation),
+        resolved
+          ? condition('ResolvedRefs', false, resolved.reason, resolved.message, generation)
+          : condition('ResolvedRefs', true, 'ResolvedRefs', 'every reference resolved', generation),
+        ...(accepted && unsupported
+          ? [condition('PartiallyInvalid', true, 'UnsupportedValue', unsupported.message, generation)]
+          : []),
+      ],
+    });
+    const listeners = gateway.listeners.filter(
+      (listener) =>
+        (ref.sectionName === undefined || listener.name === ref.sectionName) &&
+        (ref.port === undefined || listener.port === ref.port),
+    );
+    if (listeners.length === 0) {
+      const message = `Gateway ${gatewayKey} has no listener ${ref.sectionName ?? ''}${ref.port === undefined ? '' : ` on port ${ref.port}`}`;
+      outcome.parents.push(parent(false, 'NoMatchingParent', message));
+      outcome.problems.push(message);
+      continue;
+    }
+    const allowed = listeners.filter(
+      (listener) =>
+        listener.usable &&
+        listener.kinds.includes(kind) &&
+        namespaceAllowed(listener, namespace, context.namespaces.get(namespace)),
+    );
+    if (allowed.length === 0) {
+      const message = `no listener of Gateway ${gatewayKey} allows a ${kind} of namespace ${namespace}`;
+      outcome.parents.push(parent(false, 'NotAllowedByListeners', message));
+      outcome.problems.push(message);
+      continue;
+    }
+    let matched = false;
+    for (const listener of allowed) {
+      const hosts = intersectHostnames(hostnames, listener.hostname);
+      if (hosts.length === 0) continue;
+      matched = true;
+      listener.attachedRoutes += 1;
+      for (const host of hosts) {
+        const via = hostsOf.get(host) ?? [];
+        hostsOf.set(host, via);
+        via.push({ gateway: gatewayKey, listener: listener.name, protocol: listener.protocol });
+      }
+    }
+    if (!matched) {
+      const message = `no hostname of this route meets a listener hostname of Gateway ${gatewayKey}`;
+      outcome.parents.push(parent(false, 'NoMatchingListenerHostname', message));
+      outcome.problems.push(message);
+      continue;
+    }
+    if (rules.length === 0 && unsupported) {
+      outcome.parents.push(parent(false, 'UnsupportedValue', unsupported.message));
+      continue;
+    }
+    outcome.parents.push(parent(true, 'Accepted', 'served by Tollgate'));
+    outcome.accepted = true;
+  }
+
+  const key = `${namespace}/${name}`;
+  for (const [host, gateways] of hostsOf) {
+    for (const rule of rules) {
+      for (const [matchIndex, match] of rule.matches.entries()) {
+        outcome.entries.push({
+          host,
+          route: key,
+          kind,
+          namespace,
+          rule: { index: rule.index, name: rule.name },
+          gateways,
+          rank: {
+            method: match.conditions?.method ? 1 : 0,
+            headers: match.conditions?.headers.length ?? 0,
+            query: match.conditions?.query.length ?? 0,
+            age,
+            match: rule.index * 1000 + matchIndex,
+          },
+          path: {
+            prefix: match.prefix,
+            exact: match.exact,
+            servers: [],
+            service: rule.service,
+            // Reached only through HTTPS listeners: plain HTTP is redirected, never served.
+            toHttps: gateways.every((via) => via.protocol === 'HTTPS'),
+            authorization: null,
+            rateLimit: null,
+            healthCheck: null,
+            unavailable: null,
+            origin: `${kind.toLowerCase()}/${key}`,
+            requestHeaders: rule.requestHeaders,
+            responseHeaders: rule.responseHeaders,
+            redirectTo: null,
+            authFailureLimit: null,
+            conditions: match.conditions,
+            backendError: rule.backendError,
+            requestRedirect: rule.requestRedirect,
+            policies: rule.policies,
+            upstreamHost: rule.upstreamHost,
+            timeouts: rule.timeouts,
+            canary: rule.canary,
+            backendErrorShare: rule.backendErrorShare,
+            ...(kind === 'GRPCRoute' ? { upstreamProtocol: 'h2c' as const } : {}),
+          },
+        });
+      }
+    }
+  }
+  return outcome;
+}
+
+/** The parentRef as written back into status (defaults filled in, as other controllers do). */
+function parentRefOf(ref: ParentReference): ParentReference {
+  return {
+    group: ref.group ?? GATEWAY_GROUP,
+    kind: ref.kind ?? 'Gateway',
+    ...(ref.namespace === undefined ? {} : { namespace: ref.namespace }),
+    name: ref.name ?? '',
+    ...(ref.sectionName === undefined ? {} : { sectionName: ref.sectionName }),
+    ...(ref.port === undefined ? {} : { port: ref.port }),
+  };
+}

@@ -1,0 +1,163 @@
+import type { V1Service } from '@kubernetes/client-node';
+import type { PathPolicies } from '../../../config/policy-types.ts';
+import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
+import type { NameValue, RouteConditions } from '../../../routing/conditions.ts';
+import { normalisePrefix } from '../../../routing/normalise.ts';
+import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
+import { type Backends, backendsOf } from './backends.ts';
+import { type Filters, readFilter, timeoutsOf } from './filters.ts';
+import type { ResolvedGateway, RouteKind } from './listeners.ts';
+import type { HttpRouteMatch, HttpRouteRule, ReferenceGrant } from './objects.ts';
+
+/**
+ * One rule of an HTTPRoute or GRPCRoute in upstreams.yaml's terms (docs/gateway-api.md#routes): its
+ * matches as paths with conditions, its filters (filters.ts), its backends (backends.ts) and timeouts.
+ */
+
+/** What a route translation reads besides the route. */
+export interface RouteContext {
+  /** Our Gateways, resolved, by `namespace/name`. */
+  gateways: ReadonlyMap<string, ResolvedGateway>;
+  /** Namespace labels by name (allowedRoutes Selector). */
+  namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  services: ReadonlyMap<string, V1Service>;
+  grants: readonly ReferenceGrant[];
+}
+
+export interface BuiltRule {
+  index: number;
+  name: string | null;
+  matches: Array<{ prefix: string; exact: boolean; conditions: RouteConditions | null }>;
+  requestHeaders: HeaderOps | null;
+  responseHeaders: HeaderOps | null;
+  requestRedirect: RequestRedirectConfig | null;
+  policies: PathPolicies | null;
+  upstreamHost: string | null;
+  timeouts: PathTimeouts | null;
+  service: PathConfig['service'];
+  canary: CanaryConfig | null;
+  backendError: string | null;
+  backendErrorShare: number | null;
+}
+
+/** A refusal of part of a route, with the status reason it is reported under. */
+export interface Refusal {
+  condition: 'Accepted' | 'ResolvedRefs';
+  reason: string;
+  message: string;
+}
+
+export function buildRule(
+  rule: HttpRouteRule,
+  index: number,
+  kind: RouteKind,
+  namespace: string,
+  context: RouteContext,
+  refusals: Refusal[],
+): BuiltRule | null {
+  const where = `rule ${rule.name ?? index}`;
+  const refuse = (message: string) => {
+    refusals.push({ condition: 'Accepted', reason: 'UnsupportedValue', message: `${where}: ${message}` });
+    return null;
+  };
+  const matches: BuiltRule['matches'] = [];
+  const written = rule.matches ?? [];
+  for (const match of written.length === 0 ? [{}] : written) {
+    const built = kind === 'GRPCRoute' ? grpcMatch(match as GrpcMatch) : httpMatch(match as HttpRouteMatch);
+    if (typeof built === 'string') return refuse(built);
+    matches.push(built);
+  }
+  const filters: Filters = {
+    requestHeaders: null,
+    responseHeaders: null,
+    requestRedirect: null,
+    policies: null,
+    upstreamHost: null,
+  };
+  for (const filter of rule.filters ?? []) {
+    const problem = readFilter(filter, filters);
+    if (problem !== null) return refuse(problem);
+  }
+  if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
+    return refuse('RequestRedirect and URLRewrite cannot be used together');
+  for (const ref of rule.backendRefs ?? [])
+    if ((ref.filters ?? []).length > 0) return refuse('filters on a backendRef are not supported');
+  const timeouts = timeoutsOf(rule.timeouts);
+  if (typeof timeouts === 'string') return refuse(timeouts);
+  // A redirecting rule serves nothing itself: it needs no backend.
+  const backend: Backends =
+    filters.requestRedirect !== null
+      ? { service: null, canary: null, error: null, errorShare: null, refusals: [] }
+      : backendsOf(rule.backendRefs ?? [], kind, namespace, context);
+  for (const refusal of backend.refusals)
+    refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
+  return {
+    index,
+    name: rule.name ?? null,
+    matches,
+    ...filters,
+    timeouts,
+    service: backend.service,
+    canary: backend.canary,
+    backendError: backend.error,
+    backendErrorShare: backend.errorShare,
+  };
+}
+
+type BuiltMatch = BuiltRule['matches'][number];
+
+function httpMatch(match: HttpRouteMatch): BuiltMatch | string {
+  const type = match.path?.type ?? 'PathPrefix';
+  const value = match.path?.value ?? '/';
+  if (type !== 'PathPrefix' && type !== 'Exact')
+    return `path type ${type} is not supported (Exact, PathPrefix)`;
+  const prefix = normalisePrefix(value);
+  if (!prefix.ok || !value.startsWith('/'))
+    return `path ${value} ${prefix.ok ? 'must start with /' : prefix.reason}`;
+  const exact = type === 'Exact';
+  const path = exact && value.endsWith('/') && prefix.value !== '/' ? `${prefix.value}/` : prefix.value;
+  const headers: NameValue[] = [];
+  for (const header of match.headers ?? []) {
+    if ((header.type ?? 'Exact') !== 'Exact')
+      return `header match type ${header.type} is not supported (Exact)`;
+    if (!header.name) return 'a header match names no header';
+    const name = header.name.toLowerCase();
+    // The first match of a name counts; later ones are ignored (the Gateway API's rule).
+    if (!headers.some((item) => item.name === name)) headers.push({ name, value: header.value ?? '' });
+  }
+  const query: NameValue[] = [];
+  for (const param of match.queryParams ?? []) {
+    if ((param.type ?? 'Exact') !== 'Exact') return `query match type ${param.type} is not supported (Exact)`;
+    if (!param.name) return 'a query match names no parameter';
+    if (!query.some((item) => item.name === param.name))
+      query.push({ name: param.name, value: param.value ?? '' });
+  }
+  const method = match.method?.toUpperCase() ?? null;
+  const conditions =
+    method === null && headers.length === 0 && query.length === 0 ? null : { method, headers, query };
+  return { prefix: path, exact, conditions };
+}
+
+interface GrpcMatch {
+  method?: { type?: string; service?: string; method?: string };
+  headers?: HttpRouteMatch['headers'];
+}
+
+/** A GRPCRoute match: `/service/method` exact, or `/service/` as a prefix; headers as for HTTP. */
+function grpcMatch(match: GrpcMatch): BuiltMatch | string {
+  const type = match.method?.type ?? 'Exact';
+  if (type !== 'Exact') return `method match type ${type} is not supported (Exact)`;
+  const service = match.method?.service;
+  const method = match.method?.method;
+  const name = /^[A-Za-z0-9_.]+$/;
+  if (service !== undefined && !name.test(service)) return `service ${service} is not a gRPC service name`;
+  if (method !== undefined && !name.test(method)) return `method ${method} is not a gRPC method name`;
+  if (method !== undefined && service === undefined)
+    return 'a method match without a service is not supported';
+  const headers = httpMatch({ headers: match.headers });
+  if (typeof headers === 'string') return headers;
+  const conditions = headers.conditions === null ? null : { ...headers.conditions, method: null };
+  if (service === undefined) return { prefix: '/', exact: false, conditions };
+  if (method === undefined) return { prefix: `/${service}`, exact: false, conditions };
+  return { prefix: `/${service}/${method}`, exact: true, conditions };
+}

@@ -1,0 +1,470 @@
+import { hostname } from 'node:os';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type V1Namespace,
+  type V1Secret,
+  type V1Service,
+} from '@kubernetes/client-node';
+import type { KubernetesSettings } from '../../../config/types.ts';
+import type { Logger } from '../../../log.ts';
+import { gatewayRoutes } from '../metrics.ts';
+import {
+  type ResourceWatch,
+  startResourceWatch,
+  type WatchedResource,
+  type WatchTuning,
+} from '../resource-watch.ts';
+import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
+import {
+  GATEWAY_CONTROLLER,
+  type Gateway,
+  type GatewayClass,
+  type HttpRoute,
+  type ReferenceGrant,
+} from './objects.ts';
+import type { TollgatePolicy } from './policy.ts';
+import { API_OF, createStatusWriter } from './status.ts';
+import {
+  type AgedClaim,
+  type DesiredStatus,
+  type GatewayInput,
+  type GatewayTranslation,
+  secretsWanted,
+  translateGateways,
+} from './translate.ts';
+
+export interface GatewaySourceOptions {
+  kubeConfig: KubeConfig;
+  settings: KubernetesSettings & { gatewayClass: string };
+  logger: Logger;
+  /** Hosts upstreams.yaml serves and the Ingresses' claims, as live now: they take precedence by age. */
+  claims: () => { fileHosts: readonly string[]; ingressClaims: readonly AgedClaim[] };
+  /** A new translation, after any change (coalesced; never before every watch listed once). */
+  onTranslation: (translation: GatewayTranslation) => void;
+  tuning?: Partial<WatchTuning>;
+  reachesTollgate?: (host: string, port: number) => boolean;
+  /** The names of main.yaml's `oidc_providers`. */
+  oidcProviders?: readonly string[];
+}
+
+export interface GatewaySource {
+  translation(): GatewayTranslation | null;
+  /** upstreams.yaml or the Ingresses changed: translate again (host ownership). */
+  baseChanged(): void;
+  synced(): boolean;
+  whenSynced(): Promise<void>;
+  /** Every queued status write done (tests). */
+  statusIdle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+type Stored = KubernetesObject & { status?: Record<string, unknown> };
+
+/**
+ * The Gateway API side of the Kubernetes source (docs/gateway-api.md): informers for GatewayClasses,
+ * Namespaces (their labels, for allowedRoutes selectors), and in `watch_namespaces` (else
+ * cluster-wide) Gateways, HTTPRoutes, GRPCRoutes, ReferenceGrants, TollgatePolicies and Services;
+ * one per Secret a listener or policy names. It never compiles: each change gives a new translation
+ * to the provider, which merges and compiles it like a reload. It writes back what it did: status
+ * (one writer), Events for problems, and tollgate_gateway_routes.
+ */
+export function createGatewaySource(options: GatewaySourceOptions): GatewaySource {
+  const { kubeConfig, settings, logger } = options;
+  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const health = createWatchHealth(prometheusWatchMetrics);
+  const namespaces = settings.watchNamespaces ?? null;
+  const stores = new Map<string, readonly Stored[]>();
+  let namespaceObjects: readonly V1Namespace[] = [];
+  const secretWatches = new Map<string, { watch: ResourceWatch; object: V1Secret | undefined }>();
+  let publishedService: V1Service | undefined;
+  let last: GatewayTranslation | null = null;
+  let reported = new Map<string, string>();
+  let closed = false;
+  let scheduled = false;
+  const waiters: Array<() => void> = [];
+  const watches: ResourceWatch[] = [];
+  const missingKinds = new Set<string>();
+
+  const watch = <T extends KubernetesObject>(
+    resource: WatchedResource,
+    description: string,
+    path: string,
+    list: (callOptions: Parameters<typeof core.listNamespace>[1]) => Promise<KubernetesListObject<T>>,
+    onObjects: (objects: readonly T[]) => void,
+    fieldSelector?: string,
+  ) =>
+    startResourceWatch<T>({
+      kubeConfig,
+      resource,
+      description,
+      path,
+      list,
+      fieldSelector,
+      onObjects: (objects) => {
+        onObjects(objects);
+        schedule();
+      },
+      health,
+      logger,
+      tuning: options.tuning,
+    });
+
+  /** List + watch of a custom kind, in one namespace or all (cluster-scoped kinds: namespace null). */
+  const watchCustom = (
+    resource: WatchedResource,
+    api: { group: string; version: string; plural: string; clusterScoped?: boolean },
+    namespace: string | null,
+  ) => {
+    const base = `/apis/${api.group}/${api.version}`;
+    const key = `${resource} ${namespace ?? '*'}`;
+    return watch<Stored>(
+      resource,
+      `${api.plural} in ${api.clusterScoped ? 'the cluster' : (namespace ?? 'every namespace')}`,
+      namespace && !api.clusterScoped
+        ? `${base}/namespaces/${namespace}/${api.plural}`
+        : `${base}/${api.plural}`,
+      (o) =>
+        (
+          (api.clusterScoped
+            ? custom.listClusterCustomObject({ ...api }, o)
+            : namespace
+              ? custom.listNamespacedCustomObject({ ...api, namespace }, o)
+              : custom.listCustomObjectForAllNamespaces(
+                  { ...api, resourcePlural: api.plural },
+                  o,
+                )) as Promise<KubernetesListObject<Stored>>
+        ).catch((error: { code?: number }) => {
+          // The CRD is not installed (GRPCRoute before Gateway API v1.1, TollgatePolicy without the
+          // chart's CRD): nothing of that kind exists, which must not hold back every other route.
+          if (error?.code !== 404) throw error;
+          if (!missingKinds.has(api.plural)) {
+            missingKinds.add(api.plural);
+            logger.warn(
+              { resource: `${api.group}/${api.version} ${api.plural}` },
+              'kind not served by the API server (CRD not installed?): read as none',
+            );
+          }
+          return { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items: [] };
+        }),
+      (objects) => stores.set(key, objects),
+    );
+  };
+
+  watches.push(
+    watchCustom('gatewayclasses', API_OF.gatewayclasses, null),
+    watch<V1Namespace>(
+      'namespaces',
+      'Namespaces',
+      '/api/v1/namespaces',
+      (o) => core.listNamespace({}, o),
+      (objects) => {
+        namespaceObjects = objects;
+      },
+    ),
+  );
+  const REFERENCE_GRANTS = {
+    group: 'gateway.networking.k8s.io',
+    version: 'v1beta1',
+    plural: 'referencegrants',
+  };
+  for (const namespace of namespaces ?? [null]) {
+    watches.push(
+      watchCustom('gateways', API_OF.gateways, namespace),
+      watchCustom('httproutes', API_OF.httproutes, namespace),
+      watchCustom('grpcroutes', API_OF.grpcroutes, namespace),
+      watchCustom('referencegrants', REFERENCE_GRANTS, namespace),
+      watchCustom('tollgatepolicies', API_OF.tollgatepolicies, namespace),
+      watch<V1Service>(
+        'services',
+        `Services in ${namespace ?? 'every namespace'}`,
+        namespace ? `/api/v1/namespaces/${namespace}/services` : '/api/v1/services',
+        (o) =>
+          namespace ? core.listNamespacedService({ namespace }, o) : core.listServiceForAllNamespaces({}, o),
+        (objects) => stores.set(`services ${namespace ?? '*'}`, objects as Stored[]),
+      ),
+    );
+  }
+  const publish = settings.publishService ?? null;
+  if (publish) {
+    const fieldSelector = `metadata.name=${publish.name}`;
+    watches.push(
+      watch<V1Service>(
+        'services',
+        `Service ${publish.namespace}/${publish.name} (publish_service)`,
+        `/api/v1/namespaces/${publish.namespace}/services`,
+        (o) => core.listNamespacedService({ namespace: publish.namespace, fieldSelector }, o),
+        (objects) => {
+          publishedService = objects.find((item) => item.metadata?.name === publish.name);
+        },
+        fieldSelector,
+      ),
+    );
+  }
+
+  const objectsOf = <T>(resource: string): T[] =>
+    [...stores.entries()]
+      .filter(([key]) => key.startsWith(`${resource} `))
+      .flatMap(([, list]) => list) as T[];
+
+  const writer = createStatusWriter({
+    custom,
+    logger,
+    current: (status: DesiredStatus) =>
+      objectsOf<Stored>(status.resource).find(
+        (item) =>
+          item.metadata?.name === status.name &&
+          (API_OF[status.resource].clusterScoped || item.metadata?.namespace === status.namespace),
+      ),
+  });
+
+  const watchSecrets = (wanted: ReadonlySet<string>) => {
+    for (const [key, entry] of secretWatches) {
+      if (wanted.has(key)) continue;
+      secretWatches.delete(key);
+      void entry.watch.stop();
+    }
+    for (const key of wanted) {
+      if (secretWatches.has(key)) continue;
+      const [namespace, name] = key.split('/') as [string, string];
+      const fieldSelector = `metadata.name=${name}`;
+      const entry: { watch?: ResourceWatch; object: V1Secret | undefined } = { object: undefined };
+      entry.watch = watch<V1Secret>(
+        'secrets',
+        `Secret ${key}`,
+        `/api/v1/namespaces/${namespace}/secrets`,
+        (o) => core.listNamespacedSecret({ namespace, fieldSelector }, o),
+        (objects) => {
+          entry.object = objects.find((item) => item.metadata?.name === name);
+        },
+        fieldSelector,
+      );
+      secretWatches.set(key, entry as { watch: ResourceWatch; object: V1Secret | undefined });
+    }
+  };
+
+  function schedule(): void {
+    if (scheduled || closed) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      if (!closed) translate();
+    });
+  }
+
+  function translate(): void {
+    if (!watches.every((item) => item.synced)) return;
+    const base = {
+      className: settings.gatewayClass,
+      classes: objectsOf<GatewayClass>('gatewayclasses'),
+      gateways: objectsOf<Gateway>('gateways'),
+      policies: objectsOf<TollgatePolicy>('tollgatepolicies'),
+    };
+    // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
+    watchSecrets(new Set(secretsWanted(base)));
+    if (![...secretWatches.values()].every((entry) => entry.watch.synced)) return;
+    const secrets = new Map<string, V1Secret>();
+    for (const [key, entry] of secretWatches) if (entry.object) secrets.set(key, entry.object);
+    const services = new Map<string, V1Service>();
+    for (const service of objectsOf<V1Service>('services'))
+      services.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
+    const input: GatewayInput = {
+      ...base,
+      httpRoutes: objectsOf<HttpRoute>('httproutes'),
+      grpcRoutes: objectsOf<HttpRoute>('grpcroutes'),
+      grants: objectsOf<ReferenceGrant>('referencegrants'),
+      namespaces: new Map(
+        namespaceObjects.map((item) => [item.metadata?.name ?? '', item.metadata?.labels ?? {}]),
+      ),
+      services,
+      secrets,
+      ...options.claims(),
+      addresses: publishedAddresses(),
+      reachesTollgate: options.reachesTollgate,
+      oidcProviders: options.oidcProviders ?? [],
+    };
+    let next: GatewayTranslation;
+    try {
+      next = translateGateways(input);
+    } catch (error) {
+      // A translation bug must not stop serving what is live: keep the last one, say so loudly.
+      logger.error({ err: error }, 'gateway api translation failed; the previous routes keep serving');
+      return;
+    }
+    last = next;
+    report(next);
+    writer.write(next.statuses);
+    options.onTranslation(next);
+    for (const resolve of waiters.splice(0)) resolve();
+  }
+
+  /** Logs, Events and the gauge, for what changed since the last translation. */
+  function report(translation: GatewayTranslation): void {
+    const now = new Map<string, string>();
+    gatewayRoutes.reset();
+    for (const problem of translation.malformed ?? []) {
+      now.set(`malformed ${problem}`, problem);
+      if (!reported.has(`malformed ${problem}`))
+        logger.warn({ problem }, 'gateway api object malformed: left out');
+    }
+    for (const gateway of translation.gateways) {
+      // A listener that cannot be served: a Warning Event on its Gateway (its status says the same).
+      const problems = gateway.listeners
+        .filter((listener) => !listener.usable)
+        .map(
+          (listener) =>
+            `listener ${listener.name}: ${listener.conditions.find((c) => c.status === 'False')?.message ?? 'not served'}`,
+        );
+      const key = `Gateway ${gateway.namespace}/${gateway.name}`;
+      const text = JSON.stringify(problems);
+      now.set(key, text);
+      if (reported.get(key) === text || problems.length === 0) continue;
+      logger.warn({ gateway: key, problems }, 'gateway listeners not served');
+      void event(
+        'Gateway',
+        gateway.namespace,
+        gateway.name,
+        'Warning',
+        'ListenerNotServed',
+        problems.join('; '),
+      );
+    }
+    for (const route of translation.routes) {
+      // A malformed route names no parent it could be told through: it still gets its Event.
+      if (route.parents.length === 0 && route.problems.length === 0) continue;
+      gatewayRoutes.set(
+        { kind: route.kind, namespace: route.namespace, name: route.name, accepted: String(route.accepted) },
+        1,
+      );
+      const key = `${route.kind} ${route.namespace}/${route.name}`;
+      const text = JSON.stringify([route.accepted, route.problems]);
+      now.set(key, text);
+      if (reported.get(key) === text) continue;
+      if (route.problems.length > 0) {
+        logger.warn(
+          { route: key, problems: route.problems, accepted: route.accepted },
+          'gateway route not served as written',
+        );
+        void event(
+          route.kind,
+          route.namespace,
+          route.name,
+          'Warning',
+          route.accepted ? 'PartlyServed' : 'Rejected',
+          route.problems.join('; '),
+        );
+      } else {
+        logger.info({ route: key }, 'gateway route served');
+        if (reported.has(key))
+          void event(route.kind, route.namespace, route.name, 'Normal', 'Served', 'served by Tollgate');
+      }
+    }
+    for (const policy of translation.policies) {
+      const key = `TollgatePolicy ${policy.namespace}/${policy.name}`;
+      const text = JSON.stringify(policy.problems);
+      now.set(key, text);
+      if (reported.get(key) === text || policy.problems.length === 0) continue;
+      logger.warn({ policy: key, problems: policy.problems }, 'tollgate policy not applied as written');
+      void event(
+        'TollgatePolicy',
+        policy.namespace,
+        policy.name,
+        'Warning',
+        'PolicyProblem',
+        policy.problems.join('; '),
+      );
+    }
+    reported = now;
+  }
+
+  async function event(
+    kind: string,
+    namespace: string,
+    name: string,
+    type: 'Normal' | 'Warning',
+    reason: string,
+    message: string,
+  ) {
+    const apiVersion = kind === 'TollgatePolicy' ? 'tollgate.io/v1alpha1' : 'gateway.networking.k8s.io/v1';
+    const resource = {
+      TollgatePolicy: 'tollgatepolicies',
+      HTTPRoute: 'httproutes',
+      GRPCRoute: 'grpcroutes',
+      Gateway: 'gateways',
+    }[kind];
+    const object = objectsOf<Stored>(resource ?? '').find(
+      (item) => item.metadata?.namespace === namespace && item.metadata?.name === name,
+    );
+    const time = new Date();
+    try {
+      await core.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { generateName: `${name}.`, namespace },
+          involvedObject: {
+            apiVersion,
+            kind,
+            name,
+            namespace,
+            uid: object?.metadata?.uid,
+            resourceVersion: object?.metadata?.resourceVersion,
+          },
+          type,
+          reason,
+          // The API server caps an Event message at 1 KiB.
+          message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
+          source: { component: 'tollgate' },
+          reportingComponent: GATEWAY_CONTROLLER,
+          reportingInstance: hostname(),
+          firstTimestamp: time,
+          lastTimestamp: time,
+          count: 1,
+        },
+      });
+    } catch (error) {
+      logger.warn(
+        { object: `${kind} ${namespace}/${name}`, error: (error as Error).message?.split('\n', 1)[0] },
+        'could not record a Kubernetes Event',
+      );
+    }
+  }
+
+  /** What Gateway status announces: publish_address, else the publish_service's addresses. */
+  function publishedAddresses(): GatewayInput['addresses'] {
+    const entry = (value: string) =>
+      ({ type: /^[0-9.]+$/.test(value) || value.includes(':') ? 'IPAddress' : 'Hostname', value }) as const;
+    if (settings.publishAddress) return settings.publishAddress.map(entry);
+    if (!publish || publishedService === undefined) return null;
+    const balancer = publishedService.status?.loadBalancer?.ingress ?? [];
+    if (balancer.length > 0)
+      return balancer
+        .map((item) => entry(item.ip ?? item.hostname ?? ''))
+        .filter((item) => item.value !== '');
+    const clusterIp = publishedService.spec?.clusterIP;
+    return clusterIp && clusterIp !== 'None' ? [entry(clusterIp)] : null;
+  }
+
+  return {
+    translation: () => last,
+    baseChanged: () => schedule(),
+    synced: () => last !== null,
+    whenSynced: () =>
+      new Promise<void>((resolve) => {
+        if (last !== null) resolve();
+        else waiters.push(resolve);
+      }),
+    statusIdle: () => writer.idle(),
+    async close() {
+      closed = true;
+      writer.close();
+      await Promise.all([
+        ...watches.map((item) => item.stop()),
+        ...[...secretWatches.values()].map((entry) => entry.watch.stop()),
+      ]);
+    },
+  };
+}

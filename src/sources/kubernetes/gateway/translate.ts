@@ -1,0 +1,325 @@
+import type { V1Secret, V1Service } from '@kubernetes/client-node';
+import type { HostConfig, PathConfig } from '../../../config/types.ts';
+import { DEFAULT_HOST } from '../../../routing/normalise.ts';
+import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
+import { gatewaySecrets, type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
+import {
+  byAge,
+  type Condition,
+  condition,
+  GATEWAY_CONTROLLER,
+  type Gateway,
+  type GatewayClass,
+  type HttpRoute,
+  type ReferenceGrant,
+} from './objects.ts';
+import { applyPolicies, type PolicyOutcome, policySecrets, type TollgatePolicy } from './policy.ts';
+import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
+
+/** Everything a translation reads: objects as the API gave them, nothing fetched here. */
+export interface GatewayInput {
+  /** main.yaml `kubernetes.gateway_class`. */
+  className: string;
+  classes: readonly GatewayClass[];
+  gateways: readonly Gateway[];
+  httpRoutes: readonly HttpRoute[];
+  grpcRoutes: readonly HttpRoute[];
+  grants: readonly ReferenceGrant[];
+  policies: readonly TollgatePolicy[];
+  /** Labels of every namespace, by name (allowedRoutes Selector). */
+  namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  /** By `namespace/name`. */
+  services: ReadonlyMap<string, V1Service>;
+  /** By `namespace/name`; a Secret listed and found absent is simply not in the map. */
+  secrets: ReadonlyMap<string, V1Secret>;
+  /** Hosts upstreams.yaml serves: theirs alone (docs/gateway-api.md#host-ownership). */
+  fileHosts: readonly string[];
+  /** The hosts Ingresses claim, with their namespace and age: the oldest claim owns a host. */
+  ingressClaims: readonly AgedClaim[];
+  /** What Gateway status announces (publish_service / publish_address), or null when unknown. */
+  addresses: ReadonlyArray<{ type: 'IPAddress' | 'Hostname'; value: string }> | null;
+  /** The names of main.yaml's `oidc_providers`: what a `type: oidc` policy may name. */
+  oidcProviders?: readonly string[];
+  /** An auth `url` a policy may not target (Tollgate's own listeners, loopback); none given: not checked. */
+  reachesTollgate?: (host: string, port: number) => boolean;
+}
+
+export type { AgedClaim };
+
+/** The status Tollgate wants an object to have; for routes, only its own parents' entries. */
+export interface DesiredStatus {
+  resource: 'gatewayclasses' | 'gateways' | 'httproutes' | 'grpcroutes' | 'tollgatepolicies';
+  namespace: string;
+  name: string;
+  status: Record<string, unknown>;
+}
+
+export interface GatewayCertificate {
+  secret: string;
+  names: string[];
+  certificate: string;
+  key: string;
+}
+
+export interface GatewayTranslation {
+  /** Host configs to merge after upstreams.yaml's and the Ingresses'. */
+  hosts: HostConfig[];
+  certificates: GatewayCertificate[];
+  statuses: DesiredStatus[];
+  routes: RouteOutcome[];
+  policies: PolicyOutcome[];
+  /** Our Gateways, resolved (listener problems live in their status). */
+  gateways: ResolvedGateway[];
+  /** Objects left out because their shape could not be read (logged). */
+  malformed?: string[];
+  /** The hosts each route names, with its age: what the Ingresses must respect. */
+  claims?: AgedClaim[];
+}
+
+export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
+  hosts: [],
+  certificates: [],
+  statuses: [],
+  routes: [],
+  policies: [],
+  gateways: [],
+};
+
+/** True when the GatewayClass `className` is ours (its controllerName is Tollgate's). */
+export function classIsOurs(input: Pick<GatewayInput, 'className' | 'classes'>): boolean {
+  return input.classes.some(
+    (item) => item.metadata?.name === input.className && item.spec?.controllerName === GATEWAY_CONTROLLER,
+  );
+}
+
+/** Our Gateways: those of the configured class, when that class is ours. */
+export function ourGateways(input: Pick<GatewayInput, 'className' | 'classes' | 'gateways'>): Gateway[] {
+  if (!classIsOurs(input)) return [];
+  return input.gateways.filter((gateway) => gateway.spec?.gatewayClassName === input.className);
+}
+
+/** The Secrets a translation reads (listener certificates, policy credentials): what to watch. */
+export function secretsWanted(
+  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'policies'>,
+): string[] {
+  const names = new Set<string>();
+  for (const gateway of ourGateways(input)) for (const name of gatewaySecrets(gateway)) names.add(name);
+  for (const policy of input.policies) for (const name of policySecrets(policy)) names.add(name);
+  return [...names];
+}
+
+/** The time an object was created, in ms (unknown: last). */
+export function createdAt(object: { metadata?: { creationTimestamp?: string | Date } }): number {
+  const value = object.metadata?.creationTimestamp as unknown;
+  const ms = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
+  return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
+}
+
+/**
+ * Turns the Gateway API objects of our class into routes in upstreams.yaml's own terms plus the
+ * status every object should have (docs/gateway-api.md). Pure: the same objects give the same routes
+ * and statuses, in every replica. One bad route, rule or listener is reported and left out; every
+ * other one keeps serving. A route whose policy cannot be built keeps its paths, closed (503).
+ */
+export function translateGateways(input: GatewayInput): GatewayTranslation {
+  const statuses: DesiredStatus[] = [];
+  const ours = classIsOurs(input);
+  for (const item of input.classes) {
+    if (item.metadata?.name !== input.className || item.spec?.controllerName !== GATEWAY_CONTROLLER) continue;
+    statuses.push({
+      resource: 'gatewayclasses',
+      namespace: '',
+      name: input.className,
+      status: {
+        conditions: [
+          condition('Accepted', true, 'Accepted', 'served by Tollgate', item.metadata?.generation),
+          condition(
+            'SupportedVersion',
+            true,
+            'SupportedVersion',
+            'gateway.networking.k8s.io/v1',
+            item.metadata?.generation,
+          ),
+        ],
+      },
+    });
+  }
+  if (!ours) return { ...EMPTY_GATEWAY_TRANSLATION, statuses };
+
+  // A malformed object (a list where an object belongs, …) is that object's problem alone: it is
+  // left out and reported, and every other one is translated as usual.
+  const malformed: string[] = [];
+  const gateways = ourGateways(input)
+    .sort(byAge)
+    .flatMap((gateway) => {
+      try {
+        return [resolveGateway(gateway, input.secrets, input.grants)];
+      } catch (error) {
+        malformed.push(
+          `Gateway ${gateway.metadata?.namespace}/${gateway.metadata?.name}: ${(error as Error).message}`,
+        );
+        return [];
+      }
+    });
+  const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
+  const context = {
+    gateways: gatewayMap,
+    namespaces: input.namespaces,
+    services: input.services,
+    grants: input.grants,
+  };
+  const all: Array<{ route: HttpRoute; kind: RouteKind }> = [
+    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const })),
+    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const })),
+  ].sort((a, b) => byAge(a.route, b.route));
+  const routes = all.map(({ route, kind }, age) => {
+    try {
+      return translateRoute(route, kind, age, context);
+    } catch (error) {
+      return malformedRoute(route, kind, (error as Error).message);
+    }
+  });
+
+  // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host.
+  const routeClaims: AgedClaim[] = all.map(({ route }, index) => ({
+    namespace: route.metadata?.namespace ?? 'default',
+    ingress: `${(routes[index] as RouteOutcome).kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
+    hosts: [...new Set((routes[index] as RouteOutcome).entries.map((entry) => entry.host))],
+    created: createdAt(route),
+  }));
+  const owners = hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims]));
+  const entries: PathEntry[] = [];
+  for (const outcome of routes) {
+    const refused = new Set<string>();
+    for (const entry of outcome.entries) {
+      const problem = hostOwnershipProblem(entry.host, owners.get(entry.host), outcome.namespace);
+      if (problem === null) entries.push(entry);
+      else if (!refused.has(entry.host)) {
+        refused.add(entry.host);
+        outcome.problems.push(problem.replace('an Ingress of namespace', 'a route of namespace'));
+      }
+    }
+  }
+
+  const policies = applyPolicies(entries, routes, gateways, input);
+  const hosts = hostsOf(entries);
+  const certificates = certificatesOf(gateways, entries);
+
+  for (const gateway of gateways) statuses.push(gatewayStatus(gateway, input));
+  for (const outcome of routes)
+    statuses.push({
+      resource: outcome.kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
+      namespace: outcome.namespace,
+      name: outcome.name,
+      status: {
+        parents: outcome.parents.map((parent) => ({
+          parentRef: parent.parentRef,
+          controllerName: GATEWAY_CONTROLLER,
+          conditions: parent.conditions,
+        })),
+      },
+    });
+  for (const policy of policies)
+    statuses.push({
+      resource: 'tollgatepolicies',
+      namespace: policy.namespace,
+      name: policy.name,
+      status: { conditions: policy.conditions },
+    });
+  return { hosts, certificates, statuses, routes, policies, gateways, malformed, claims: routeClaims };
+}
+
+/** A route whose shape the translation could not read: served nowhere, reported on its Events. */
+function malformedRoute(route: HttpRoute, kind: RouteKind, message: string): RouteOutcome {
+  return {
+    kind,
+    namespace: route.metadata?.namespace ?? 'default',
+    name: route.metadata?.name ?? '',
+    generation: route.metadata?.generation,
+    parents: [],
+    entries: [],
+    problems: [`the ${kind} is malformed and left out: ${message}`],
+    accepted: false,
+    ruleNames: [],
+  };
+}
+
+/**
+ * Entries grouped by host, each host's paths in Gateway API precedence order: where several share a
+ * path the matcher takes the first whose conditions hold, so the order here is the precedence
+ * (method, then more header matches, then more query matches, then the oldest route, then rule order).
+ * The same path with the same conditions twice: the first (oldest) wins, the other is never reached.
+ */
+function hostsOf(entries: readonly PathEntry[]): HostConfig[] {
+  const byHost = new Map<string, PathEntry[]>();
+  for (const entry of entries) {
+    const list = byHost.get(entry.host) ?? [];
+    byHost.set(entry.host, list);
+    list.push(entry);
+  }
+  const hosts: HostConfig[] = [];
+  for (const [name, list] of byHost) {
+    list.sort(
+      (a, b) =>
+        b.rank.method - a.rank.method ||
+        b.rank.headers - a.rank.headers ||
+        b.rank.query - a.rank.query ||
+        a.rank.age - b.rank.age ||
+        a.rank.match - b.rank.match,
+    );
+    const paths: PathConfig[] = list.map((entry) => entry.path);
+    hosts.push({ name, paths });
+  }
+  return hosts;
+}
+
+/** Each usable HTTPS listener's certificate, for the names routes were given through it. */
+function certificatesOf(
+  gateways: readonly ResolvedGateway[],
+  entries: readonly PathEntry[],
+): GatewayCertificate[] {
+  const certificates: GatewayCertificate[] = [];
+  for (const gateway of gateways) {
+    for (const listener of gateway.listeners) {
+      if (listener.certificate === null || !listener.usable) continue;
+      const key = `${gateway.namespace}/${gateway.name}`;
+      const names = new Set<string>();
+      for (const entry of entries)
+        if (
+          entry.host !== DEFAULT_HOST &&
+          entry.gateways.some((via) => via.gateway === key && via.listener === listener.name)
+        )
+          names.add(entry.host);
+      if (names.size > 0) certificates.push({ ...listener.certificate, names: [...names] });
+    }
+  }
+  return certificates;
+}
+
+function gatewayStatus(gateway: ResolvedGateway, input: GatewayInput): DesiredStatus {
+  const generation = gateway.generation;
+  const usable = gateway.listeners.some((listener) => listener.usable);
+  const conditions: Condition[] = [
+    condition('Accepted', true, 'Accepted', 'served by Tollgate', generation),
+    usable
+      ? condition('Programmed', true, 'Programmed', "served on Tollgate's listeners", generation)
+      : condition('Programmed', false, 'Invalid', 'no listener can be served', generation),
+  ];
+  return {
+    resource: 'gateways',
+    namespace: gateway.namespace,
+    name: gateway.name,
+    status: {
+      ...(input.addresses === null ? {} : { addresses: input.addresses.map((address) => ({ ...address })) }),
+      conditions,
+      listeners: gateway.listeners.map((listener) => ({
+        name: listener.name,
+        supportedKinds: listener.kinds.map((kind) => ({ group: 'gateway.networking.k8s.io', kind })),
+        attachedRoutes: listener.attachedRoutes,
+        conditions: listener.conditions,
+      })),
+    },
+  };
+}
+
+export type { PathEntry, RouteOutcome };
