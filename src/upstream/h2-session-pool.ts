@@ -135,7 +135,6 @@ export class H2SessionPool {
       this.#options.maxStreamsPerSession,
       this.#options.idleTimeoutMs,
     );
-    this.#sessions.push(pooled);
     session.on('remoteSettings', (settings) => {
       const peer = settings.maxConcurrentStreams ?? Number.POSITIVE_INFINITY;
       pooled.max = Math.max(1, Math.min(peer, this.#options.maxStreamsPerSession));
@@ -147,10 +146,26 @@ export class H2SessionPool {
     session.on('close', () => this.#forget(pooled));
     // The connection does not keep the process alive (streams in flight hold their requests).
     session.unref();
-    for (const waiter of waiters) {
-      pooled.take();
-      waiter(null, pooled);
-    }
+    // Used once the peer's SETTINGS are known (its first frame): a stream over its concurrency limit
+    // would be refused. Waiters beyond that limit look for room again (possibly another dial).
+    const gone = () => {
+      this.#forget(pooled);
+      const failure = Object.assign(new Error('the upstream closed the HTTP/2 connection at once'), {
+        code: 'ECONNRESET',
+      });
+      for (const waiter of waiters) waiter(failure, null);
+    };
+    session.once('close', gone);
+    session.once('remoteSettings', () => {
+      session.off('close', gone);
+      this.#sessions.push(pooled);
+      for (const waiter of waiters) {
+        if (pooled.hasRoom) {
+          pooled.take();
+          waiter(null, pooled);
+        } else this.#acquire(waiter);
+      }
+    });
   }
 
   #forget(pooled: PooledSession): void {
