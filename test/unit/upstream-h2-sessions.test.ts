@@ -179,6 +179,106 @@ describe('upstream HTTP/2 sessions on node:http2 (docs/traffic.md#http2-to-upstr
     );
   });
 
+  it('a paused response holds the upstream back (flow control) until resumed', async () => {
+    const total = 4 * 1024 * 1024;
+    let blocked: () => void = () => {};
+    const serverBlocked = new Promise<void>((resolve) => {
+      blocked = resolve;
+    });
+    let written = 0;
+    let stalls = 0;
+    const { port } = await h2cServer({}, (stream) => {
+      stream.respond({ ':status': 200 });
+      const pump = () => {
+        while (written < total) {
+          written += 64 * 1024;
+          if (!stream.write(Buffer.alloc(64 * 1024, 1))) {
+            // The first stall is the server's own buffer; the second, the client's stream window.
+            if (++stalls === 2) blocked();
+            stream.once('drain', pump);
+            return;
+          }
+        }
+        stream.end();
+      };
+      pump();
+    });
+    const pool = poolTo(port);
+    let received = 0;
+    let controller: Dispatcher.DispatchController | null = null;
+    let paused: () => void = () => {};
+    const responsePaused = new Promise<void>((resolve) => {
+      paused = resolve;
+    });
+    const ended = new Promise<void>((resolve, reject) => {
+      pool.dispatch(
+        {
+          origin: 'http://upstream.test',
+          method: 'GET',
+          path: '/big',
+          headers: ['host', 'upstream.test'],
+          body: null,
+        },
+        {
+          onResponseStart: (ctrl) => {
+            controller = ctrl;
+            ctrl.pause();
+            paused();
+          },
+          onResponseData: (_ctrl, chunk) => {
+            received += chunk.length;
+          },
+          onResponseEnd: () => resolve(),
+          onResponseError: (_ctrl, error) => reject(error),
+        },
+      );
+    });
+    await Promise.all([responsePaused, serverBlocked]);
+    // The server could write no more than the HTTP/2 windows allow, far from the whole body.
+    assert.ok(written < total / 2, `${written} bytes written while the client was paused`);
+    // Paused before the first DATA frame: the handler saw none of it.
+    assert.equal(received, 0);
+    (controller as Dispatcher.DispatchController | null)?.resume();
+    await ended;
+    assert.equal(received, total);
+  });
+
+  it('an aborted request cancels its upstream stream (RST_STREAM CANCEL), the session lives on', async () => {
+    let cancelled: (code: number) => void = () => {};
+    const upstreamClosed = new Promise<number>((resolve) => {
+      cancelled = resolve;
+    });
+    const { port, sessions } = await h2cServer({}, (stream, headers) => {
+      if (headers[':path'] === '/after') {
+        stream.respond({ ':status': 200 }, { endStream: true });
+        return;
+      }
+      stream.respond({ ':status': 200 });
+      stream.write('first');
+      stream.on('close', () => cancelled(stream.rstCode));
+    });
+    const pool = poolTo(port);
+    const failure = await new Promise<Error>((resolve) => {
+      pool.dispatch(
+        {
+          origin: 'http://upstream.test',
+          method: 'GET',
+          path: '/slow',
+          headers: ['host', 'upstream.test'],
+          body: null,
+        },
+        {
+          onResponseData: (ctrl) => ctrl.abort(new Error('client closed the connection')),
+          onResponseError: (_ctrl, error) => resolve(error),
+        },
+      );
+    });
+    assert.equal(failure.message, 'client closed the connection');
+    assert.equal(await upstreamClosed, http2.constants.NGHTTP2_CANCEL);
+    assert.equal((await send(pool, '/after')).status, 200);
+    assert.equal(sessions.length, 1);
+  });
+
   it('a stream reset before an answer is a failure of the request, never an answer', async () => {
     const { port } = await h2cServer({}, (stream) => {
       stream.on('error', () => {});
