@@ -17,6 +17,9 @@ export interface H2SessionPoolOptions {
   timeouts: H2RequestTimeouts;
 }
 
+const STREAM_WINDOW_BYTES = 256 * 1024;
+const CONNECTION_WINDOW_BYTES = 512 * 1024;
+
 type Waiter = (error: Error | null, session: PooledSession | null) => void;
 
 /**
@@ -129,7 +132,13 @@ export class H2SessionPool {
       for (const waiter of waiters) waiter(failure, null);
       return;
     }
-    const session = http2.connect(this.#options.origin, { createConnection: () => socket });
+    // undici's windows (256 KiB a stream, 512 KiB the connection), so a response the client is slow
+    // to take buffers no more upstream than it did before: backpressure is bounded by these.
+    const session = http2.connect(this.#options.origin, {
+      createConnection: () => socket,
+      settings: { enablePush: false, initialWindowSize: STREAM_WINDOW_BYTES },
+    });
+    session.once('connect', () => session.setLocalWindowSize(CONNECTION_WINDOW_BYTES));
     const pooled = new PooledSession(
       session,
       this.#options.maxStreamsPerSession,
