@@ -298,12 +298,12 @@ export class UpstreamPools {
    * connection slot; a fresh pool (the old one finishes its in-flight requests) keeps the proxy alive.
    */
   replace(server: UpstreamServer, wire: Wire = wireFor(server, false), grpc = false): void {
-    for (const key of new Set([poolKey(server, wire, false), poolKey(server, wire, grpc)])) {
-      const entry = this.#pools.get(key);
-      if (entry === undefined) continue;
-      this.#pools.delete(key);
-      void entry.pool.close().catch(() => {});
-    }
+    const key = poolKey(server, wire, grpc);
+    const entry = this.#pools.get(key);
+    // node:http2 sessions refuse such a request without harm to the session: nothing to replace.
+    if (entry === undefined || !(entry.pool instanceof Pool)) return;
+    this.#pools.delete(key);
+    void entry.pool.close().catch(() => {});
   }
 
   /** Closes (gracefully) the pools of servers the new table no longer names (or names otherwise). */
