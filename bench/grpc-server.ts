@@ -1,6 +1,6 @@
 /**
  * The gRPC upstream of the gRPC targets (docs/benchmark.md): @grpc/grpc-js, plaintext h2c, serving
- * tollgate.test.Echo/Unary from the tests' proto with a fixed reply. Run as its own process so its
+ * tollgate.test.Echo/Unary and /ServerStream from the tests' proto with a fixed reply. Run as its own process so its
  * CPU is counted apart: `node bench/grpc-server.ts <port>`.
  */
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,22 @@ const server = new grpc.Server();
 server.addService(Echo.service, {
   Unary(call: grpc.ServerUnaryCall<{ message: string }, unknown>, callback: grpc.sendUnaryData<unknown>) {
     callback(null, { message: call.request.message, seen: {} });
+  },
+  // `count` replies as fast as the caller takes them (write() false: wait for 'drain').
+  ServerStream(call: grpc.ServerWritableStream<{ message: string; count: number }, unknown>) {
+    const reply = { message: call.request.message, seen: {} };
+    let sent = 0;
+    const pump = () => {
+      while (sent < call.request.count && !call.cancelled) {
+        sent++;
+        if (!call.write(reply)) {
+          call.once('drain', pump);
+          return;
+        }
+      }
+      if (!call.cancelled) call.end();
+    };
+    pump();
   },
 });
 server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (error) => {

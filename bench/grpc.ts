@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { h2load } from './h2load.ts';
-import type { LoadGenerator } from './load.ts';
-import { freePort, makeTempDir, type Started, startProcess } from './processes.ts';
+import { type LoadGenerator, runTimeoutMs } from './load.ts';
+import { freePort, makeTempDir, runToCompletion, type Started, startProcess } from './processes.ts';
 
 const SERVER_SCRIPT = fileURLToPath(new URL('grpc-server.ts', import.meta.url));
 const PROTO = fileURLToPath(new URL('../test/fixtures/grpc/echo.proto', import.meta.url));
@@ -64,3 +64,38 @@ export function grpcGenerator(h2loadPath: string): LoadGenerator {
 }
 
 export const GRPC_HEADERS = { 'content-type': 'application/grpc', te: 'trailers' } as const;
+
+/** The path the streaming targets show (the client calls it itself, bench/grpc-stream-client.ts). */
+export const GRPC_STREAM_PATH = '/tollgate.test.Echo/ServerStream';
+const STREAM_CLIENT = fileURLToPath(new URL('grpc-stream-client.ts', import.meta.url));
+/** Calls open at once: the unary targets' 8 streams per connection. */
+const STREAM_CALLS = 8;
+
+/**
+ * Server-streaming messages per second, received by a grpc-js client in its own process
+ * (grpc-stream-client.ts): each LoadResult "request" is one message.
+ */
+export function grpcStreamGenerator(): LoadGenerator {
+  return {
+    name: 'grpc-js server streaming',
+    async run(settings) {
+      const target = new URL(settings.url).host;
+      const authority = settings.headers.host ?? GRPC_AUTHORITY;
+      const stdout = await runToCompletion(
+        process.execPath,
+        [STREAM_CLIENT, target, authority, String(settings.seconds), String(STREAM_CALLS)],
+        { timeoutMs: runTimeoutMs(settings) + 10_000 },
+      );
+      const { messages, seconds, errors } = JSON.parse(stdout) as Record<string, number>;
+      return {
+        requestsPerSecond: Number(((messages ?? 0) / (seconds ?? 1)).toFixed(0)),
+        p50Ms: Number.NaN,
+        p99Ms: Number.NaN,
+        p999Ms: Number.NaN,
+        requests: messages ?? 0,
+        socketErrors: errors ?? 0,
+        badStatuses: 0,
+      };
+    },
+  };
+}

@@ -37,6 +37,7 @@ import {
   summarise,
   type TargetSummary,
 } from './report.ts';
+import { type StartRss, startRss } from './start-rss.ts';
 import { type BenchContext, RATIOS, type RatioMetric, type RunningTarget, TARGETS } from './targets.ts';
 
 const UPSTREAM_KINDS = ['nginx', 'node'] as const;
@@ -339,6 +340,12 @@ function pacedCores(upstream: Started): {
   };
 }
 
+function renderStartRss(memory: Record<string, StartRss>): string {
+  return Object.entries(memory)
+    .map(([kind, { rssMiB, peakRssMiB }]) => `${kind.padEnd(10)} ${rssMiB} MiB (peak ${peakRssMiB} MiB)`)
+    .join('\n');
+}
+
 async function main(): Promise<number> {
   const settings = readSettings();
   // Other work on the machine is the main source of noise; recorded so a reader can judge a run.
@@ -409,6 +416,12 @@ async function main(): Promise<number> {
       `\nrouting tables (heap after a full GC, median lookup)\n${renderRouteTables(tables)}\n`,
     );
   }
+  // The same tables' cost to a started process (start-rss.ts): what a pod's memory limit must allow.
+  const startMemory: Record<string, StartRss> = {};
+  if (Object.keys(tables).length > 0) {
+    for (const kind of ['one-path', 'many-paths'] as const) startMemory[kind] = await startRss(kind);
+    process.stdout.write(`\nRSS once ready (VmRSS, peak VmHWM)\n${renderStartRss(startMemory)}\n`);
+  }
 
   const resultsDir = join(dirname(fileURLToPath(import.meta.url)), 'results');
   mkdirSync(resultsDir, { recursive: true });
@@ -435,6 +448,7 @@ async function main(): Promise<number> {
     paced,
     ratios: found,
     routeTables: tables,
+    startRss: startMemory,
     skipped,
   };
   writeFileSync(join(resultsDir, 'latest.json'), `${JSON.stringify(document, null, 2)}\n`);

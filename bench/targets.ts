@@ -14,7 +14,9 @@ import {
   GRPC_AUTHORITY,
   GRPC_HEADERS,
   GRPC_PATH,
+  GRPC_STREAM_PATH,
   grpcGenerator,
+  grpcStreamGenerator,
   startGrpcServer,
 } from './grpc.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
@@ -183,35 +185,64 @@ function sharedGrpcServer(context: BenchContext) {
   return context.shared('grpc-server', () => startGrpcServer());
 }
 
-/** gRPC unary calls by h2load, straight to the grpc-js server or through Tollgate (h2c both ways). */
+/** Which upstream HTTP/2 client a Tollgate gRPC target uses (docs/decisions.md): node:http2 or undici. */
+type GrpcClient = 'node' | 'undici';
+
+/** The Tollgate process of the gRPC targets using `client`, shared by the unary and streaming ones. */
+function sharedGrpcTollgate(context: BenchContext, grpcPort: number, client: GrpcClient) {
+  return context.shared(`tollgate-grpc-${client}`, () =>
+    startTollgate(context.upstreamPort, {
+      grpcPort,
+      env: client === 'undici' ? { TOLLGATE_UPSTREAM_GRPC_CLIENT: 'undici' } : {},
+    }),
+  );
+}
+
+/**
+ * gRPC calls straight to the grpc-js server or through Tollgate (h2c both ways): unary calls by
+ * h2load, or server-streaming messages received by a grpc-js client in its own process.
+ */
 async function grpcTarget(
   context: BenchContext,
-  via: 'direct' | 'tollgate',
+  via: 'direct' | GrpcClient,
+  call: 'unary' | 'stream' = 'unary',
 ): Promise<RunningTarget | { skip: string }> {
   const h2loadPath = h2loadBinary();
-  if (h2loadPath === null) return { skip: 'h2load not installed (apt-get install nghttp2-client)' };
+  if (call === 'unary' && h2loadPath === null)
+    return { skip: 'h2load not installed (apt-get install nghttp2-client)' };
   const server = await sharedGrpcServer(context);
-  const generator = grpcGenerator(h2loadPath);
+  const generator = call === 'unary' ? grpcGenerator(h2loadPath as string) : grpcStreamGenerator();
+  const path = call === 'unary' ? GRPC_PATH : GRPC_STREAM_PATH;
   const headers = { host: GRPC_AUTHORITY, ...GRPC_HEADERS };
+  const shape = call === 'unary' ? 'gRPC' : 'gRPC streaming';
   if (via === 'direct') {
     return {
-      label: 'gRPC direct (grpc-js)',
-      url: `http://127.0.0.1:${server.port}${GRPC_PATH}`,
+      label: `${shape} direct (grpc-js)`,
+      url: `http://127.0.0.1:${server.port}${path}`,
       headers,
       processes: [server.started],
       generator,
       check: () => checkGrpc(`127.0.0.1:${server.port}`, GRPC_AUTHORITY),
     };
   }
-  const tollgate = await startTollgate(context.upstreamPort, { grpcPort: server.port });
+  const tollgate = await sharedGrpcTollgate(context, server.port, via);
   return {
-    label: 'tollgate gRPC (h2c → h2c)',
-    url: `${tollgate.base}${GRPC_PATH}`,
+    label: `tollgate ${shape} (h2c → h2c, ${via === 'node' ? 'node:http2' : 'undici'})`,
+    url: `${tollgate.base}${path}`,
     headers,
     processes: [tollgate.process],
     generator,
     check: () => checkGrpc(`127.0.0.1:${tollgate.proxyPort}`, GRPC_AUTHORITY),
   };
+}
+
+/** A Tollgate gRPC target: skipped without a build, an error when h2load is missing. */
+function tollgateGrpcTarget(id: string, client: GrpcClient, call: 'unary' | 'stream'): TargetDefinition {
+  return tollgateTarget(id, async (context) => {
+    const target = await grpcTarget(context, client, call);
+    if ('skip' in target) throw new Error(target.skip);
+    return target;
+  });
 }
 
 const one = (): number => 1;
@@ -435,12 +466,15 @@ export const TARGETS: readonly TargetDefinition[] = [
     },
   },
   // gRPC unary calls (docs/traffic.md#grpc), straight and through Tollgate, in the same rounds.
+  // The upstream side on node:http2 sessions, and on undici's HTTP/2 client for comparison
+  // (docs/decisions.md): the same server, the same rounds.
   { id: 'grpc-direct', start: (context) => grpcTarget(context, 'direct') },
-  tollgateTarget('tollgate-grpc', async (context) => {
-    const target = await grpcTarget(context, 'tollgate');
-    if ('skip' in target) throw new Error(target.skip);
-    return target;
-  }),
+  tollgateGrpcTarget('tollgate-grpc', 'node', 'unary'),
+  tollgateGrpcTarget('tollgate-grpc-undici', 'undici', 'unary'),
+  // Server streaming, messages per second received by a grpc-js client in its own process.
+  { id: 'grpc-stream-direct', start: (context) => grpcTarget(context, 'direct', 'stream') },
+  tollgateGrpcTarget('tollgate-grpc-stream', 'node', 'stream'),
+  tollgateGrpcTarget('tollgate-grpc-stream-undici', 'undici', 'stream'),
   // Every core: N = BENCH_WORKERS (docs/workers.md).
   peerTarget('nginx-workers', NGINX, every),
   peerTarget('haproxy-workers', HAPROXY, every),
@@ -726,6 +760,41 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'grpc-direct',
     metric: 'cpu',
     note: 'Tollgate CPU per call over the grpc-js server’s',
+  },
+  {
+    name: 'tollgate gRPC (undici) / gRPC direct',
+    numerator: 'tollgate-grpc-undici',
+    denominator: 'grpc-direct',
+    metric: 'throughput',
+    note: 'the upstream side on undici’s HTTP/2 client instead of node:http2 sessions',
+  },
+  {
+    name: 'tollgate gRPC node:http2 / undici',
+    numerator: 'tollgate-grpc',
+    denominator: 'tollgate-grpc-undici',
+    metric: 'cpu',
+    note: 'CPU per call of the two upstream clients (docs/decisions.md)',
+  },
+  {
+    name: 'tollgate gRPC streaming / gRPC streaming direct',
+    numerator: 'tollgate-grpc-stream',
+    denominator: 'grpc-stream-direct',
+    metric: 'throughput',
+    goal: 0.7,
+  },
+  {
+    name: 'tollgate gRPC streaming (undici) / direct',
+    numerator: 'tollgate-grpc-stream-undici',
+    denominator: 'grpc-stream-direct',
+    metric: 'throughput',
+    note: 'the upstream side on undici’s HTTP/2 client',
+  },
+  {
+    name: 'tollgate gRPC streaming node:http2 / undici',
+    numerator: 'tollgate-grpc-stream',
+    denominator: 'tollgate-grpc-stream-undici',
+    metric: 'cpu',
+    note: 'CPU per message of the two upstream clients',
   },
   // Latency at a moderate, fixed rate.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'paced-p99', goal: 2 },

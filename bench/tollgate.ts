@@ -89,6 +89,8 @@ export interface TollgateSetup {
   v8Flags?: readonly string[];
   /** A collector's URL: tracing on, every request sampled (docs/observability.md#tracing). */
   tracingEndpoint?: string;
+  /** Extra environment of the process (e.g. TOLLGATE_UPSTREAM_GRPC_CLIENT for an A/B target). */
+  env?: Record<string, string>;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -195,7 +197,7 @@ export async function startTollgate(
       '--config',
       join(dir, 'main.yaml'),
     ],
-    { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport' },
+    { ...process.env, TOLLGATE_WORKER_SPREAD: setup.spreading ?? 'reuseport', ...setup.env },
   );
   // A large table takes a while to load on a busy machine.
   await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, started, routes === 'bench' ? 15_000 : 120_000);

@@ -5,6 +5,7 @@ import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig, waitsForConfigMap } from './config/load.ts';
+import { releaseParseMemorySoon } from './config/parse-memory.ts';
 import { abandonLogs } from './log.ts';
 import { captureSignals, type ProcessSignals } from './signals.ts';
 import { describeKubernetesUse } from './sources/kubernetes/use.ts';
@@ -122,6 +123,8 @@ async function start(path: string, serve: Serve = serveByWorkers): Promise<numbe
   const config = await loadOrExplain(path);
   if (config === null) return 1;
   if (signals.stopping !== null) return 0;
+  // Runs once serve() has compiled the table: a large file's parse leaves no high-water RSS behind.
+  releaseParseMemorySoon();
   return serve(config, signals);
 }
 

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { checkRuntimeFiles } from './file-checks.ts';
 import { resolveMasterkey } from './masterkey.ts';
+import { noteConfigParsed } from './parse-memory.ts';
 import { rememberPosition } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
@@ -25,6 +26,7 @@ export function parseMainConfig(text: string, file: string): Loaded<MainConfig> 
 
 /** Parses and validates upstreams.yaml; `hash` is the sha256 of the text, as the reloader compares it. */
 export function parseUpstreamsConfig(text: string, file: string): Loaded<UpstreamsConfig> {
+  noteConfigParsed(text.length);
   const reader = new YamlReader(text, file);
   if (!reader.wellFormed) return { ok: false, issues: reader.issues };
   const config = validateUpstreams(reader, resolve(file), sha256Hex(text));

@@ -10,7 +10,7 @@ import type { UpstreamServer } from '../routing/types.ts';
 import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
 import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
-import { tlsServerName, type UpstreamPools, type Wire, wireFor } from './pools.ts';
+import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -191,9 +191,9 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is
     // told to send its body only now that the pipeline admitted the request and a connection is ready.
     if (withBody && !res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
-    let pool: ReturnType<UpstreamPools['get']>;
+    let pool: UpstreamDispatcher;
     try {
-      pool = deps.pools.get(server, wire);
+      pool = deps.pools.dispatcher(server, wire, this.grpc);
     } catch {
       // A TLS file gone since validation read it (the reloads keep the last good copy once read).
       this.onResponseError(
@@ -368,7 +368,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (code === 'UND_ERR_INVALID_ARG') {
       // undici refused to send this request (a header it considers invalid): the client's fault,
       // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
-      deps.pools.replace(server, this.wire);
+      deps.pools.replace(server, this.wire, this.grpc);
       sendError(res, 'bad_request', undefined, 'the request cannot be forwarded as sent');
       return;
     }

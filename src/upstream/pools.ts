@@ -1,10 +1,12 @@
 import { isIP } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { checkServerIdentity, getCACertificates } from 'node:tls';
 import { buildConnector, type Client, Pool } from 'undici';
 import type { Timeouts, UpstreamLimits } from '../config/types.ts';
 import type { ServerLoad } from '../observe/server-load.ts';
 import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
+import { H2SessionPool } from './h2-session-pool.ts';
 import { ServerSlots } from './slots.ts';
 import { UpstreamTlsFiles, usesTlsFile } from './tls-files.ts';
 
@@ -26,6 +28,13 @@ export type Wire = 'h1' | 'alpn' | 'h2' | 'h2c';
 /** Streams per HTTP/2 connection we open before another connection is used (servers allow ≥ 100). */
 const H2_STREAMS_PER_CONNECTION = 100;
 
+/** The pools map's key: one undici pool per server and wire, and one set of node:http2 sessions. */
+function poolKey(server: UpstreamServer, wire: Wire, h2Sessions: boolean): string {
+  return h2Sessions && wire !== 'h1' && GRPC_CLIENT === 'node'
+    ? `${server.poolKey} ${wire} sessions`
+    : `${server.poolKey} ${wire}`;
+}
+
 /**
  * The one place the protocol to a server is chosen (docs/traffic.md#http2-to-upstreams), from the
  * path's `upstream_protocol` compiled onto the server: `auto` uses ALPN on TLS servers and HTTP/1.1
@@ -43,10 +52,29 @@ export function tlsServerName(server: UpstreamServer): string | undefined {
   return server.transport.tls?.serverName;
 }
 
+/** Streams every request of a server on one client: an undici Pool or the node:http2 sessions. */
+export type UpstreamDispatcher = Pick<Pool, 'dispatch' | 'close'>;
+
 interface PoolEntry {
-  pool: Pool;
+  pool: UpstreamDispatcher;
   server: UpstreamServer;
 }
+
+type DialledSocket = Duplex & { alpnProtocol?: string | false };
+type Dialler = (
+  options: buildConnector.Options,
+  callback: (error: Error | null, socket: DialledSocket | null) => void,
+) => void;
+
+/** How long an upstream connection with nothing in flight is kept open. */
+const KEEP_ALIVE_TIMEOUT_MS = 4_000;
+
+/**
+ * Which client carries gRPC to upstreams: `node` (node:http2 sessions, the default) or `undici`.
+ * The choice and its figures are in docs/decisions.md; the variable exists so the benchmark can
+ * measure both in one run (docs/benchmark.md), not as a setting.
+ */
+const GRPC_CLIENT = process.env.TOLLGATE_UPSTREAM_GRPC_CLIENT === 'undici' ? 'undici' : 'node';
 
 /**
  * One undici Pool and one set of connection slots per upstream origin, shared by every route naming
@@ -61,6 +89,7 @@ export class UpstreamPools {
   readonly #limits: UpstreamLimits;
   readonly #dns: DnsCache;
   readonly #connectTimeoutMs: number;
+  readonly #headersTimeoutMs: number;
   readonly #globalCaFile: string | null;
   readonly tlsFiles: UpstreamTlsFiles;
 
@@ -70,6 +99,7 @@ export class UpstreamPools {
     const dns = options.dns ?? processDnsCache;
     this.#dns = dns;
     this.#connectTimeoutMs = timeouts.upstreamConnectMs;
+    this.#headersTimeoutMs = timeouts.upstreamResponseHeadersMs;
     this.#globalCaFile = options.upstreamCaFile ?? null;
     this.tlsFiles = new UpstreamTlsFiles(this.#globalCaFile);
     // A TLS file that changed: pools using it are replaced, so new connections use the new copy.
@@ -89,17 +119,32 @@ export class UpstreamPools {
       headersTimeout: timeouts.upstreamResponseHeadersMs,
       // Like nginx's proxy_read_timeout: the longest silence between two body chunks.
       bodyTimeout: timeouts.upstreamResponseHeadersMs,
-      keepAliveTimeout: 4_000,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       keepAliveMaxTimeout: 60_000,
     };
   }
 
-  /** The pool for `server` over `wire` (wireFor); HTTP requests and WebSocket upgrades share it. */
+  /** The undici pool for `server` over `wire` (wireFor); HTTP requests and WebSocket upgrades share it. */
   get(server: UpstreamServer, wire: Wire = wireFor(server, false)): Pool {
     const key = `${server.poolKey} ${wire}`;
     let entry = this.#pools.get(key);
     if (entry === undefined) {
       entry = { pool: this.#create(server, wire, this.#options), server };
+      this.#pools.set(key, entry);
+    }
+    return entry.pool as Pool;
+  }
+
+  /**
+   * What carries one request to `server` over `wire`: gRPC over HTTP/2 goes on node:http2 sessions
+   * (faster per call than undici's HTTP/2 client, docs/decisions.md), everything else on undici.
+   */
+  dispatcher(server: UpstreamServer, wire: Wire, grpc: boolean): UpstreamDispatcher {
+    if (!grpc || wire === 'h1' || GRPC_CLIENT === 'undici') return this.get(server, wire);
+    const key = poolKey(server, wire, true);
+    let entry = this.#pools.get(key);
+    if (entry === undefined) {
+      entry = { pool: this.#createH2Sessions(server, wire), server };
       this.#pools.set(key, entry);
     }
     return entry.pool;
@@ -117,51 +162,21 @@ export class UpstreamPools {
       entry = { pool: this.#create(server, wire, { connections: 1, keepAliveTimeout: 4_000 }), server };
       this.#pools.set(key, entry);
     }
-    return entry.pool;
+    return entry.pool as Pool;
   }
 
   #create(server: UpstreamServer, wire: Wire, base: Pool.Options): Pool {
-    const tls = server.transport.tls;
     const h2 = wire !== 'h1';
     // A path's `timeouts.connect_seconds` (docs/traffic.md#timeouts) is part of its transport key.
     const connectTimeoutMs = server.transport.connectTimeoutMs ?? this.#connectTimeoutMs;
     let negotiated = '';
     let connect: Pool.Options['connect'] = base.connect;
-    if (tls !== null || wire === 'h2c') {
-      // TLS material is read here (the files validation checked), so a pool always has a whole set.
-      const material = tls === null ? null : this.tlsFiles.material(tls);
-      const name = tls?.serverName ?? '';
-      const connector = buildConnector({
-        timeout: connectTimeoutMs,
-        allowH2: h2,
-        useH2c: wire === 'h2c',
-        lookup: this.#dns.lookup,
-        ...(tls === null
-          ? {}
-          : {
-              // SNI carries host names only (RFC 6066); the certificate is checked against the name either way.
-              servername: isIP(name) === 0 ? name : undefined,
-              rejectUnauthorized: tls.verify,
-              checkServerIdentity: (_host: string, cert: Parameters<typeof checkServerIdentity>[1]) =>
-                checkServerIdentity(name, cert),
-              ...(material?.ca ? { ca: [...getCACertificates('default'), ...material.ca] } : {}),
-              ...(material?.cert && material.key ? { cert: material.cert, key: material.key } : {}),
-            }),
-      } as buildConnector.BuildOptions);
+    const dial = this.#dialler(server, wire, false);
+    if (dial !== null) {
       connect = (options, callback) =>
-        // Our server name, not the one undici derives from each request's Host.
-        connector({ ...options, servername: undefined } as buildConnector.Options, (error, connected) => {
-          const done = callback as (error: Error | null, socket: unknown) => void;
-          const socket = connected as (typeof connected & { alpnProtocol?: string | false }) | null;
-          if (error === null && wire === 'h2' && socket?.alpnProtocol !== 'h2') {
-            socket?.destroy();
-            const refused = new Error('the upstream did not agree to HTTP/2 (ALPN)') as NodeJS.ErrnoException;
-            refused.code = 'TOLLGATE_NO_H2';
-            done(refused, null);
-            return;
-          }
+        dial(options, (error, socket) => {
           negotiated = error === null ? String(socket?.alpnProtocol ?? '') : '';
-          done(error, socket);
+          (callback as (error: Error | null, socket: unknown) => void)(error, socket);
         });
     }
     const pool = new Pool(server.origin, {
@@ -179,6 +194,76 @@ export class UpstreamPools {
       });
     }
     return pool;
+  }
+
+  /**
+   * How a connection to `server` over `wire` is dialled (null: undici's default TCP connector):
+   * connect timeout, cached DNS, and for TLS the server name, CAs, client certificate and ALPN.
+   * Over `h2`, or for the node:http2 sessions, a TLS server that does not agree to h2 is refused
+   * (TOLLGATE_NO_H2, a TLS failure class).
+   */
+  #dialler(server: UpstreamServer, wire: Wire, forH2Sessions: boolean): Dialler | null {
+    const requireH2 = forH2Sessions || wire === 'h2';
+    const tls = server.transport.tls;
+    if (tls === null && wire !== 'h2c') return null;
+    // TLS material is read here (the files validation checked), so a pool always has a whole set.
+    const material = tls === null ? null : this.tlsFiles.material(tls);
+    const name = tls?.serverName ?? '';
+    const connector = buildConnector({
+      // A path's `timeouts.connect_seconds` (docs/traffic.md#timeouts) is part of its transport key.
+      timeout: server.transport.connectTimeoutMs ?? this.#connectTimeoutMs,
+      allowH2: wire !== 'h1',
+      // Only the pool on node:http2 asks for h2 first; undici's pools let the server choose.
+      ...(forH2Sessions ? { preferH2: true } : {}),
+      useH2c: wire === 'h2c',
+      lookup: this.#dns.lookup,
+      ...(tls === null
+        ? {}
+        : {
+            // SNI carries host names only (RFC 6066); the certificate is checked against the name either way.
+            servername: isIP(name) === 0 ? name : undefined,
+            rejectUnauthorized: tls.verify,
+            checkServerIdentity: (_host: string, cert: Parameters<typeof checkServerIdentity>[1]) =>
+              checkServerIdentity(name, cert),
+            ...(material?.ca ? { ca: [...getCACertificates('default'), ...material.ca] } : {}),
+            ...(material?.cert && material.key ? { cert: material.cert, key: material.key } : {}),
+          }),
+    } as buildConnector.BuildOptions);
+    return (options, callback) =>
+      // Our server name, not the one undici derives from each request's Host.
+      connector({ ...options, servername: undefined } as buildConnector.Options, (error, connected) => {
+        const socket = connected as DialledSocket | null;
+        if (error === null && tls !== null && requireH2 && socket?.alpnProtocol !== 'h2') {
+          socket?.destroy();
+          const refused = new Error('the upstream did not agree to HTTP/2 (ALPN)') as NodeJS.ErrnoException;
+          refused.code = 'TOLLGATE_NO_H2';
+          callback(refused, null);
+          return;
+        }
+        callback(error, socket);
+      });
+  }
+
+  /**
+   * The HTTP/2 sessions to `server` on node:http2 (h2-session-pool.ts), for gRPC: over TLS, ALPN
+   * must give h2 (gRPC has no HTTP/1.1 form), `upstream_protocol: auto` included.
+   */
+  #createH2Sessions(server: UpstreamServer, wire: Wire): H2SessionPool {
+    const dial = this.#dialler(server, wire, true) as Dialler;
+    const { hostname, port, protocol } = new URL(server.origin);
+    const target = {
+      hostname: hostname.replace(/^\[|\]$/g, ''),
+      host: hostname,
+      protocol,
+      port: port || (protocol === 'https:' ? '443' : '80'),
+    } as buildConnector.Options;
+    return new H2SessionPool({
+      origin: server.origin,
+      dial: (callback) => dial(target, callback),
+      maxStreamsPerSession: H2_STREAMS_PER_CONNECTION,
+      idleTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+      timeouts: { headersMs: this.#headersTimeoutMs, bodyMs: this.#headersTimeoutMs },
+    });
   }
 
   slots(server: UpstreamServer): ServerSlots {
@@ -216,10 +301,11 @@ export class UpstreamPools {
    * request as invalid (UND_ERR_INVALID_ARG), so each such request would permanently take one
    * connection slot; a fresh pool (the old one finishes its in-flight requests) keeps the proxy alive.
    */
-  replace(server: UpstreamServer, wire: Wire = wireFor(server, false)): void {
-    const key = `${server.poolKey} ${wire}`;
+  replace(server: UpstreamServer, wire: Wire = wireFor(server, false), grpc = false): void {
+    const key = poolKey(server, wire, grpc);
     const entry = this.#pools.get(key);
-    if (entry === undefined) return;
+    // node:http2 sessions refuse such a request without harm to the session: nothing to replace.
+    if (entry === undefined || !(entry.pool instanceof Pool)) return;
     this.#pools.delete(key);
     void entry.pool.close().catch(() => {});
   }

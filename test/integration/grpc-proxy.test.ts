@@ -176,6 +176,23 @@ describe('gRPC through Tollgate', () => {
     assert.equal(error.code, grpc.status.UNAVAILABLE);
   });
 
+  it('fails over from a server that is down to the next one on the HTTP/2 sessions, counting the failure', async () => {
+    const dead = await scope.deadServer();
+    const server = scope.keep(await startEchoServer());
+    // Round robin: a call that starts on the dead server is retried on the live one (nothing was sent).
+    const tollgate = await proxyFor({ servers: [dead, server.address] });
+    const client = clientOf(tollgate);
+    for (let call = 0; call < 3; call++) {
+      const { reply, trailers } = await unary(client, { message: `m${call}` });
+      assert.equal(reply.message, `m${call}`);
+      assert.ok(trailers instanceof grpc.Metadata);
+    }
+    assert.match(
+      await tollgate.metrics(),
+      new RegExp(`tollgate_upstream_errors_total\\{[^}]*server="${dead}",kind="connect"\\} [1-9]`),
+    );
+  });
+
   it('a live stream outlasts the response timeout while messages flow; a silent call does not', async () => {
     const server = scope.keep(await startEchoServer());
     const client = clientOf(
