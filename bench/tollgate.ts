@@ -89,6 +89,8 @@ export interface TollgateSetup {
   v8Flags?: readonly string[];
   /** A collector's URL: tracing on, every request sampled (docs/observability.md#tracing). */
   tracingEndpoint?: string;
+  /** `tracing.protocol` with tracingEndpoint; default the configuration's (http/protobuf). */
+  tracingProtocol?: 'http/protobuf' | 'http/json';
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -144,7 +146,12 @@ export async function startTollgate(
       ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
       ...(setup.tracingEndpoint === undefined
         ? []
-        : ['tracing:', `  endpoint: "${setup.tracingEndpoint}"`, '  sample_ratio: 1']),
+        : [
+            'tracing:',
+            `  endpoint: "${setup.tracingEndpoint}"`,
+            '  sample_ratio: 1',
+            ...(setup.tracingProtocol === undefined ? [] : [`  protocol: ${setup.tracingProtocol}`]),
+          ]),
       '',
     ].join('\n'),
   );
