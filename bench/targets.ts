@@ -404,6 +404,40 @@ export const TARGETS: readonly TargetDefinition[] = [
       processes: [tollgate.process],
     };
   }),
+  // The same with OTLP/HTTP JSON: which encoding costs the proxy less CPU per span (docs/benchmark.md#tracing-cost).
+  tollgateTarget('tollgate-tracing-json', async (context) => {
+    const sink = await context.shared('otlp-sink', () => startOtlpSink());
+    const tollgate = await startTollgate(context.upstreamPort, {
+      tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+      tracingProtocol: 'http/json',
+    });
+    return {
+      label: 'tollgate + tracing, OTLP JSON',
+      url: `${tollgate.base}/`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
+  // `tollgate-tracing` on the BENCH_BASELINE build: a change to tracing judged against its predecessor
+  // in the same rounds.
+  {
+    id: 'tollgate-tracing-baseline',
+    async start(context) {
+      const mainJs = process.env.BENCH_BASELINE;
+      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      const sink = await context.shared('otlp-sink', () => startOtlpSink());
+      const tollgate = await startTollgate(context.upstreamPort, {
+        mainJs,
+        tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+      });
+      return {
+        label: 'tollgate + tracing (baseline build)',
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  },
   // The same build started as plain `node dist/main.js`, without the young-generation cap
   // (src/v8-launch-flags.ts): what the cap does to the paced p99, in the same rounds (docs/benchmark.md).
   {
@@ -609,6 +643,20 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'cpu',
     goal: 1.3,
+  },
+  {
+    name: 'tollgate+tracing-json / tollgate',
+    numerator: 'tollgate-tracing-json',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    note: 'OTLP JSON instead of protobuf',
+  },
+  {
+    name: 'tollgate+tracing / its baseline build',
+    numerator: 'tollgate-tracing',
+    denominator: 'tollgate-tracing-baseline',
+    metric: 'cpu',
+    note: 'this build against BENCH_BASELINE, both traced',
   },
   {
     name: 'tollgate / tollgate baseline build',

@@ -91,6 +91,8 @@ export interface TollgateSetup {
   tracingEndpoint?: string;
   /** Extra environment of the process (e.g. TOLLGATE_UPSTREAM_GRPC_CLIENT for an A/B target). */
   env?: Record<string, string>;
+  /** `tracing.protocol` with tracingEndpoint; default the configuration's (http/protobuf). */
+  tracingProtocol?: 'http/protobuf' | 'http/json';
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -146,7 +148,12 @@ export async function startTollgate(
       ...(setup.grpcPort === undefined ? [] : ['http2_cleartext: true']),
       ...(setup.tracingEndpoint === undefined
         ? []
-        : ['tracing:', `  endpoint: "${setup.tracingEndpoint}"`, '  sample_ratio: 1']),
+        : [
+            'tracing:',
+            `  endpoint: "${setup.tracingEndpoint}"`,
+            '  sample_ratio: 1',
+            ...(setup.tracingProtocol === undefined ? [] : [`  protocol: ${setup.tracingProtocol}`]),
+          ]),
       '',
     ].join('\n'),
   );
