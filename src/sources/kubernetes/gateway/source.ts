@@ -6,7 +6,6 @@ import {
   type KubernetesListObject,
   type KubernetesObject,
   type V1Namespace,
-  type V1Secret,
   type V1Service,
 } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../../../config/types.ts';
@@ -18,6 +17,7 @@ import {
   type WatchedResource,
   type WatchTuning,
 } from '../resource-watch.ts';
+import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
 import {
   GATEWAY_CONTROLLER,
@@ -80,7 +80,6 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
-  const secretWatches = new Map<string, { watch: ResourceWatch; object: V1Secret | undefined }>();
   let publishedService: V1Service | undefined;
   let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
@@ -113,6 +112,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       logger,
       tuning: options.tuning,
     });
+  // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
+  const secretWatches = new SecretWatches(watch, core);
 
   /** List + watch of a custom kind, in one namespace or all (cluster-scoped kinds: namespace null). */
   const watchCustom = (
@@ -222,31 +223,6 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       ),
   });
 
-  const watchSecrets = (wanted: ReadonlySet<string>) => {
-    for (const [key, entry] of secretWatches) {
-      if (wanted.has(key)) continue;
-      secretWatches.delete(key);
-      void entry.watch.stop();
-    }
-    for (const key of wanted) {
-      if (secretWatches.has(key)) continue;
-      const [namespace, name] = key.split('/') as [string, string];
-      const fieldSelector = `metadata.name=${name}`;
-      const entry: { watch?: ResourceWatch; object: V1Secret | undefined } = { object: undefined };
-      entry.watch = watch<V1Secret>(
-        'secrets',
-        `Secret ${key}`,
-        `/api/v1/namespaces/${namespace}/secrets`,
-        (o) => core.listNamespacedSecret({ namespace, fieldSelector }, o),
-        (objects) => {
-          entry.object = objects.find((item) => item.metadata?.name === name);
-        },
-        fieldSelector,
-      );
-      secretWatches.set(key, entry as { watch: ResourceWatch; object: V1Secret | undefined });
-    }
-  };
-
   function schedule(): void {
     if (scheduled || closed) return;
     scheduled = true;
@@ -265,10 +241,9 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       policies: objectsOf<TollgatePolicy>('tollgatepolicies'),
     };
     // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
-    watchSecrets(new Set(secretsWanted(base)));
-    if (![...secretWatches.values()].every((entry) => entry.watch.synced)) return;
-    const secrets = new Map<string, V1Secret>();
-    for (const [key, entry] of secretWatches) if (entry.object) secrets.set(key, entry.object);
+    secretWatches.follow(new Set(secretsWanted(base)));
+    if (!secretWatches.synced) return;
+    const secrets = secretWatches.current();
     const services = new Map<string, V1Service>();
     for (const service of objectsOf<V1Service>('services'))
       services.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
@@ -461,10 +436,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     async close() {
       closed = true;
       writer.close();
-      await Promise.all([
-        ...watches.map((item) => item.stop()),
-        ...[...secretWatches.values()].map((entry) => entry.watch.stop()),
-      ]);
+      await Promise.all([...watches.map((item) => item.stop()), secretWatches.stop()]);
     },
   };
 }

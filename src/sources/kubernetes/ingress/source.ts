@@ -9,7 +9,6 @@ import {
   type V1Ingress,
   type V1IngressClass,
   type V1IngressLoadBalancerIngress,
-  type V1Secret,
   type V1Service,
 } from '@kubernetes/client-node';
 import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../../config/types.ts';
@@ -22,6 +21,7 @@ import {
   type WatchedResource,
   type WatchTuning,
 } from '../resource-watch.ts';
+import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
 import type { AgedClaim } from './ownership.ts';
 import {
@@ -78,7 +78,6 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let classes: readonly V1IngressClass[] = [];
   const ingresses = new Map<string, readonly V1Ingress[]>();
   const services = new Map<string, readonly V1Service[]>();
-  const secretWatches = new Map<string, { watch: ResourceWatch; object: V1Secret | undefined }>();
   let publishedService: V1Service | undefined;
   let last: IngressTranslation | null = null;
   let reported = new Map<string, string>();
@@ -113,6 +112,8 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       logger,
       tuning: options.tuning,
     });
+  // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
+  const secretWatches = new SecretWatches(watch, core);
 
   watches.push(
     watch<V1IngressClass>(
@@ -168,31 +169,6 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     );
   }
 
-  const watchSecrets = (wanted: ReadonlySet<string>) => {
-    for (const [key, entry] of secretWatches) {
-      if (wanted.has(key)) continue;
-      secretWatches.delete(key);
-      void entry.watch.stop();
-    }
-    for (const key of wanted) {
-      if (secretWatches.has(key)) continue;
-      const [namespace, name] = key.split('/') as [string, string];
-      const fieldSelector = `metadata.name=${name}`;
-      const entry: { watch?: ResourceWatch; object: V1Secret | undefined } = { object: undefined };
-      entry.watch = watch<V1Secret>(
-        'secrets',
-        `Secret ${key}`,
-        `/api/v1/namespaces/${namespace}/secrets`,
-        (o) => core.listNamespacedSecret({ namespace, fieldSelector }, o),
-        (objects) => {
-          entry.object = objects.find((item) => item.metadata?.name === name);
-        },
-        fieldSelector,
-      );
-      secretWatches.set(key, entry as { watch: ResourceWatch; object: V1Secret | undefined });
-    }
-  };
-
   const allIngresses = () => [...ingresses.values()].flat();
 
   function schedule(): void {
@@ -213,10 +189,9 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
         .filter((item) => isOurs(item, ours))
         .flatMap(secretsOf),
     );
-    watchSecrets(wanted);
-    if (![...secretWatches.values()].every((entry) => entry.watch.synced)) return;
-    const secrets = new Map<string, V1Secret>();
-    for (const [key, entry] of secretWatches) if (entry.object) secrets.set(key, entry.object);
+    secretWatches.follow(wanted);
+    if (!secretWatches.synced) return;
+    const secrets = secretWatches.current();
     const serviceMap = new Map<string, V1Service>();
     for (const service of [...services.values()].flat())
       serviceMap.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
@@ -371,10 +346,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       }),
     async close() {
       closed = true;
-      await Promise.all([
-        ...watches.map((item) => item.stop()),
-        ...[...secretWatches.values()].map((entry) => entry.watch.stop()),
-      ]);
+      await Promise.all([...watches.map((item) => item.stop()), secretWatches.stop()]);
     },
   };
 }
