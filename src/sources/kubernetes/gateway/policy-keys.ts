@@ -7,8 +7,8 @@ import { YamlReader } from '../../../config/yaml-reader.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import { authUrlTargetProblem } from '../ingress/auth-url-guard.ts';
 import { parseApiKeys, parseHtpasswd } from '../ingress/credentials.ts';
+import { decodeSecret } from '../secret-data.ts';
 import { referencePermitted } from './grants.ts';
-import { decodeSecret } from './listeners.ts';
 import type { ObjectMeta, ReferenceGrant } from './objects.ts';
 
 /**

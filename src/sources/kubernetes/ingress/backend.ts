@@ -2,6 +2,7 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { parseCaBundle } from '../../../config/file-checks.ts';
 import type { FixedRedirect, PathConfig, UpstreamTlsConfig } from '../../../config/types.ts';
+import { decodeSecret } from '../secret-data.ts';
 import type { IngressSettings } from './annotations.ts';
 import type { IngressNotice } from './translate.ts';
 
@@ -114,9 +115,7 @@ function secretMaterial(
     problems.push(`${where}: Secret ${key} does not exist`);
     return null;
   }
-  const data: Record<string, string> = {};
-  for (const [field, value] of Object.entries(secret.data ?? {}))
-    data[field] = Buffer.from(value, 'base64').toString('utf8');
+  const data = decodeSecret(secret);
   const ca = data['ca.crt'] ?? null;
   const cert = data['tls.crt'] ?? null;
   const privateKey = data['tls.key'] ?? null;

@@ -1,4 +1,4 @@
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import type {
   V1Ingress,
   V1IngressBackend,
@@ -17,6 +17,7 @@ import type {
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
+import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
@@ -545,7 +546,7 @@ function authorizationOf(
     outcome.problems.push(`auth Secret ${secretName} does not exist`);
     return outcome;
   }
-  const data = decodeData(secret);
+  const data = decodeSecret(secret);
   let parsed: ParsedCredentials<unknown>;
   if (type === 'basic') {
     const users =
@@ -569,32 +570,6 @@ function authorizationOf(
   outcome.problems.push(...parsed.problems.map((problem) => `auth Secret ${secretName}: ${problem}`));
   outcome.warnings.push(...parsed.warnings.map((warning) => `auth Secret ${secretName}: ${warning}`));
   return outcome;
-}
-
-function decodeData(secret: V1Secret): Record<string, string> {
-  const data: Record<string, string> = {};
-  for (const [key, value] of Object.entries(secret.data ?? {}))
-    data[key] = Buffer.from(value, 'base64').toString('utf8');
-  for (const [key, value] of Object.entries(secret.stringData ?? {})) data[key] = value;
-  return data;
-}
-
-/** The PEM pair of a `kubernetes.io/tls` Secret, or what is wrong with it. */
-function tlsPair(secret: V1Secret): { certificate: string; key: string } | string {
-  if (secret.type !== undefined && secret.type !== 'kubernetes.io/tls')
-    return `is of type ${secret.type}, not kubernetes.io/tls`;
-  const data = decodeData(secret);
-  const certificate = data['tls.crt'];
-  const key = data['tls.key'];
-  if (!certificate?.includes('-----BEGIN CERTIFICATE-----')) return "'tls.crt' holds no PEM certificate";
-  if (!key?.includes('PRIVATE KEY-----')) return "'tls.key' holds no PEM private key";
-  try {
-    const x509 = new X509Certificate(certificate);
-    if (!x509.checkPrivateKey(createPrivateKey(key))) return "'tls.key' is not the key of 'tls.crt'";
-  } catch (error) {
-    return `the certificate or key does not load (${(error as Error).message})`;
-  }
-  return { certificate, key };
 }
 
 function stickyOf(sticky: IngressSettings['sticky']): StickySessions | null {
