@@ -92,6 +92,45 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   tuning?: Partial<WatchTuning>;
 }
 
+/** What every watch of one source shares, and what it does after any watch brought a change. */
+export interface WatchContext {
+  kubeConfig: KubeConfig;
+  health: WatchHealth;
+  logger: Logger;
+  tuning?: Partial<WatchTuning>;
+  /** After each new set of objects of any watch (a source schedules its translation here). */
+  onChange(): void;
+}
+
+/** A source's `watch(…)`: startResourceWatch with the source's shared context filled in. */
+export type StartWatch = <T extends KubernetesObject>(
+  resource: WatchedResource,
+  description: string,
+  path: string,
+  list: ResourceWatchOptions<T>['list'],
+  onObjects: (objects: readonly T[]) => void,
+  fieldSelector?: string,
+) => ResourceWatch;
+
+export function watchStarter(context: WatchContext): StartWatch {
+  return (resource, description, path, list, onObjects, fieldSelector) =>
+    startResourceWatch({
+      kubeConfig: context.kubeConfig,
+      resource,
+      description,
+      path,
+      list,
+      fieldSelector,
+      onObjects: (objects) => {
+        onObjects(objects);
+        context.onChange();
+      },
+      health: context.health,
+      logger: context.logger,
+      tuning: context.tuning,
+    });
+}
+
 export interface ResourceWatch {
   /** True once a list succeeded; stays true (the last objects keep serving while the API is away). */
   readonly synced: boolean;

@@ -1,17 +1,5 @@
-import type { CoreV1Api, KubernetesListObject, V1Secret } from '@kubernetes/client-node';
-import type { ResourceWatch, WatchedResource } from './resource-watch.ts';
-
-/** A source's own way to start a watch (its kubeconfig, health, tuning, and re-translation on change). */
-export type StartWatch = (
-  resource: WatchedResource,
-  description: string,
-  path: string,
-  list: (
-    callOptions: Parameters<CoreV1Api['listNamespacedSecret']>[1],
-  ) => Promise<KubernetesListObject<V1Secret>>,
-  onObjects: (objects: readonly V1Secret[]) => void,
-  fieldSelector?: string,
-) => ResourceWatch;
+import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
+import type { ResourceWatch, StartWatch } from './resource-watch.ts';
 
 /**
  * The Secrets a source's objects name (TLS certificates, htpasswd and API keys, upstream TLS), each

@@ -13,9 +13,9 @@ import type { Logger } from '../../../log.ts';
 import { gatewayRoutes } from '../metrics.ts';
 import {
   type ResourceWatch,
-  startResourceWatch,
   type WatchedResource,
   type WatchTuning,
+  watchStarter,
 } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
@@ -89,29 +89,13 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const watches: ResourceWatch[] = [];
   const missingKinds = new Set<string>();
 
-  const watch = <T extends KubernetesObject>(
-    resource: WatchedResource,
-    description: string,
-    path: string,
-    list: (callOptions: Parameters<typeof core.listNamespace>[1]) => Promise<KubernetesListObject<T>>,
-    onObjects: (objects: readonly T[]) => void,
-    fieldSelector?: string,
-  ) =>
-    startResourceWatch<T>({
-      kubeConfig,
-      resource,
-      description,
-      path,
-      list,
-      fieldSelector,
-      onObjects: (objects) => {
-        onObjects(objects);
-        schedule();
-      },
-      health,
-      logger,
-      tuning: options.tuning,
-    });
+  const watch = watchStarter({
+    kubeConfig,
+    health,
+    logger,
+    tuning: options.tuning,
+    onChange: () => schedule(),
+  });
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
 

@@ -2,8 +2,6 @@ import { hostname } from 'node:os';
 import {
   CoreV1Api,
   type KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
   NetworkingV1Api,
   setHeaderOptions,
   type V1Ingress,
@@ -15,12 +13,7 @@ import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../.
 import type { Logger } from '../../../log.ts';
 import { reaches } from '../endpoints.ts';
 import { ingressRejected } from '../metrics.ts';
-import {
-  type ResourceWatch,
-  startResourceWatch,
-  type WatchedResource,
-  type WatchTuning,
-} from '../resource-watch.ts';
+import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
 import type { AgedClaim } from './ownership.ts';
@@ -87,31 +80,13 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   const waiters: Array<() => void> = [];
   const watches: ResourceWatch[] = [];
 
-  const watch = <T extends KubernetesObject>(
-    resource: WatchedResource,
-    description: string,
-    path: string,
-    list: (
-      callOptions: Parameters<typeof networking.listIngressClass>[1],
-    ) => Promise<KubernetesListObject<T>>,
-    onObjects: (objects: readonly T[]) => void,
-    fieldSelector?: string,
-  ) =>
-    startResourceWatch<T>({
-      kubeConfig,
-      resource,
-      description,
-      path,
-      list,
-      fieldSelector,
-      onObjects: (objects) => {
-        onObjects(objects);
-        schedule();
-      },
-      health,
-      logger,
-      tuning: options.tuning,
-    });
+  const watch = watchStarter({
+    kubeConfig,
+    health,
+    logger,
+    tuning: options.tuning,
+    onChange: () => schedule(),
+  });
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
 
