@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -10,6 +9,7 @@ import {
 } from '@kubernetes/client-node';
 import type { KubernetesSettings } from '../../../config/types.ts';
 import type { Logger } from '../../../log.ts';
+import { recordEvent } from '../events.ts';
 import { gatewayRoutes } from '../metrics.ts';
 import {
   type ResourceWatch,
@@ -358,38 +358,15 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     const object = objectsOf<Stored>(resource ?? '').find(
       (item) => item.metadata?.namespace === namespace && item.metadata?.name === name,
     );
-    const time = new Date();
-    try {
-      await core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { generateName: `${name}.`, namespace },
-          involvedObject: {
-            apiVersion,
-            kind,
-            name,
-            namespace,
-            uid: object?.metadata?.uid,
-            resourceVersion: object?.metadata?.resourceVersion,
-          },
-          type,
-          reason,
-          // The API server caps an Event message at 1 KiB.
-          message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
-          source: { component: 'tollgate' },
-          reportingComponent: GATEWAY_CONTROLLER,
-          reportingInstance: hostname(),
-          firstTimestamp: time,
-          lastTimestamp: time,
-          count: 1,
-        },
-      });
-    } catch (error) {
-      logger.warn(
-        { object: `${kind} ${namespace}/${name}`, error: (error as Error).message?.split('\n', 1)[0] },
-        'could not record a Kubernetes Event',
-      );
-    }
+    await recordEvent(
+      core,
+      logger,
+      GATEWAY_CONTROLLER,
+      { apiVersion, kind, namespace, name, stored: object },
+      type,
+      reason,
+      message,
+    );
   }
 
   /** What Gateway status announces: publish_address, else the publish_service's addresses. */

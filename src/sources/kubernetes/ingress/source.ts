@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import {
   CoreV1Api,
   type KubeConfig,
@@ -12,6 +11,7 @@ import {
 import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../../config/types.ts';
 import type { Logger } from '../../../log.ts';
 import { reaches } from '../endpoints.ts';
+import { recordEvent } from '../events.ts';
 import { ingressRejected } from '../metrics.ts';
 import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
@@ -226,38 +226,21 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       (candidate) =>
         candidate.metadata?.namespace === item.namespace && candidate.metadata?.name === item.name,
     );
-    const time = new Date();
-    try {
-      await core.createNamespacedEvent({
+    await recordEvent(
+      core,
+      logger,
+      INGRESS_CONTROLLER,
+      {
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'Ingress',
         namespace: item.namespace,
-        body: {
-          metadata: { generateName: `${item.name}.`, namespace: item.namespace },
-          involvedObject: {
-            apiVersion: 'networking.k8s.io/v1',
-            kind: 'Ingress',
-            name: item.name,
-            namespace: item.namespace,
-            uid: ingress?.metadata?.uid,
-            resourceVersion: ingress?.metadata?.resourceVersion,
-          },
-          type,
-          reason,
-          // The API server caps an Event message at 1 KiB.
-          message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
-          source: { component: 'tollgate' },
-          reportingComponent: INGRESS_CONTROLLER,
-          reportingInstance: hostname(),
-          firstTimestamp: time,
-          lastTimestamp: time,
-          count: 1,
-        },
-      });
-    } catch (error) {
-      logger.warn(
-        { ingress: `${item.namespace}/${item.name}`, error: (error as Error).message?.split('\n', 1)[0] },
-        'could not record a Kubernetes Event',
-      );
-    }
+        name: item.name,
+        stored: ingress,
+      },
+      type,
+      reason,
+      message,
+    );
   }
 
   /** The addresses Ingress status announces: publish_address, else the publish_service's. */
