@@ -11,6 +11,7 @@ import type { KubernetesSettings } from '../../../config/types.ts';
 import type { Logger } from '../../../log.ts';
 import { recordEvent } from '../events.ts';
 import { gatewayRoutes } from '../metrics.ts';
+import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
 import {
   type ResourceWatch,
   type WatchedResource,
@@ -80,7 +81,6 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
-  let publishedService: V1Service | undefined;
   let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
   let closed = false;
@@ -174,22 +174,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       ),
     );
   }
-  const publish = settings.publishService ?? null;
-  if (publish) {
-    const fieldSelector = `metadata.name=${publish.name}`;
-    watches.push(
-      watch<V1Service>(
-        'services',
-        `Service ${publish.namespace}/${publish.name} (publish_service)`,
-        `/api/v1/namespaces/${publish.namespace}/services`,
-        (o) => core.listNamespacedService({ namespace: publish.namespace, fieldSelector }, o),
-        (objects) => {
-          publishedService = objects.find((item) => item.metadata?.name === publish.name);
-        },
-        fieldSelector,
-      ),
-    );
-  }
+  const published = followPublishedAddresses(settings, watch, core);
+  if (published.watch) watches.push(published.watch);
 
   const objectsOf = <T>(resource: string): T[] =>
     [...stores.entries()]
@@ -369,19 +355,14 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     );
   }
 
-  /** What Gateway status announces: publish_address, else the publish_service's addresses. */
+  /** What Gateway status announces (kubernetes/published-addresses.ts). */
   function publishedAddresses(): GatewayInput['addresses'] {
-    const entry = (value: string) =>
-      ({ type: /^[0-9.]+$/.test(value) || value.includes(':') ? 'IPAddress' : 'Hostname', value }) as const;
-    if (settings.publishAddress) return settings.publishAddress.map(entry);
-    if (!publish || publishedService === undefined) return null;
-    const balancer = publishedService.status?.loadBalancer?.ingress ?? [];
-    if (balancer.length > 0)
-      return balancer
-        .map((item) => entry(item.ip ?? item.hostname ?? ''))
-        .filter((item) => item.value !== '');
-    const clusterIp = publishedService.spec?.clusterIP;
-    return clusterIp && clusterIp !== 'None' ? [entry(clusterIp)] : null;
+    return (
+      published.current()?.map((value) => ({
+        type: isIpAddress(value) ? ('IPAddress' as const) : ('Hostname' as const),
+        value,
+      })) ?? null
+    );
   }
 
   return {

@@ -13,6 +13,7 @@ import type { Logger } from '../../../log.ts';
 import { reaches } from '../endpoints.ts';
 import { recordEvent } from '../events.ts';
 import { ingressRejected } from '../metrics.ts';
+import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
 import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
@@ -71,7 +72,6 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let classes: readonly V1IngressClass[] = [];
   const ingresses = new Map<string, readonly V1Ingress[]>();
   const services = new Map<string, readonly V1Service[]>();
-  let publishedService: V1Service | undefined;
   let last: IngressTranslation | null = null;
   let reported = new Map<string, string>();
   const statusWritten = new Map<string, string>();
@@ -127,22 +127,8 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       ),
     );
   }
-  const publish = settings.publishService ?? null;
-  if (publish) {
-    const fieldSelector = `metadata.name=${publish.name}`;
-    watches.push(
-      watch<V1Service>(
-        'services',
-        `Service ${publish.namespace}/${publish.name} (publish_service)`,
-        `/api/v1/namespaces/${publish.namespace}/services`,
-        (o) => core.listNamespacedService({ namespace: publish.namespace, fieldSelector }, o),
-        (objects) => {
-          publishedService = objects.find((item) => item.metadata?.name === publish.name);
-        },
-        fieldSelector,
-      ),
-    );
-  }
+  const published = followPublishedAddresses(settings, watch, core);
+  if (published.watch) watches.push(published.watch);
 
   const allIngresses = () => [...ingresses.values()].flat();
 
@@ -243,15 +229,13 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     );
   }
 
-  /** The addresses Ingress status announces: publish_address, else the publish_service's. */
+  /** The addresses Ingress status announces (kubernetes/published-addresses.ts). */
   function publishedAddresses(): V1IngressLoadBalancerIngress[] | null {
-    if (settings.publishAddress) return settings.publishAddress.map(addressEntry);
-    if (!publish || publishedService === undefined) return null;
-    const balancer = publishedService.status?.loadBalancer?.ingress ?? [];
-    if (balancer.length > 0)
-      return balancer.map((entry) => (entry.ip ? { ip: entry.ip } : { hostname: entry.hostname }));
-    const clusterIp = publishedService.spec?.clusterIP;
-    return clusterIp && clusterIp !== 'None' ? [{ ip: clusterIp }] : null;
+    return (
+      published
+        .current()
+        ?.map((address) => (isIpAddress(address) ? { ip: address } : { hostname: address })) ?? null
+    );
   }
 
   function writeStatus(reports: ReadonlyMap<string, IngressReport>): void {
@@ -319,10 +303,6 @@ function warningsByReason(item: IngressReport): Map<string, string[]> {
     messages.push(notice.message);
   }
   return byReason;
-}
-
-function addressEntry(address: string): V1IngressLoadBalancerIngress {
-  return /^[0-9.]+$/.test(address) || address.includes(':') ? { ip: address } : { hostname: address };
 }
 
 export { EMPTY as NO_INGRESS_ROUTES };
