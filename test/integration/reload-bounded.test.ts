@@ -114,6 +114,9 @@ describe('reloads under a busy config directory and bursts of swaps (real proces
     }
     const burstEnd = Date.now();
     await waitFor(async () => (await liveHash(tollgate)) === last.hash, 10_000);
+    // The admin port can show the new table before the reload's log line has come through the
+    // stdout pipe (a loaded machine): wait for the line, whose own `time` is what is measured.
+    await waitFor(() => reloadsLogged(tollgate).some((reload) => reload.hash === last.hash), 10_000);
 
     const reloads = reloadsLogged(tollgate).slice(before);
     const lastReload = reloads.find((r) => r.hash === last.hash);
