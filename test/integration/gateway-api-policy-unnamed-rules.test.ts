@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http2 from 'node:http2';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -95,7 +96,7 @@ const fooSplitRoute = () =>
     ],
   });
 
-const target = (kind: 'Gateway' | 'HTTPRoute', name: string, sectionName?: string) => ({
+const target = (kind: 'Gateway' | 'HTTPRoute' | 'GRPCRoute', name: string, sectionName?: string) => ({
   group: 'gateway.networking.k8s.io',
   kind,
   name,
@@ -233,6 +234,8 @@ describe('TollgatePolicy on rules without a name (the Gateway API guides’ rout
     tollgate = await startTollgate({
       main: {
         access_log: false,
+        // gRPC clients speak HTTP/2 with prior knowledge on the plain port.
+        http2_cleartext: true,
         kubernetes: { kubeconfig: api.writeKubeconfig(dir, NS), gateway_class: 'tollgate' },
       },
       upstreams: {
@@ -308,6 +311,62 @@ describe('TollgatePolicy on rules without a name (the Gateway API guides’ rout
     applied.push(['secrets', 'no-such-users']);
     await protectedBy('bar.example.com', '/', 'bar-svc');
     await policyStatus('not-yet', 'True', 'Accepted');
+    await cleanUp();
+  });
+
+  it('a route-level policy protects the grpc-routing guide’s GRPCRoute (an unnamed rule with a method match)', async () => {
+    apply(
+      'grpcroutes',
+      httpRouteObject({
+        kind: 'GRPCRoute',
+        name: 'foo-route',
+        namespace: NS,
+        parentRefs: [{ name: 'example-gateway' }],
+        hostnames: ['foo.example.com'],
+        rules: [
+          {
+            matches: [{ method: { service: 'com.example.User', method: 'Login' } }],
+            backendRefs: [{ name: 'foo-svc', port: 8080 }],
+          },
+        ],
+      }),
+    );
+    apply('tollgatepolicies', basicPolicy('grpc-auth', [target('GRPCRoute', 'foo-route')]));
+    /** A gRPC call over h2c, as a client sends it: the grpc-status Tollgate or the upstream gave. */
+    const call = (headers: Record<string, string> = {}) =>
+      new Promise<string | undefined>((resolve, reject) => {
+        const session = http2.connect(`http://127.0.0.1:${tollgate.proxyPort}`);
+        session.on('error', reject);
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': '/com.example.User/Login',
+          ':authority': 'foo.example.com',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+          ...headers,
+        });
+        let status: string | undefined;
+        stream.on('response', (response) => {
+          status = response['grpc-status'] as string | undefined;
+        });
+        stream.on('trailers', (trailers) => {
+          status ??= trailers['grpc-status'] as string | undefined;
+        });
+        stream.on('error', reject);
+        stream.on('close', () => {
+          session.close();
+          resolve(status);
+        });
+        stream.resume();
+        stream.end(Buffer.alloc(5));
+      });
+    await policyStatus('grpc-auth', 'True', 'Accepted');
+    await waitFor(async () => (await call()) === '16', SETTLE_MS);
+    assert.notEqual(
+      await call({ authorization: ALICE }),
+      '16',
+      'with credentials the call passes authentication',
+    );
     await cleanUp();
   });
 
