@@ -280,6 +280,17 @@ function check(world: World): void {
         continue;
       }
       const name = winner.metadata?.name as string;
+      // Liveness: a policy that can be built governs its paths (the check never has to step in).
+      const buildable =
+        (winner.spec?.authorization as { basic?: { secretRef?: { name?: string } } } | undefined)?.basic
+          ?.secretRef?.name !== 'missing';
+      if (buildable)
+        assert.ok(accepted.has(name), `${where}: governed by ${name}, which builds, yet not Accepted`);
+      assert.doesNotMatch(
+        String(path.unavailable),
+        /is not in force/,
+        `${where}: the production check had to close it`,
+      );
       if (!accepted.has(name)) {
         assert.notEqual(
           path.unavailable ?? null,
