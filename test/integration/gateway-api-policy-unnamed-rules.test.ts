@@ -372,6 +372,33 @@ describe('TollgatePolicy on rules without a name (the Gateway API guides’ rout
 
   it('HEAD to a host nothing serves: 404 with no body and no JSON content type (GET keeps its JSON body)', async () => {
     assertBodilessHead(await rawHead(tollgate.proxyPort, 'nowhere.example.com', '/'), 404);
+    // The same over HTTP/2: HEADERS that end the stream, no DATA, no content type.
+    const h2 = await new Promise<{ headers: http2.IncomingHttpHeaders; bytes: number }>((resolve, reject) => {
+      const session = http2.connect(`http://127.0.0.1:${tollgate.proxyPort}`);
+      session.on('error', reject);
+      const stream = session.request({
+        ':method': 'HEAD',
+        ':path': '/',
+        ':authority': 'nowhere.example.com',
+      });
+      let headers: http2.IncomingHttpHeaders = {};
+      let bytes = 0;
+      stream.on('response', (response) => {
+        headers = response;
+      });
+      stream.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      stream.on('error', reject);
+      stream.on('close', () => {
+        session.close();
+        resolve({ headers, bytes });
+      });
+      stream.end();
+    });
+    assert.equal(h2.headers[':status'], 404);
+    assert.equal(h2.headers['content-type'], undefined);
+    assert.equal(h2.bytes, 0);
     const got = await get('nowhere.example.com', '/');
     assert.equal(got.status, 404);
     assert.match(String(got.headers['content-type']), /^application\/json/);
