@@ -388,4 +388,31 @@ describe('TollgatePolicy: what is reported Accepted is in force (property)', () 
     );
     assert.ok(outcome?.problems.some((problem) => problem.includes('not in force')));
   });
+
+  it('a path of the table that cannot be traced to its route entry is closed, not served unchecked', () => {
+    const world = objectsOf({
+      gateways: [[{ host: undefined, https: false }]],
+      routes: [
+        {
+          grpc: false,
+          hostnames: ['a.test'],
+          parents: [{ gateway: 0, section: undefined }],
+          rules: [{ named: false, matches: undefined }],
+          matchSeeds: [
+            [{ path: undefined, method: undefined }, { method: undefined }],
+            [{ path: undefined, method: undefined }, { method: undefined }],
+          ],
+        },
+      ],
+      policies: [],
+    });
+    const translation = translateGateways(inputOf(world));
+    const host = translation.hosts[0];
+    assert.ok(host);
+    // A copy, as a later step that cloned the table would leave it.
+    const copy = structuredClone(host.paths[0]) as PathConfig;
+    const [outcome] = policiesInForce({ drafts: [], holders: [] }, [{ ...host, paths: [copy] }], []);
+    assert.equal(outcome, undefined);
+    assert.match(String(copy.unavailable), /cannot be traced/);
+  });
 });

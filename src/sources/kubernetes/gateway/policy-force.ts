@@ -134,7 +134,12 @@ export function policiesInForce(
   for (const host of hosts) {
     for (const path of host.paths) {
       const entry = entryOf.get(path);
-      if (entry === undefined) continue;
+      if (entry === undefined) {
+        // Every path of this table comes from a route entry; one that cannot be traced to its route
+        // cannot be checked either, so it is closed rather than served unchecked.
+        path.unavailable ??= 'this path cannot be traced to its route: its policies cannot be checked';
+        continue;
+      }
       const found = governing(attachment.holders, entry);
       if (found === undefined) continue;
       const where = `${host.name}${path.exact ? ' =' : ' '}${path.prefix} (${entry.kind} ${entry.route} rule ${entry.rule.name ?? entry.rule.index})`;
