@@ -85,6 +85,15 @@ export function writeLocalResponse(
   const stream = http2StreamOf(res);
   if (isGrpcRequest(req)) {
     writeGrpcAnswer(res, status, messageOf(typeof body === 'string' ? body : body.toString('utf8')));
+  } else if (req?.method === 'HEAD') {
+    // A HEAD answer has no content (RFC 9110 §9.3.2): none is sent, so nothing describes one — no
+    // Content-Type, and no Content-Length, which would have to be the GET's (§8.6).
+    written.set(res, { bytes: 0, status, grpcStatus: null });
+    res.writeHead(status, {
+      ...withoutContentHeaders(headers),
+      ...(unreadBody && stream === null ? { connection: 'close' } : {}),
+    });
+    res.end();
   } else {
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     written.set(res, { bytes: length, status, grpcStatus: null });
@@ -99,6 +108,19 @@ export function writeLocalResponse(
   }
   // RFC 9113 §8.1: a complete response, then RST_STREAM NO_ERROR asks the client to stop sending.
   if (unreadBody && stream !== null) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+}
+
+/** The headers of a local answer less those that describe its body (for HEAD, which has none). */
+function withoutContentHeaders(
+  headers: Readonly<Record<string, string | number | readonly string[]>>,
+): Record<string, string | number | string[]> {
+  const kept: Record<string, string | number | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (lower !== 'content-type' && lower !== 'content-length')
+      kept[name] = value as string | number | string[];
+  }
+  return kept;
 }
 
 /**

@@ -1,14 +1,10 @@
 import type { ResolvedGateway } from './listeners.ts';
-import { byAge, type Condition, condition, GATEWAY_GROUP } from './objects.ts';
-import {
-  type BuiltPolicy,
-  buildPolicy,
-  type PolicyContext,
-  type PolicyTargetRef,
-  type TollgatePolicy,
-} from './policy-keys.ts';
+import { byAge, GATEWAY_GROUP } from './objects.ts';
+import type { PolicyAttachment, PolicyDraft, PolicyHolder, PolicyTarget } from './policy-force.ts';
+import { buildPolicy, type PolicyContext, type PolicyTargetRef, type TollgatePolicy } from './policy-keys.ts';
 import type { PathEntry, RouteOutcome } from './routes.ts';
 
+export { type PolicyAttachment, type PolicyOutcome, policiesInForce } from './policy-force.ts';
 export {
   POLICY_GROUP,
   POLICY_KIND,
@@ -17,144 +13,130 @@ export {
   type TollgatePolicy,
 } from './policy-keys.ts';
 
-export interface PolicyOutcome {
-  namespace: string;
-  name: string;
-  conditions: Condition[];
-  /** What is wrong, for Events and logs. */
-  problems: string[];
-}
-
-/** How specific a target is: a rule or listener (sectionName) beats its route, a route its Gateway. */
-const SPECIFICITY = { rule: 3, route: 2, listener: 1, gateway: 0 } as const;
-
 /**
  * Attaches TollgatePolicies to the paths they target (docs/gateway-api.md#tollgatepolicy): the most
  * specific target wins (a route's rule, the route, a Gateway's listener, the Gateway); two policies
  * on the same target: the older wins and the newer is Conflicted; a target that does not exist is
  * TargetNotFound. A policy that cannot be built (a missing Secret, an unknown key) closes the paths
  * it covers with 503 auth_misconfigured, never leaves them open. Mutates the entries' paths.
+ * Status is not decided here: policiesInForce (policy-force.ts) reads it from the table built.
  */
 export function applyPolicies(
   entries: readonly PathEntry[],
   routes: readonly RouteOutcome[],
   gateways: readonly ResolvedGateway[],
   input: PolicyContext & { policies: readonly TollgatePolicy[] },
-): PolicyOutcome[] {
-  const outcomes: PolicyOutcome[] = [];
+): PolicyAttachment {
+  const attachment: PolicyAttachment = { drafts: [], holders: [] };
   /** target key → the policy holding it (older first). */
-  const holders = new Map<string, { policy: TollgatePolicy; built: BuiltPolicy; level: number }>();
-  for (const policy of [...input.policies].sort(byAge)) {
+  const holders = new Map<string, PolicyHolder>();
+  for (const [order, policy] of [...input.policies].sort(byAge).entries()) {
     const namespace = policy.metadata?.namespace ?? 'default';
-    const generation = policy.metadata?.generation;
-    const outcome: PolicyOutcome = {
+    const draft: PolicyDraft = {
       namespace,
       name: policy.metadata?.name ?? '',
-      conditions: [],
-      problems: [],
+      generation: policy.metadata?.generation,
+      order,
+      built: buildPolicy(policy, input),
+      held: 0,
+      missing: [],
+      conflicted: [],
+      shapeless: false,
     };
-    outcomes.push(outcome);
-    const built = buildPolicy(policy, input);
+    attachment.drafts.push(draft);
     // targetRefs the CRD schema would refuse (not a list): the policy is invalid and holds nothing.
     if (!Array.isArray(policy.spec?.targetRefs ?? [])) {
-      outcome.problems.push('spec.targetRefs is not a list');
-      outcome.conditions.push(
-        condition('Accepted', false, 'Invalid', 'spec.targetRefs is not a list', generation),
-      );
+      draft.shapeless = true;
       continue;
     }
-    const missing: string[] = [];
-    const conflicted: string[] = [];
-    let held = 0;
     for (const ref of policy.spec?.targetRefs ?? []) {
       const target = targetOf(ref, namespace, routes, gateways);
       if (target === null) {
-        missing.push(
+        draft.missing.push(
           `${ref.kind ?? '?'} ${namespace}/${ref.name ?? ''}${ref.sectionName ? ` section ${ref.sectionName}` : ''}`,
         );
         continue;
       }
-      const holder = holders.get(target.key);
+      const key = keyOf(target);
+      const holder = holders.get(key);
       if (holder !== undefined) {
-        conflicted.push(
-          `${target.key} already has the policy ${holder.policy.metadata?.namespace}/${holder.policy.metadata?.name}`,
-        );
+        draft.conflicted.push(`${key} already has the policy ${holder.draft.namespace}/${holder.draft.name}`);
         continue;
       }
-      holders.set(target.key, { policy, built, level: target.level });
-      held += 1;
+      const held = { draft, target };
+      holders.set(key, held);
+      attachment.holders.push(held);
+      draft.held += 1;
     }
-    if ((policy.spec?.targetRefs ?? []).length === 0) missing.push('it names no targetRefs');
-    outcome.problems.push(
-      ...(built.broken === null ? [] : [built.broken]),
-      ...missing.map((item) => `target not found: ${item}`),
-      ...conflicted.map((item) => `conflicted: ${item}`),
-    );
-    outcome.conditions.push(
-      held === 0 && conflicted.length > 0
-        ? condition('Accepted', false, 'Conflicted', conflicted.join('; '), generation)
-        : held === 0
-          ? condition('Accepted', false, 'TargetNotFound', missing.join('; ') || 'no target', generation)
-          : built.broken !== null
-            ? condition(
-                'Accepted',
-                false,
-                'Invalid',
-                `${built.broken}: the paths it covers answer 503`,
-                generation,
-              )
-            : condition('Accepted', true, 'Accepted', 'attached', generation),
-    );
-    if (held > 0 && conflicted.length > 0)
-      outcome.conditions.push(condition('Conflicted', true, 'Conflicted', conflicted.join('; '), generation));
-    if (held > 0 && missing.length > 0)
-      outcome.conditions.push(
-        condition('TargetNotFound', true, 'TargetNotFound', missing.join('; '), generation),
-      );
+    if ((policy.spec?.targetRefs ?? []).length === 0) draft.missing.push('it names no targetRefs');
   }
 
   for (const entry of entries) {
-    const candidates = [
-      entry.rule.name === null ? null : holders.get(`rule ${entry.kind} ${entry.route} ${entry.rule.name}`),
-      holders.get(`route ${entry.kind} ${entry.route}`),
-      ...entry.gateways.map((via) => holders.get(`listener ${via.gateway} ${via.listener}`)),
-      ...entry.gateways.map((via) => holders.get(`gateway ${via.gateway}`)),
+    // Most specific level first; within a level (a host served through two listeners), the oldest.
+    // A rule without a name can only be targeted through its route or above.
+    const levels = [
+      entry.rule.name === null ? [] : [`rule ${entry.kind} ${entry.route} ${entry.rule.name}`],
+      [`route ${entry.kind} ${entry.route}`],
+      entry.gateways.map((via) => `listener ${via.gateway} ${via.listener}`),
+      entry.gateways.map((via) => `gateway ${via.gateway}`),
     ];
-    const chosen = candidates.find((candidate) => candidate !== undefined);
-    if (!chosen) continue;
-    const { policies, ...rest } = chosen.built.patch;
+    let chosen: PolicyHolder | undefined;
+    for (const keys of levels) {
+      for (const key of keys) {
+        const holder = holders.get(key);
+        if (holder !== undefined && (chosen === undefined || holder.draft.order < chosen.draft.order))
+          chosen = holder;
+      }
+      if (chosen !== undefined) break;
+    }
+    if (chosen === undefined) continue;
+    const { built } = chosen.draft;
+    const { policies, ...rest } = built.patch;
     Object.assign(entry.path, rest);
     // A route's own policies (a URLRewrite filter) stay; the policy's keys are added beside them.
     if (policies !== undefined) entry.path.policies = { ...entry.path.policies, ...policies };
-    if (chosen.built.broken !== null) entry.path.unavailable = chosen.built.broken;
+    if (built.broken !== null) entry.path.unavailable = built.broken;
   }
-  return outcomes;
+  return attachment;
 }
 
-/** The key of what a targetRef names (policies are local: targets live in the policy's namespace). */
+function keyOf(target: PolicyTarget): string {
+  switch (target.level) {
+    case 'rule':
+      return `rule ${target.kind} ${target.route} ${target.rule}`;
+    case 'route':
+      return `route ${target.kind} ${target.route}`;
+    case 'listener':
+      return `listener ${target.gateway} ${target.listener}`;
+    case 'gateway':
+      return `gateway ${target.gateway}`;
+  }
+}
+
+/** What a targetRef names (policies are local: targets live in the policy's namespace), or null. */
 function targetOf(
   ref: PolicyTargetRef,
   namespace: string,
   routes: readonly RouteOutcome[],
   gateways: readonly ResolvedGateway[],
-): { key: string; level: number } | null {
+): PolicyTarget | null {
   if ((ref.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || !ref.name) return null;
   const id = `${namespace}/${ref.name}`;
   if (ref.kind === 'Gateway') {
     const gateway = gateways.find((item) => item.namespace === namespace && item.name === ref.name);
     if (gateway === undefined) return null;
-    if (ref.sectionName === undefined) return { key: `gateway ${id}`, level: SPECIFICITY.gateway };
+    if (ref.sectionName === undefined) return { level: 'gateway', gateway: id };
     if (!gateway.listeners.some((listener) => listener.name === ref.sectionName)) return null;
-    return { key: `listener ${id} ${ref.sectionName}`, level: SPECIFICITY.listener };
+    return { level: 'listener', gateway: id, listener: ref.sectionName };
   }
   if (ref.kind === 'HTTPRoute' || ref.kind === 'GRPCRoute') {
     const route = routes.find(
       (item) => item.kind === ref.kind && item.namespace === namespace && item.name === ref.name,
     );
     if (route === undefined || route.parents.length === 0) return null;
-    if (ref.sectionName === undefined) return { key: `route ${ref.kind} ${id}`, level: SPECIFICITY.route };
+    if (ref.sectionName === undefined) return { level: 'route', kind: ref.kind, route: id };
     if (!route.ruleNames.includes(ref.sectionName)) return null;
-    return { key: `rule ${ref.kind} ${id} ${ref.sectionName}`, level: SPECIFICITY.rule };
+    return { level: 'rule', kind: ref.kind, route: id, rule: ref.sectionName };
   }
   return null;
 }

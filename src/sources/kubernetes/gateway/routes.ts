@@ -125,12 +125,21 @@ export function translateRoute(
       outcome.problems.push(message);
       continue;
     }
-    const allowed = listeners.filter(
+    const admitting = listeners.filter(
       (listener) =>
-        listener.usable &&
         listener.kinds.includes(kind) &&
         namespaceAllowed(listener, namespace, context.namespaces.get(namespace)),
     );
+    // A route attaches to an accepted listener that is not programmed (its certificate is
+    // missing): it is counted in attachedRoutes, and served once the listener is.
+    for (const listener of admitting)
+      if (
+        !listener.usable &&
+        acceptedListener(listener) &&
+        intersectHostnames(hostnames, listener.hostname).length > 0
+      )
+        listener.attachedRoutes += 1;
+    const allowed = admitting.filter((listener) => listener.usable);
     if (allowed.length === 0) {
       const message = `no listener of Gateway ${gatewayKey} allows a ${kind} of namespace ${namespace}`;
       outcome.parents.push(parent(false, 'NotAllowedByListeners', message));
@@ -212,6 +221,11 @@ export function translateRoute(
     }
   }
   return outcome;
+}
+
+/** True when the listener's own Accepted condition is True (it may still be unprogrammed). */
+function acceptedListener(listener: ResolvedGateway['listeners'][number]): boolean {
+  return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
 }
 
 /** The parentRef as written back into status (defaults filled in, as other controllers do). */

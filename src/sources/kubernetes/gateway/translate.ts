@@ -13,7 +13,13 @@ import {
   type HttpRoute,
   type ReferenceGrant,
 } from './objects.ts';
-import { applyPolicies, type PolicyOutcome, policySecrets, type TollgatePolicy } from './policy.ts';
+import {
+  applyPolicies,
+  type PolicyOutcome,
+  policiesInForce,
+  policySecrets,
+  type TollgatePolicy,
+} from './policy.ts';
 import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
 
 /** Everything a translation reads: objects as the API gave them, nothing fetched here. */
@@ -201,8 +207,10 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
     }
   }
 
-  const policies = applyPolicies(entries, routes, gateways, input);
+  const attachment = applyPolicies(entries, routes, gateways, input);
   const hosts = hostsOf(entries);
+  // Policy status comes from the table just built; a path without its policy is closed there.
+  const policies = policiesInForce(attachment, hosts, entries);
   const certificates = certificatesOf(gateways, entries);
 
   for (const gateway of gateways) statuses.push(gatewayStatus(gateway, input));

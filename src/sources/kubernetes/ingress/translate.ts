@@ -19,6 +19,7 @@ import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routin
 import { certificateNames } from '../../certificate-store.ts';
 import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
+import { ingressAnnotationsInForce } from './annotations-in-force.ts';
 import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
 import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
@@ -229,6 +230,8 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
     const built = buildIngress(canaryBackendOnly(ingress), input, report);
     if (built !== null) applyCanary(ingress, built.paths, hosts, claimed, claimKey, report);
   }
+  // What each Ingress is told must be what its paths enforce: checked on the table just built.
+  ingressAnnotationsInForce(mains, [...hosts.values()], reports);
   return { hosts: [...hosts.values()], certificates, reports, claims };
 }
 
