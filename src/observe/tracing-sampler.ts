@@ -35,8 +35,8 @@ function rootSampler(ratio: number): Sampler {
 }
 
 /**
- * New traces (and every span whose parent is one of ours) are sampled as ParentBasedSampler with a
- * ratio root says. A trace continued from an untrusted caller is drawn at `sample_ratio` with a
+ * New traces (and every span whose parent is one of ours) are sampled as ParentBasedSampler with
+ * the ratio root. A trace continued from an untrusted caller is drawn at `sample_ratio` with a
  * random number, not from its trace id: the caller chose that id, and the ratio sampler's decision
  * is a pure function of it, so a caller could pick ids that are always sampled.
  */
