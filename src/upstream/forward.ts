@@ -7,7 +7,11 @@ import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ClientSpan } from '../observe/tracing.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
-import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
+import {
+  ClientSendTimer,
+  DEFAULT_CLIENT_SEND_TIMEOUT_MS,
+  watchEndedResponse,
+} from './client-send-timeout.ts';
 import { type AttemptFailure, classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
@@ -326,6 +330,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const relayed = clientTrailers(trailers);
     if (relayed !== null && !res.destroyed) res.addTrailers(relayed);
     res.end();
+    // Handed over whole, it may still wait for a client whose window is closed.
+    watchEndedResponse(this.request, this.deps.sendTimeoutMs ?? DEFAULT_CLIENT_SEND_TIMEOUT_MS);
   }
 
   onRequestUpgrade(
