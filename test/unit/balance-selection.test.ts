@@ -4,7 +4,7 @@ import type { StickySessions } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createPickServerStage } from '../../src/pipeline/5-pick-server.ts';
 import type { ProxyRequest } from '../../src/pipeline/request.ts';
-import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
+import { PASS } from '../../src/pipeline/verdict.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
 import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
