@@ -193,7 +193,13 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     tracing: observe.tracing,
   });
   const { recorder } = observe;
-  const handler = createProxyHandler({ pipeline, forward, recorder, logger });
+  const handler = createProxyHandler({
+    pipeline,
+    forward,
+    recorder,
+    logger,
+    sendTimeoutMs: main.timeouts.clientSendMs,
+  });
   const webSockets = createWebSocketHandler({
     runtime,
     pipeline,

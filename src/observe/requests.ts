@@ -79,6 +79,7 @@ export function createRequestRecorder(
               path: refused.path,
               query: refused.query,
               clientIp: refused.clientIp,
+              peerTrusted: refused.peerTrusted,
             });
       if (!accessLog) return;
       logger.info({

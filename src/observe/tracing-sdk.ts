@@ -15,15 +15,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  type Sampler,
-  type SpanExporter,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
 import { registerTracingMetrics } from '../admin/metrics.ts';
 import type { TracingSettings } from '../config/types.ts';
 import { protocolOf } from '../local-response.ts';
@@ -32,6 +24,7 @@ import type { Verdict } from '../pipeline/verdict.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import type { ClientSpan, RequestTrace, StartTracing, TracingDeps, UnroutedRequest } from './tracing.ts';
 import { countingExporter, queueDropMeterProvider } from './tracing-export.ts';
+import { CallerSampler, fromUntrustedCaller } from './tracing-sampler.ts';
 
 /**
  * The OpenTelemetry SDK side of tracing (docs/observability.md#tracing), loaded only when main.yaml
@@ -91,8 +84,9 @@ export const startTracing: StartTracing = (settings, deps) => {
       'service.name': settings.serviceName,
       'process.pid': process.pid,
     }),
-    // A new trace is sampled at sample_ratio; a request that continues a trace follows its caller.
-    sampler: new ParentBasedSampler({ root: rootSampler(settings.sampleRatio) }),
+    // A new trace is sampled at sample_ratio; a request that continues a trace follows its caller
+    // only when the caller is one of trusted_proxies (docs/observability.md#tracing).
+    sampler: new CallerSampler(settings.sampleRatio),
     spanProcessors: [
       new BatchSpanProcessor({
         exporter,
@@ -126,14 +120,6 @@ export const startTracing: StartTracing = (settings, deps) => {
   };
 };
 
-/**
- * At `sample_ratio: 1` every new trace is recorded: AlwaysOnSampler says so without the ratio
- * sampler's validation and parse of each trace id, a cost per request (docs/benchmark.md#tracing-cost).
- */
-function rootSampler(ratio: number): Sampler {
-  return ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(ratio);
-}
-
 /** `<endpoint>/v1/traces`, unless the endpoint already names that path. */
 export function tracesUrl(endpoint: string): string {
   const url = new URL(endpoint);
@@ -154,10 +140,18 @@ interface SpanFactory {
   readonly redactQuery: TracingDeps['redactQuery'];
 }
 
-/** The trace the client's `traceparent` names (when valid), or a new one. */
-function parentOf(context: SpanFactory, headers: Record<string, string | string[] | undefined>): Context {
+/**
+ * The trace the client's `traceparent` names (when valid), or a new one. Only a trusted proxy's
+ * sampled flag is followed; anyone else's trace is continued but sampled at sample_ratio.
+ */
+function parentOf(
+  context: SpanFactory,
+  headers: Record<string, string | string[] | undefined>,
+  peerTrusted: boolean,
+): Context {
   if (headers.traceparent === undefined) return ROOT_CONTEXT;
-  return context.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
+  const parent = context.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
+  return peerTrusted ? parent : fromUntrustedCaller(parent);
 }
 
 function methodAttributes(method: string | undefined, attributes: Attributes): string {
@@ -199,7 +193,7 @@ function traceUnrouted(context: SpanFactory, request: UnroutedRequest): string |
   const span = context.tracer.startSpan(
     name,
     { kind: SpanKind.SERVER, attributes, startTime: request.startedAt },
-    parentOf(context, req.headers),
+    parentOf(context, req.headers, request.peerTrusted),
   );
   const traceId = span.isRecording() ? span.spanContext().traceId : null;
   endServerSpan(span, request.status);
@@ -230,7 +224,7 @@ class TracedRequest implements RequestTrace {
     this.#span = context.tracer.startSpan(
       `${method} ${route.prefix}`,
       { kind: SpanKind.SERVER, attributes, startTime: request.startedAt },
-      parentOf(context, req.headers),
+      parentOf(context, req.headers, request.peerTrusted),
     );
     this.#asParent = trace.setSpan(ROOT_CONTEXT, this.#span);
     this.traceId = this.#span.isRecording() ? this.#span.spanContext().traceId : null;

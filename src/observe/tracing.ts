@@ -55,6 +55,8 @@ export interface UnroutedRequest {
   path: string | null;
   query: string;
   clientIp: string;
+  /** The TCP peer is one of trusted_proxies: only then does its `traceparent` decide sampling. */
+  peerTrusted: boolean;
 }
 
 export interface Tracing {

@@ -2,7 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { Route, RoutingTable } from '../routing/types.ts';
-import { plainIp, resolveClientAddress, type TrustTest } from '../upstream/client-address.ts';
+import {
+  type ClientAddress,
+  plainIp,
+  resolveClientAddress,
+  type TrustTest,
+} from '../upstream/client-address.ts';
 import type { ProxyRequest } from './request.ts';
 import { type Answer, refuse } from './verdict.ts';
 
@@ -11,6 +16,8 @@ export interface Unrouted {
   ok: false;
   verdict: Answer;
   clientIp: string;
+  /** The TCP peer is one of trusted_proxies (only then is its `traceparent` sampled flag followed). */
+  peerTrusted: boolean;
   /** The normalised path, or null when the target could not be normalised (it is never logged raw). */
   path: string | null;
   /** The raw query without `?` ('' when none), to be logged only with credentials removed. */
@@ -42,7 +49,7 @@ export function routeRequest(
   const target = normaliseTarget(req.url ?? '');
   if (hasDuplicateHost(req.rawHeaders)) {
     // Two Host headers make "which site is this?" ambiguous between us and the upstream (nginx: 400).
-    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address.clientIp, target);
+    return unrouted(refuse('bad_request', {}, 'more than one Host header'), address, target);
   }
   // HTTP/2 names the host in `:authority`; a Host header beside it must name the same one (RFC 9113
   // §8.3.1), or we and the upstream (which reads Host) could disagree on which site this is.
@@ -55,27 +62,22 @@ export function routeRequest(
   ) {
     return unrouted(
       refuse('bad_request', {}, 'the :authority and Host headers name different hosts'),
-      address.clientIp,
+      address,
       target,
     );
   }
   const rawHost = authority ?? hostHeader;
   const host = normaliseHost(rawHost);
   if (host === null)
-    return unrouted(
-      refuse('bad_request', {}, 'the Host header is missing or malformed'),
-      address.clientIp,
-      target,
-    );
-  if (!target.ok) return unrouted(refuse('bad_path'), address.clientIp, target);
+    return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'), address, target);
+  if (!target.ok) return unrouted(refuse('bad_path'), address, target);
   // The request itself is read only by routes with conditions (Gateway API matches).
   const route =
     routeOwningLogin(table, host, target.path) ?? table.match(host, target.path, req, target.query);
-  if (route === null) return unrouted(refuse('not_found'), address.clientIp, target);
+  if (route === null) return unrouted(refuse('not_found'), address, target);
   // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
   const pattern = route.policy?.pathPattern;
-  if (pattern != null && !pattern.test(target.path))
-    return unrouted(refuse('not_found'), address.clientIp, target);
+  if (pattern != null && !pattern.test(target.path)) return unrouted(refuse('not_found'), address, target);
   if (
     target.path.indexOf(';') !== -1 &&
     table.match(host, withoutPathParameters(target.path), req, target.query) !== route
@@ -83,7 +85,7 @@ export function routeRequest(
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
-    return unrouted(refuse('bad_path'), address.clientIp, target);
+    return unrouted(refuse('bad_path'), address, target);
   }
   const tls = (req.socket as TLSSocket).encrypted === true;
   const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
@@ -162,11 +164,12 @@ function withoutPathParameters(path: string): string {
 }
 
 /** A refusal before routing. A plain function, not a closure made for every request. */
-function unrouted(verdict: Answer, clientIp: string, target: NormalisedPath): Unrouted {
+function unrouted(verdict: Answer, address: ClientAddress, target: NormalisedPath): Unrouted {
   return {
     ok: false,
     verdict,
-    clientIp,
+    clientIp: address.clientIp,
+    peerTrusted: address.peerTrusted,
     path: target.ok ? target.path : null,
     query: target.ok ? target.query : '',
   };

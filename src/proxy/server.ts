@@ -6,12 +6,15 @@ import { withCorsHeaders } from '../pipeline/1b-cors.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import { refuse as refusal, respond, type Verdict } from '../pipeline/verdict.ts';
+import { DEFAULT_CLIENT_SEND_TIMEOUT_MS, watchEndedResponse } from '../upstream/client-send-timeout.ts';
 
 export interface ProxyHandlerDeps {
   pipeline: Pipeline;
   forward: (request: ProxyRequest) => void;
   recorder: RequestRecorder;
   logger: Logger;
+  /** `client_send_timeout_seconds` in ms: also for the pipeline's own answers (401, 429, redirects…). */
+  sendTimeoutMs?: number;
 }
 
 export interface ProxyHandler {
@@ -32,6 +35,7 @@ export interface ProxyHandler {
  */
 export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const { pipeline, forward, recorder, logger } = deps;
+  const sendTimeoutMs = deps.sendTimeoutMs ?? DEFAULT_CLIENT_SEND_TIMEOUT_MS;
 
   const handle = (req: IncomingMessage, res: ServerResponse, expectsContinue: boolean) => {
     const startedAt = performance.now();
@@ -53,8 +57,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   /** Defined once, not per request: the synchronous (common) path allocates no closure for it. */
   const admit = (request: ProxyRequest, verdict: Verdict, expectsContinue: boolean) => {
     // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
-    if (verdict.kind !== 'pass')
-      return refuse(request.res, withCorsHeaders(request, verdict), expectsContinue);
+    if (verdict.kind !== 'pass') {
+      refuse(request.res, withCorsHeaders(request, verdict), expectsContinue);
+      // Small, so written whole: it may still wait for a client whose HTTP/2 window is closed.
+      watchEndedResponse(request, sendTimeoutMs);
+      return;
+    }
     try {
       forward(request);
     } catch (error) {

@@ -1,4 +1,4 @@
-import http2 from 'node:http2';
+import http2, { type Http2Stream } from 'node:http2';
 import { clientSendTimeoutsTotal } from '../admin/metrics.ts';
 import { http2StreamOf } from '../local-response.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
@@ -19,7 +19,7 @@ export type CutReason = 'client_send_timeout';
  */
 function cutStalledResponse(request: ProxyRequest): void {
   const { res } = request;
-  if (res.destroyed) return;
+  if (res.destroyed || request.cutShort !== null) return;
   request.cutShort = 'client_send_timeout';
   clientSendTimeoutsTotal.inc({ route: request.route.id });
   const stream = http2StreamOf(res);
@@ -82,4 +82,58 @@ export class ClientSendTimer {
     cutStalledResponse(this.#request);
     this.#abort();
   };
+}
+
+/**
+ * The responses ended in this turn of the event loop whose HTTP/2 stream still held bytes. A response
+ * small enough to be handed over whole never meets back-pressure, so ClientSendTimer never sees it:
+ * with the client's window at 0 its stream would stay open, holding memory, for as long as the
+ * connection lives. Every stream holds its last bytes for a moment after end() (node:http2 completes
+ * a write only once it was sent), so they are looked at again together once the turn's writes went
+ * out (one setImmediate for all of them, no timer per response); only those still holding bytes
+ * then get a timer.
+ */
+const endedRequests: ProxyRequest[] = [];
+const endedTimeouts: number[] = [];
+
+/**
+ * Called when Tollgate ended a response (docs/security.md "Client limits"): an HTTP/2 stream whose
+ * bytes cannot reach the client is reset after `timeoutMs`, as a stalled download is.
+ */
+export function watchEndedResponse(request: ProxyRequest, timeoutMs: number): void {
+  const stream = http2StreamOf(request.res);
+  if (stream === null || stream.writableLength === 0) return;
+  if (endedRequests.length === 0) setImmediate(checkEndedResponses);
+  endedRequests.push(request);
+  endedTimeouts.push(timeoutMs);
+}
+
+function checkEndedResponses(): void {
+  for (let i = 0; i < endedRequests.length; i++) {
+    const request = endedRequests[i] as ProxyRequest;
+    const stream = http2StreamOf(request.res);
+    if (stream !== null && !stream.closed && stream.writableLength > 0)
+      guardUnflushed(request, stream, endedTimeouts[i] as number);
+  }
+  endedRequests.length = 0;
+  endedTimeouts.length = 0;
+}
+
+/**
+ * Resets the stream once its last bytes have made no progress for `timeoutMs`. Progress is a write
+ * completed (its bytes sent): a client taking a small response slowly is not cut, one that takes
+ * nothing is.
+ */
+function guardUnflushed(request: ProxyRequest, stream: Http2Stream, timeoutMs: number): void {
+  let held = stream.writableLength;
+  const timer = setTimeout(() => {
+    if (stream.closed || stream.writableLength === 0) return;
+    if (stream.writableLength < held) {
+      held = stream.writableLength;
+      timer.refresh();
+      return;
+    }
+    cutStalledResponse(request);
+  }, timeoutMs).unref();
+  stream.once('close', () => clearTimeout(timer));
 }

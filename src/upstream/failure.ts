@@ -15,6 +15,12 @@ export type UpstreamFailureKind = 'connect' | 'timeout' | 'reset' | 'protocol' |
 
 export interface UpstreamFailure {
   kind: UpstreamFailureKind;
+  /**
+   * The server itself could not be reached (refused, unreachable, unknown name, connect timeout):
+   * the one signal passive health ejects on (docs/traffic.md#server-health). A response timeout is
+   * not: it says one URL is slow, not that the server is gone.
+   */
+  unreachable: boolean;
   /** The upstream cannot have seen the request: trying the next server is always safe. */
   notSent: boolean;
   /**
@@ -25,6 +31,9 @@ export interface UpstreamFailure {
   /** What the client gets when no server is left to try. */
   answer: ErrorCode;
 }
+
+/** What passive health needs of a failed attempt (a WebSocket handshake refused has no error). */
+export type AttemptFailure = Pick<UpstreamFailure, 'kind' | 'unreachable'>;
 
 /** The server is not there (or not reachable): nothing was sent. */
 const CONNECT_ERRORS: ReadonlySet<string> = new Set([
@@ -80,20 +89,26 @@ function h2NotProcessed(error: Error): boolean {
 export function classifyUpstreamError(error: unknown): UpstreamFailure {
   const code = (error as NodeJS.ErrnoException | null)?.code;
   if (code !== undefined && (TLS_ERRORS.has(code) || code.startsWith('ERR_SSL_')))
-    return { kind: 'tls', notSent: true, staleConnection: false, answer: 'bad_gateway' };
-  if (error instanceof Error && h2NotProcessed(error))
-    return { kind: 'reset', notSent: true, staleConnection: false, answer: 'bad_gateway' };
-  if (code === 'UND_ERR_CONNECT_TIMEOUT')
-    return { kind: 'timeout', notSent: true, staleConnection: false, answer: 'bad_gateway' };
-  if (code === 'UND_ERR_HEADERS_TIMEOUT')
-    return { kind: 'timeout', notSent: false, staleConnection: false, answer: 'gateway_timeout' };
-  if (code === 'UND_ERR_BODY_TIMEOUT')
-    return { kind: 'timeout', notSent: false, staleConnection: false, answer: 'bad_gateway' };
+    return failure('tls', { notSent: true });
+  if (error instanceof Error && h2NotProcessed(error)) return failure('reset', { notSent: true });
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return failure('timeout', { notSent: true, unreachable: true });
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return failure('timeout', { answer: 'gateway_timeout' });
+  if (code === 'UND_ERR_BODY_TIMEOUT') return failure('timeout', {});
   if (code !== undefined && CONNECT_ERRORS.has(code))
-    return { kind: 'connect', notSent: true, staleConnection: false, answer: 'bad_gateway' };
+    return failure('connect', { notSent: true, unreachable: true });
   if (code !== undefined && STALE_CONNECTION_ERRORS.has(code))
-    return { kind: 'reset', notSent: false, staleConnection: true, answer: 'bad_gateway' };
-  return { kind: 'protocol', notSent: false, staleConnection: false, answer: 'bad_gateway' };
+    return failure('reset', { staleConnection: true });
+  return failure('protocol', {});
+}
+
+function failure(kind: UpstreamFailureKind, facts: Partial<Omit<UpstreamFailure, 'kind'>>): UpstreamFailure {
+  return {
+    kind,
+    unreachable: facts.unreachable ?? false,
+    notSent: facts.notSent ?? false,
+    staleConnection: facts.staleConnection ?? false,
+    answer: facts.answer ?? 'bad_gateway',
+  };
 }
 
 /** What the upstream layer tells the rest of the process about each attempt. */
@@ -102,7 +117,7 @@ export interface ForwardObserver {
   onUpstreamFailure(
     request: ProxyRequest,
     server: UpstreamServer,
-    kind: UpstreamFailureKind,
+    failure: AttemptFailure,
     error?: Error,
   ): void;
   onUpstreamSuccess(request: ProxyRequest, server: UpstreamServer): void;
@@ -116,9 +131,10 @@ export interface ForwardObserver {
 export function createUpstreamObserver(health: ServerHealth, logger: Logger): ForwardObserver {
   const logTlsFailure = createTlsFailureLog(logger);
   return {
-    onUpstreamFailure(request, server, kind, error) {
+    onUpstreamFailure(request, server, failure, error) {
+      const kind = failure.kind;
       upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });
-      health.reportFailure(request.route, server, kind);
+      health.reportFailure(request.route, server, failure);
       if (kind === 'tls' && error !== undefined) logTlsFailure(request.route.id, server, error);
     },
     onUpstreamSuccess(request, server) {

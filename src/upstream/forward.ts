@@ -7,8 +7,12 @@ import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import type { ClientSpan } from '../observe/tracing.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
-import { ClientSendTimer, DEFAULT_CLIENT_SEND_TIMEOUT_MS } from './client-send-timeout.ts';
-import { classifyUpstreamError, type ForwardObserver } from './failure.ts';
+import {
+  ClientSendTimer,
+  DEFAULT_CLIENT_SEND_TIMEOUT_MS,
+  watchEndedResponse,
+} from './client-send-timeout.ts';
+import { type AttemptFailure, classifyUpstreamError, type ForwardObserver } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import type { QueueOutcome, Release } from './slots.ts';
@@ -37,6 +41,9 @@ export interface UpgradeHooks {
   accept(statusCode: number, headers: IncomingHttpHeaders): string | null;
   open(upstream: Duplex, headers: IncomingHttpHeaders): void;
 }
+
+/** An upstream that answered an upgrade with no valid WebSocket handshake: it was reached. */
+const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreachable: false });
 
 /**
  * Streams the request to the first candidate server and the response back to the client, trying the
@@ -323,6 +330,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const relayed = clientTrailers(trailers);
     if (relayed !== null && !res.destroyed) res.addTrailers(relayed);
     res.end();
+    // Handed over whole, it may still wait for a client whose window is closed.
+    watchEndedResponse(this.request, this.deps.sendTimeoutMs ?? DEFAULT_CLIENT_SEND_TIMEOUT_MS);
   }
 
   onRequestUpgrade(
@@ -340,7 +349,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (problem !== null) {
       // No raw tunnel without a proper WebSocket handshake: the socket could carry anything.
       socket.destroy();
-      this.deps.observer.onUpstreamFailure(request, server, 'protocol');
+      this.deps.observer.onUpstreamFailure(request, server, BAD_HANDSHAKE);
       sendError(res, 'bad_gateway', undefined, `the upstream's WebSocket handshake is not valid: ${problem}`);
       return;
     }
@@ -385,7 +394,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       return;
     }
     const failure = classifyUpstreamError(error);
-    deps.observer.onUpstreamFailure(request, server, failure.kind, error);
+    deps.observer.onUpstreamFailure(request, server, failure, error);
     if (this.#responded) {
       // The upstream broke mid-body: the client must see a truncated response, not a clean end.
       res.destroy(error);

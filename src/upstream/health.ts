@@ -3,17 +3,24 @@ import { upstreamUp } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
-import type { UpstreamFailureKind } from './failure.ts';
+import type { AttemptFailure } from './failure.ts';
 
 /**
  * Which upstream servers may receive traffic (docs/traffic.md "Server health").
  *
  * Two independent signals decide it:
  * - passive, per server address: the forwarder reports every attempt. After `failureThreshold`
- *   consecutive connect failures or timeouts the address is ejected for `cooldownMs`; then it is
- *   half-open: the balance stage may claim it for ONE trial request (placed first, with healthy
- *   servers behind it for failover). A response re-admits it, another failure ejects it again.
- *   Keyed by address, not by route: a server that refuses connections does so for every route.
+ *   consecutive attempts that could not reach the server (refused, unreachable, connect timeout)
+ *   the address is ejected for `cooldownMs`; then it is half-open: the balance stage may claim it
+ *   for ONE trial request (placed first, with healthy servers behind it for failover). A response
+ *   re-admits it, another failure ejects it again. Keyed by address, not by route: a server that
+ *   refuses connections does so for every route. A response timeout is no signal: it is about one
+ *   slow URL, and ejecting for it would let a client take a server out for every route by calling
+ *   its slowest URL.
+ * - Passive health never takes a route's last server: an address no route shares with another
+ *   server is never ejected (nginx's rule for a single server), and a route whose every server in
+ *   rotation is passively ejected keeps them all in rotation ("panic", as Envoy's panic threshold
+ *   at zero healthy hosts) until one is re-admitted.
  * - active, per route and server: when a route has `health_check`, its path is fetched on each
  *   server every `interval_seconds`; `activeFailThreshold` failed checks in a row take the server out
  *   of that route, one good check (2xx/3xx) puts it back, and also lifts a passive ejection (the
@@ -32,7 +39,7 @@ export interface ServerHealth {
    * Each call that returns a server consumes the trial: the caller must send a request to it.
    */
   claimTrial(route: Route): UpstreamServer | null;
-  reportFailure(route: Route, server: UpstreamServer, kind: UpstreamFailureKind): void;
+  reportFailure(route: Route, server: UpstreamServer, failure: AttemptFailure): void;
   reportSuccess(route: Route, server: UpstreamServer): void;
   /** Adopts a new routing table: starts/stops active checkers, drops state and gauges of what is gone. */
   sync(table: RoutingTable): void;
@@ -42,7 +49,7 @@ export interface ServerHealth {
 
 export interface ServerHealthOptions {
   logger: Logger;
-  /** Consecutive connect failures/timeouts before a server is ejected (default 3). */
+  /** Consecutive attempts that could not reach a server before it is ejected (default 3). */
   failureThreshold?: number;
   /** How long an ejected server gets no traffic before a trial request (default 10 s). */
   cooldownMs?: number;
@@ -60,9 +67,6 @@ export interface ServerHealthOptions {
    */
   checkDispatcher?: (server: UpstreamServer) => Dispatcher;
 }
-
-/** Only these say "the server is not there"; a reset or a protocol error is about one exchange. */
-const EJECTING_KINDS: ReadonlySet<UpstreamFailureKind> = new Set(['connect', 'timeout']);
 
 interface PassiveState {
   consecutiveFailures: number;
@@ -102,6 +106,10 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   const checkers = new Map<string, Checker>();
   let ejectedCount = 0;
   let activeDownCount = 0;
+  /** Bumped by every change of who is ejected or down, so per-route answers can be memoised. */
+  let version = 0;
+  /** route → whether it has a server neither ejected nor failing its check, as of `version`. */
+  const healthyMemo = new WeakMap<Route, { version: number; healthy: boolean }>();
   /** address → routes of the live table naming it, to refresh their gauges on a passive change. */
   let routesByAddress = new Map<string, Route[]>();
   /** Gauge label sets currently exported, to remove those of routes/servers that are gone. */
@@ -125,35 +133,56 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     return state;
   }
 
+  function activelyDown(route: Route, server: UpstreamServer): boolean {
+    return route.healthCheck !== null && active.get(pairKey(route.id, server.address))?.down === true;
+  }
+
+  /** Neither ejected nor failing the route's check. */
+  function isHealthy(route: Route, server: UpstreamServer): boolean {
+    return passive.get(server.address)?.ejected !== true && !activelyDown(route, server);
+  }
+
+  /** The route has a healthy server; else passive ejections do not count for it (panic). */
+  function hasHealthyServer(route: Route): boolean {
+    const memo = healthyMemo.get(route);
+    if (memo !== undefined && memo.version === version) return memo.healthy;
+    const healthy = route.servers.some((server) => isHealthy(route, server));
+    healthyMemo.set(route, { version, healthy });
+    return healthy;
+  }
+
   function isAvailable(route: Route, server: UpstreamServer): boolean {
-    if (passive.get(server.address)?.ejected === true) return false;
-    if (route.healthCheck !== null && active.get(pairKey(route.id, server.address))?.down === true)
-      return false;
-    return true;
+    if (activelyDown(route, server)) return false;
+    if (passive.get(server.address)?.ejected !== true) return true;
+    // Passive health never takes a route's last server: with none healthy, the ejected are tried.
+    return !hasHealthyServer(route);
   }
 
   function refreshGauge(route: Route, server: UpstreamServer): void {
     upstreamUp.set({ route: route.id, server: server.address }, isAvailable(route, server) ? 1 : 0);
   }
 
+  /** Every server of every route naming `address`: an ejection can put a route's others in panic. */
   function refreshGaugesOf(address: string): void {
     for (const route of routesByAddress.get(address) ?? []) {
-      const server = route.servers.find((candidate) => candidate.address === address);
-      if (server !== undefined) refreshGauge(route, server);
+      for (const server of route.servers) refreshGauge(route, server);
     }
   }
 
-  function eject(
-    address: string,
-    state: PassiveState,
-    kind: UpstreamFailureKind,
-    trialFailed: boolean,
-  ): void {
+  /** An address no route shares with another server: ejecting it would take nothing out. */
+  function aloneEverywhere(address: string): boolean {
+    const routes = routesByAddress.get(address);
+    if (routes === undefined) return false; // not in the live table: an old table's straggler
+    return routes.every((route) => route.servers.every((server) => server.address === address));
+  }
+
+  function eject(address: string, state: PassiveState, kind: string, trialFailed: boolean): void {
     state.retryAt = now() + cooldownMs;
     state.trialAt = 0;
     if (state.ejected) return; // a failed trial: stays ejected, already logged
     state.ejected = true;
     ejectedCount++;
+    version++;
     logger.warn(
       {
         server: address,
@@ -173,20 +202,23 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     if (!state.ejected) return;
     state.ejected = false;
     ejectedCount--;
+    version++;
     logger.info({ server: address, via }, 'upstream server re-admitted');
     refreshGaugesOf(address);
   }
 
-  function reportFailure(_route: Route, server: UpstreamServer, kind: UpstreamFailureKind): void {
-    if (!EJECTING_KINDS.has(kind)) return;
+  function reportFailure(_route: Route, server: UpstreamServer, failure: AttemptFailure): void {
+    // Only "the server is not there" counts; a reset, a bad answer or a slow one is about one exchange.
+    if (!failure.unreachable) return;
     const state = passiveOf(server.address);
     if (state.ejected) {
       // Only the half-open trial's verdict matters; stragglers sent before the ejection do not.
-      if (state.trialAt !== 0) eject(server.address, state, kind, true);
+      if (state.trialAt !== 0) eject(server.address, state, failure.kind, true);
       return;
     }
     state.consecutiveFailures++;
-    if (state.consecutiveFailures >= failureThreshold) eject(server.address, state, kind, false);
+    if (state.consecutiveFailures >= failureThreshold && !aloneEverywhere(server.address))
+      eject(server.address, state, failure.kind, false);
   }
 
   function reportSuccess(_route: Route, server: UpstreamServer): void {
@@ -198,14 +230,15 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
 
   function claimTrial(route: Route): UpstreamServer | null {
     if (ejectedCount === 0) return null;
+    // In panic every ejected server is in rotation already: its next answer re-admits it.
+    if (!hasHealthyServer(route)) return null;
     const at = now();
     for (const server of route.servers) {
       const state = passive.get(server.address);
       if (state === undefined || !state.ejected || at < state.retryAt) continue;
       // One trial at a time; a trial whose outcome never arrived (client left) expires.
       if (state.trialAt !== 0 && at - state.trialAt < cooldownMs) continue;
-      if (route.healthCheck !== null && active.get(pairKey(route.id, server.address))?.down === true)
-        continue;
+      if (activelyDown(route, server)) continue;
       state.trialAt = at;
       return server;
     }
@@ -214,6 +247,7 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
 
   function recordCheck(route: Route, server: UpstreamServer, ok: boolean, detail: string): void {
     if (closed) return;
+    const changedAt = version;
     const key = pairKey(route.id, server.address);
     let state = active.get(key);
     if (state === undefined) {
@@ -228,6 +262,7 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
       if (state.down) {
         state.down = false;
         activeDownCount--;
+        version++;
         logger.info(
           { route: route.id, server: server.address, path: route.healthCheck?.path },
           'health check passes again',
@@ -238,6 +273,7 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
       if (!state.down && state.consecutiveFailures >= activeFailThreshold) {
         state.down = true;
         activeDownCount++;
+        version++;
         logger.warn(
           { route: route.id, server: server.address, path: route.healthCheck?.path, result: detail },
           'health check fails: server out of rotation',
@@ -245,6 +281,8 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
       }
     }
     refreshGauge(route, server);
+    // A change of verdict can put the route's ejected servers in panic or take them out of it.
+    if (changedAt !== version) for (const other of route.servers) refreshGauge(route, other);
   }
 
   async function checkOnce(route: Route, server: UpstreamServer, signal: AbortSignal): Promise<void> {
@@ -346,6 +384,7 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
       passive.delete(address);
     }
 
+    version++;
     for (const [key, labels] of exported) if (!nextExported.has(key)) upstreamUp.remove(labels);
     exported = nextExported;
     routesByAddress = nextRoutesByAddress;

@@ -253,6 +253,104 @@ describe('client_send_timeout_seconds: a response the client stops taking is res
   });
 });
 
+describe('a small response handed over whole is reset too when its bytes cannot reach the client', {
+  skip,
+}, () => {
+  const downloads: Download[] = [];
+  let tollgate: Tollgate;
+  before(async () => {
+    const upstream = await bigUpstream(downloads);
+    // A long keep-alive: only the send timeout can end these streams within the test.
+    tollgate = await scope.tollgate({
+      main: {
+        ...TWO_SLOTS,
+        ...tlsListener(),
+        client_send_timeout_seconds: 1,
+        keepalive_timeout_seconds: 120,
+      },
+      upstreams: {
+        upstreams: {
+          [HOST]: {
+            paths: {
+              '/': { servers: [upstream.address] },
+              '/private': {
+                servers: [upstream.address],
+                authorization: { type: 'basic', creds: 'admin:s3cret-pass' },
+              },
+            },
+          },
+        },
+      },
+    });
+  });
+
+  const endOf = (connection: RawH2) =>
+    connection.waitFor(
+      (f) =>
+        f.streamId === 1 &&
+        (f.type === FRAME.RST_STREAM || (f.type === FRAME.DATA && (f.flags & FLAG.END_STREAM) !== 0)),
+    );
+
+  it("HTTP/2: a zero-window stream whose small answer (the upstream's, or Tollgate's own 401) was written whole gets RST_STREAM CANCEL; readers, prompt or late, get it whole", {
+    timeout: 30_000,
+  }, async () => {
+    const stalledPaths = ['/small/stalled-h2c', '/small/stalled-tls', '/private/stalled'];
+    const stalled = [
+      await zeroWindowClient(tollgate.proxyPort, ['/small/stalled-h2c']),
+      await zeroWindowClient(tollgate.tlsPort as number, ['/small/stalled-tls'], true),
+      await zeroWindowClient(tollgate.proxyPort, ['/private/stalled']),
+    ];
+    // Opens its window only once the answer's headers are in: the body waited for it, a moment.
+    const late = await zeroWindowClient(tollgate.proxyPort, ['/small/late']);
+    const lateEnd = endOf(late);
+    await late.waitFor((f) => f.streamId === 1 && f.type === FRAME.HEADERS);
+    late.send(windowUpdate(1, 1024));
+    // A client with the default window, several answers on one connection it keeps open.
+    const reader = await connectH2(tollgate.proxyPort);
+    reader.send(
+      ...[1, 3, 5].map((id) =>
+        frame(
+          FRAME.HEADERS,
+          FLAG.END_HEADERS | FLAG.END_STREAM,
+          id,
+          headerBlock(requestHeaders(HOST, `/small/reader-${id}`)),
+        ),
+      ),
+    );
+
+    const resets = await Promise.all(stalled.map(endOf));
+    for (const [i, reset] of resets.entries()) {
+      assert.equal(reset.type, FRAME.RST_STREAM);
+      assert.equal(stalled[i]?.errorCode(reset), ERROR.CANCEL);
+    }
+    // The send timeout has passed for every stream above: none of the readers was cut.
+    assert.equal((await lateEnd).type, FRAME.DATA);
+    assert.equal(late.frames.filter((f) => f.type === FRAME.RST_STREAM).length, 0);
+    for (const id of [1, 3, 5]) {
+      const end = await reader.waitFor(
+        (f) => f.streamId === id && f.type === FRAME.DATA && (f.flags & FLAG.END_STREAM) !== 0,
+      );
+      assert.ok(end);
+    }
+    assert.equal(reader.frames.filter((f) => f.type === FRAME.RST_STREAM).length, 0);
+    // Stream resets only: every connection lives on.
+    for (const connection of [...stalled, late, reader]) {
+      assert.equal(connection.socket.destroyed, false);
+      connection.socket.destroy();
+    }
+
+    await waitFor(() => tollgate.logs().filter((l) => l.msg === 'access' && l.reason).length >= 3);
+    for (const path of stalledPaths) {
+      const line = tollgate.logs().find((l) => l.msg === 'access' && l.path === path);
+      assert.equal(line?.status, path.startsWith('/private') ? 401 : 200, path);
+      assert.equal(line?.completed, false, path);
+      assert.equal(line?.reason, 'client_send_timeout', path);
+    }
+    const lateLine = tollgate.logs().find((l) => l.msg === 'access' && l.path === '/small/late');
+    assert.equal(lateLine?.completed, true);
+  });
+});
+
 describe('upstream requests of an HTTP/2 client that leaves are aborted', { skip }, () => {
   const downloads: Download[] = [];
   let tollgate: Tollgate;

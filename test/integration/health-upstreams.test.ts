@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { testScope } from '../helpers/scope.ts';
-import { request, type SimpleResponse, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { refusedAddress, request, type SimpleResponse, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import type { Upstream } from '../helpers/upstream.ts';
 
 const scope = testScope();
@@ -90,37 +90,122 @@ describe('server health', () => {
     assert.equal(logCount(tollgate, 'health check fails: server out of rotation'), 1);
   });
 
-  it('answers 503 at once, without trying anyone, when every server of the route is down', async () => {
-    let hung = 0;
-    // Accepts connections and never answers: each attempt costs a full response timeout.
-    const silent = await upstream({
-      handler: () => {
-        hung++;
-      },
+  it('answers 503 at once, without trying anyone, when every server of the route fails its health check', async () => {
+    let proxied = 0;
+    // Up, but failing their check: no request of a client reaches them.
+    const failing = () =>
+      upstream({
+        handler: (req, res) => {
+          if (req.url !== '/healthz') proxied++;
+          res.writeHead(req.url === '/healthz' ? 500 : 200).end();
+        },
+      });
+    const [one, two] = [await failing(), await failing()];
+    const tollgate = await proxyFor({
+      servers: [one.address, two.address],
+      health_check: { path: '/healthz', interval_seconds: 0.2 },
     });
-    const refused = await deadServer();
-    const tollgate = await proxyFor(
-      { servers: [silent.address, refused] },
-      { upstream_response_timeout_seconds: 0.3 },
-    );
+    await waitFor(async () => (await upGauge(tollgate, one.address)) === 0, 5_000);
+    await waitFor(async () => (await upGauge(tollgate, two.address)) === 0, 5_000);
 
-    // A timeout is not retried on the next server (the upstream may have acted on the request), so
-    // each request costs one or two failures; three each, and the route has nobody left.
-    const statuses: number[] = [];
-    while (statuses.length < 8 && statuses.at(-1) !== 503) statuses.push((await get(tollgate)).status);
-    assert.equal(statuses.at(-1), 503, String(statuses));
-    assert.ok(
-      statuses.slice(0, -1).every((s) => s === 502 || s === 504),
-      String(statuses),
-    );
-
-    const attemptsBefore = hung;
     const res = await get(tollgate);
     assert.equal(res.status, 503);
     assert.equal(res.json<{ error: string }>().error, 'no_healthy_upstream');
-    assert.equal(hung, attemptsBefore, 'no upstream was contacted');
-    assert.equal(await upGauge(tollgate, silent.address), 0);
-    assert.equal(await upGauge(tollgate, refused), 0);
+    assert.equal(proxied, 0, 'no upstream was contacted');
+  });
+
+  it("a slow URL's response timeouts never take the route's only server out: other URLs and other routes to it still answer", async () => {
+    // Answers at once, except /slow, which it never answers.
+    const pod = await upstream({
+      handler: (req, res) => {
+        if (req.url?.startsWith('/slow')) return;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ server: 'pod' }));
+      },
+    });
+    const tollgate = await scope.tollgate({
+      main: { upstream_response_timeout_seconds: 0.3 },
+      upstreams: {
+        upstreams: {
+          'app.test': { paths: { '/': { servers: [pod.address] } } },
+          'admin.test': { paths: { '/': { servers: [pod.address] } } },
+        },
+      },
+    });
+    for (let i = 0; i < 5; i++) {
+      const slow = await request(tollgate.proxyUrl, { path: `/slow/${i}`, headers: { host: 'app.test' } });
+      assert.equal(slow.status, 504);
+    }
+    for (const host of ['app.test', 'admin.test']) {
+      const fast = await request(tollgate.proxyUrl, { path: '/fast', headers: { host } });
+      assert.equal(fast.status, 200, `${host}: ${fast.body}`);
+      assert.equal(servedBy(fast), 'pod');
+    }
+    assert.equal(await upGauge(tollgate, pod.address), 1);
+    assert.equal(logCount(tollgate, 'upstream server ejected'), 0);
+  });
+
+  it('a response timeout is no ejection signal beside other servers either', async () => {
+    const slow = await upstream({
+      handler: (req, res) => {
+        if (req.url === '/report') return; // this server never finishes its report
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ server: 'slow' }));
+      },
+    });
+    const quick = await upstream({ name: 'quick' });
+    const tollgate = await proxyFor(
+      { servers: [slow.address, quick.address] },
+      { upstream_response_timeout_seconds: 0.3 },
+    );
+    // Round robin: every other report lands on the slow server and times out (a 504, not retried).
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      statuses.push(
+        (await request(tollgate.proxyUrl, { path: '/report', headers: { host: 'app.test' } })).status,
+      );
+    }
+    assert.equal(statuses.filter((status) => status === 504).length, 4, String(statuses));
+    assert.equal(await upGauge(tollgate, slow.address), 1);
+    const served = new Set<string>();
+    for (let i = 0; i < 4; i++) served.add(servedBy(await get(tollgate)));
+    assert.deepEqual([...served].sort(), ['quick', 'slow'], 'the slow server is still in rotation');
+  });
+
+  it("a route's only server that refuses connections is never ejected: each request tries it, and it serves again at once", async () => {
+    const refused = await refusedAddress();
+    const tollgate = await proxyFor({ servers: [refused.address] });
+    for (let i = 0; i < 5; i++) {
+      const res = await get(tollgate);
+      assert.equal(res.status, 502, res.body);
+      assert.equal(res.json<{ error: string }>().error, 'bad_gateway');
+    }
+    assert.equal(await connectErrors(tollgate, refused.address), 5, 'every request tried it');
+    assert.equal(await upGauge(tollgate, refused.address), 1);
+    assert.equal(logCount(tollgate, 'upstream server ejected'), 0);
+
+    // Back on the same port: served by the next request, no cool-down to sit out.
+    await refused.release();
+    scope.keep(await upstream({ name: 'back', port: refused.port }));
+    const res = await get(tollgate);
+    assert.equal(res.status, 200);
+    assert.equal(servedBy(res), 'back');
+  });
+
+  it('when every server of a route has been ejected, all are still tried (panic), and the first back serves', async () => {
+    const [first, second] = [await refusedAddress(), await refusedAddress()];
+    scope.keep({ close: () => second.release() });
+    const tollgate = await proxyFor({ servers: [first.address, second.address] });
+    // Each request fails over from one to the other: two connect failures each.
+    for (let i = 0; i < 4; i++) assert.equal((await get(tollgate)).status, 502);
+    await waitFor(() => logCount(tollgate, 'upstream server ejected') === 2, 2_000);
+    const res = await get(tollgate);
+    assert.equal(res.status, 502, 'tried, not refused at once with 503');
+    assert.equal(res.json<{ error: string }>().error, 'bad_gateway');
+
+    await first.release();
+    scope.keep(await upstream({ name: 'first-back', port: first.port }));
+    const back = await get(tollgate);
+    assert.equal(back.status, 200);
+    assert.equal(servedBy(back), 'first-back');
   });
 
   it('follows reloads: checks start for a path that gains health_check, gauges of removed servers go', async () => {

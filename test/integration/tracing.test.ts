@@ -169,6 +169,17 @@ describe('tracing: spans, context and attributes (OTLP/HTTP protobuf)', () => {
     }
   });
 
+  it("an untrusted client's unsampled flag does not stop recording at sample_ratio 1: the ratio decides, the trace id is continued", async () => {
+    const trace = 'c'.repeat(32);
+    const res = await send('/api/not-sampled-caller', { traceparent: `00-${trace}-${CALLER_SPAN_ID}-00` });
+    assert.equal(res.status, 200);
+    const { server, children } = await traceOf(collector, '/api/not-sampled-caller');
+    assert.equal(server.traceId, trace);
+    assert.equal(server.parentSpanId, CALLER_SPAN_ID);
+    const received = upstream.requests.find((r) => r.url === '/api/not-sampled-caller');
+    assert.equal(received?.headers.traceparent, `00-${trace}-${children[0]?.spanId}-01`);
+  });
+
   it('never records the token parameter, in any spelling, in url.path, url.query or anywhere in the export', async () => {
     const path =
       '/api/report?tollgatetoken=SECRET-ONE&keep=1&TollgateToken=SECRET-TWO&tollgate%74oken=SECRET-THREE&tollgatetoken[]=SECRET-FOUR';
@@ -271,6 +282,8 @@ describe('tracing: spans, context and attributes (OTLP/HTTP protobuf)', () => {
 });
 
 describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
+  /** The one peer in trusted_proxies: a request sent from this loopback address comes "through" it. */
+  const TRUSTED_PROXY = '127.0.0.2';
   let collector: OtlpCollector;
   let upstream: Upstream;
   let tollgate: Tollgate;
@@ -279,6 +292,7 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
     [collector, upstream] = await Promise.all([startOtlpCollector(), startUpstream()]);
     tollgate = await startTollgate({
       main: {
+        trusted_proxies: [TRUSTED_PROXY],
         tracing: { endpoint: collector.origin, protocol: 'http/json', sample_ratio: 0, ...FAST_BATCHES },
       },
       upstreams: { upstreams: { [HOST]: { paths: { '/': { servers: [upstream.address] } } } } },
@@ -293,7 +307,7 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
     }
   });
 
-  it('exports nothing for new traces while requests work; a sampled caller is still followed (parent-based)', async () => {
+  it("exports nothing for new traces while requests work; a trusted proxy's sampled caller is still followed (parent-based)", async () => {
     for (let i = 0; i < 5; i++) {
       const res = await request(tollgate.proxyUrl, { path: `/unsampled/${i}`, headers: { host: HOST } });
       assert.equal(res.status, 200);
@@ -307,6 +321,7 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
     const res = await request(tollgate.proxyUrl, {
       path: '/sampled',
       headers: { host: HOST, traceparent: caller },
+      localAddress: TRUSTED_PROXY,
     });
     assert.equal(res.status, 200);
     // Spans leave in the order they ended: once the last request's are in, earlier ones would be too.
@@ -327,6 +342,51 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
       lines.map((line) => line.trace_id),
       [undefined, undefined, undefined, undefined, undefined, TRACE_ID],
     );
+  });
+
+  it("an untrusted client's sampled traceparent records nothing, routed or not; its trace id still travels upstream unsampled", async () => {
+    const untrustedTrace = 'a'.repeat(32);
+    const untrusted = `00-${untrustedTrace}-${CALLER_SPAN_ID}-01`;
+    for (let i = 0; i < 3; i++) {
+      const res = await request(tollgate.proxyUrl, {
+        path: `/forced/${i}`,
+        headers: { host: HOST, traceparent: untrusted },
+      });
+      assert.equal(res.status, 200);
+      // The trace id is continued (the upstream may still join it), the sampled flag is not.
+      assert.match(
+        String(upstream.requests.find((r) => r.url === `/forced/${i}`)?.headers.traceparent),
+        new RegExp(`^00-${untrustedTrace}-[0-9a-f]{16}-00$`),
+      );
+    }
+    // A request matching no route is refused before routing: its span follows the same rule.
+    const unrouted = await request(tollgate.proxyUrl, {
+      path: '/forced/unrouted',
+      headers: { host: 'unknown.example.com', traceparent: untrusted },
+    });
+    assert.equal(unrouted.status, 404);
+
+    // A later request from the trusted proxy is exported: spans leave in the order they ended, so
+    // once its span is in, any span of the earlier requests would be too.
+    const trustedTrace = 'b'.repeat(32);
+    const marker = await request(tollgate.proxyUrl, {
+      path: '/marker',
+      headers: { host: HOST, traceparent: `00-${trustedTrace}-${CALLER_SPAN_ID}-01` },
+      localAddress: TRUSTED_PROXY,
+    });
+    assert.equal(marker.status, 200);
+    const { server } = await traceOf(collector, '/marker');
+    assert.equal(server.traceId, trustedTrace);
+    assert.deepEqual(
+      collector.spans.filter((span) => span.traceId === untrustedTrace).map((span) => span.name),
+      [],
+      "no span of an untrusted client's forced request",
+    );
+    const lines = tollgate
+      .logs()
+      .filter((line) => line.msg === 'access' && String(line.path).startsWith('/forced'));
+    assert.equal(lines.length, 4);
+    assert.ok(lines.every((line) => line.trace_id === undefined));
   });
 });
 

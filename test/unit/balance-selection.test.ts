@@ -4,8 +4,9 @@ import type { StickySessions } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { createPickServerStage } from '../../src/pipeline/5-pick-server.ts';
 import type { ProxyRequest } from '../../src/pipeline/request.ts';
-import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
+import { PASS } from '../../src/pipeline/verdict.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../../src/routing/types.ts';
+import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 
@@ -27,10 +28,12 @@ function proxyRequest(r: Route, t: RoutingTable, options: { cookie?: string; sec
   return { request };
 }
 
+const REFUSED = classifyUpstreamError(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
+
 const addresses = (servers: readonly UpstreamServer[]) => servers.map((s) => s.address);
 
 function eject(health: ServerHealth, r: Route, s: UpstreamServer) {
-  for (let i = 0; i < 3; i++) health.reportFailure(r, s, 'connect');
+  for (let i = 0; i < 3; i++) health.reportFailure(r, s, REFUSED);
 }
 
 describe('round robin', () => {
@@ -78,29 +81,26 @@ describe('round robin', () => {
     assert.deepEqual([...firsts].sort(), [s1.address, s3.address]);
   });
 
-  test('every server down: 503 no_healthy_upstream and the stage stops the request', () => {
+  test('every server ejected: passive health never empties a route, all are tried (panic), no trial apart', () => {
     eject(health, r, s1);
     eject(health, r, s3);
     const { request } = proxyRequest(r, t);
-    const answer = balance(request) as Answer;
-    assert.equal(answer.kind, 'answer');
-    assert.equal(answer.status, 503);
-    assert.equal(JSON.parse(String(answer.body)).error, 'no_healthy_upstream');
+    assert.equal(balance(request), PASS);
+    assert.deepEqual(addresses(request.candidates).sort(), addresses([s1, s2, s3]));
+    clock += 10_000;
+    const later = proxyRequest(r, t);
+    assert.equal(balance(later.request), PASS);
+    assert.equal(later.request.candidates.length, 3, 'no trial added in front of the rotation');
   });
 
-  test('after the cool-down one request is the trial, alone when nothing else is up', () => {
-    clock += 10_000;
+  test('the first answer re-admits its server: the others are out again, each back through its trial', () => {
+    health.reportSuccess(r, s2);
     const { request } = proxyRequest(r, t);
     assert.equal(balance(request), PASS);
-    assert.equal(request.candidates.length, 1);
-    const trial = request.candidates[0] as UpstreamServer;
-    health.reportSuccess(r, trial);
-    const next = proxyRequest(r, t);
-    assert.equal(balance(next.request), PASS);
-    // the other two are half-open too: the next request brings one of them as trial, first
-    assert.equal(next.request.candidates.length, 2);
-    assert.notEqual(next.request.candidates[0], trial);
-    assert.equal(next.request.candidates[1], trial);
+    // s1 and s3 are past their cool-down: one of them comes first as the trial, s2 behind it.
+    assert.equal(request.candidates.length, 2);
+    assert.notEqual(request.candidates[0], s2);
+    assert.equal(request.candidates[1], s2);
   });
 });
 

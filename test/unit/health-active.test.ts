@@ -5,6 +5,7 @@ import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
 import type { Route, UpstreamServer } from '../../src/routing/types.ts';
 import { createDnsCache } from '../../src/upstream/dns-cache.ts';
+import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';
 import { fakeRoute, fakeServer, fakeTable } from '../helpers/fake-routes.ts';
 import { waitFor } from '../helpers/tollgate.ts';
@@ -14,6 +15,7 @@ const server = (address: string) => fakeServer(address);
 const route = (hostKey: string, servers: UpstreamServer[], healthCheck: HealthCheckConfig | null) =>
   fakeRoute({ id: `${hostKey}/`, servers, healthCheck });
 const table = (routes: Route[]) => fakeTable(routes);
+const REFUSED = classifyUpstreamError(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
 
 async function gauge(routeId: string, address: string): Promise<number | undefined> {
   const metric = await registry.getSingleMetric('tollgate_upstream_up')?.get();
@@ -78,12 +80,19 @@ describe('active health checks', () => {
   });
 
   test('a passing check lifts a passive ejection', async () => {
-    const r = route('checked.example', [server(upstream.address)], check);
-    const s = r.servers[0] as UpstreamServer;
-    health.sync(table([r]));
-    for (let i = 0; i < 3; i++) health.reportFailure(r, s, 'connect');
-    assert.equal(health.isAvailable(r, s), false);
-    await waitFor(() => health.isAvailable(r, s), 3_000);
+    // A second, healthy server: passive health never ejects a route's only one.
+    const second = await startUpstream();
+    try {
+      const r = route('checked.example', [server(upstream.address), server(second.address)], check);
+      const s = r.servers[0] as UpstreamServer;
+      health.sync(table([r]));
+      for (let i = 0; i < 3; i++) health.reportFailure(r, s, REFUSED);
+      assert.equal(health.isAvailable(r, s), false);
+      await waitFor(() => health.isAvailable(r, s), 3_000);
+    } finally {
+      health.sync(table([]));
+      await second.close();
+    }
   });
 
   test('a server that refuses connections is taken out; a route without checks is not affected', async () => {

@@ -11,6 +11,7 @@ describe('one classification of upstream failures (requests and upgrades)', () =
     for (const code of ['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']) {
       assert.deepEqual(classifyUpstreamError(error(code)), {
         kind: 'connect',
+        unreachable: true,
         notSent: true,
         staleConnection: false,
         answer: 'bad_gateway',
@@ -23,6 +24,21 @@ describe('one classification of upstream failures (requests and upgrades)', () =
     assert.equal(classifyUpstreamError(error('UND_ERR_CONNECT_TIMEOUT')).kind, 'timeout');
     assert.equal(classifyUpstreamError(error('UND_ERR_HEADERS_TIMEOUT')).answer, 'gateway_timeout');
     assert.equal(classifyUpstreamError(error('UND_ERR_HEADERS_TIMEOUT')).notSent, false);
+  });
+
+  it('only a server that could not be reached is a passive health signal, never a slow answer', () => {
+    const unreachable = (code?: string) => classifyUpstreamError(error(code)).unreachable;
+    assert.equal(unreachable('ECONNREFUSED'), true);
+    assert.equal(unreachable('ENOTFOUND'), true);
+    assert.equal(unreachable('UND_ERR_CONNECT_TIMEOUT'), true);
+    for (const code of [
+      'UND_ERR_HEADERS_TIMEOUT',
+      'UND_ERR_BODY_TIMEOUT',
+      'ECONNRESET',
+      'ERR_SSL_X',
+      undefined,
+    ])
+      assert.equal(unreachable(code), false, String(code));
   });
 
   it('resets are stale-connection candidates; anything else is a protocol error', () => {
