@@ -11,6 +11,7 @@ import { reaches } from './endpoints.ts';
 import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
 import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
+import { byCreation, withClaimedHosts } from './ingress/ownership.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
@@ -91,11 +92,15 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastRouteClaims: string | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
-  const effective = (config: UpstreamsConfig) =>
-    mergeIngressRoutes(
-      mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []),
-      gateway?.translation()?.hosts ?? [],
+  // Last, a host claimed but served by nobody (its owner broken for now) is held closed.
+  const effective = (config: UpstreamsConfig) => {
+    const fromIngress = ingress?.translation();
+    const fromGateway = gateway?.translation();
+    return withClaimedHosts(
+      mergeIngressRoutes(mergeIngressRoutes(config, fromIngress?.hosts ?? []), fromGateway?.hosts ?? []),
+      byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]),
     );
+  };
   const allCertificates = (): CertificatePem[] => {
     const fromIngress = ingress?.translation();
     const fromGateway = gateway?.translation();
@@ -168,7 +173,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         }
         // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
         // and certificates as they were: no new table, no broadcast to workers, no log line.
-        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        // Claims too: a host claimed but not served is held closed (withClaimedHosts).
+        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastServed) return;
         lastServed = served;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
@@ -206,7 +212,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
           lastRouteClaims = claims;
           ingress?.baseChanged();
         }
-        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastGatewayServed) return;
         lastGatewayServed = served;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());

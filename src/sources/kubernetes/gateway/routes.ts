@@ -1,6 +1,11 @@
 import type { PathConfig } from '../../../config/types.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
-import { namespaceAllowed, type ResolvedGateway, type RouteKind } from './listeners.ts';
+import {
+  namespaceAllowed,
+  type ResolvedGateway,
+  type ResolvedListener,
+  type RouteKind,
+} from './listeners.ts';
 import { type Condition, condition, GATEWAY_GROUP, type HttpRoute, type ParentReference } from './objects.ts';
 import { type BuiltRule, buildRule, type Refusal, type RouteContext } from './rules.ts';
 
@@ -34,6 +39,12 @@ export interface RouteOutcome {
   /** Only the parentRefs naming our Gateways: the status entries Tollgate writes. */
   parents: ParentOutcome[];
   entries: PathEntry[];
+  /**
+   * The host keys it claims (docs/gateway-api.md#host-ownership): its hostnames intersected with
+   * those of the listeners it names that accept it (kind, namespace), served or not. Named, not
+   * compiled: a rule refused or a certificate missing for a moment does not give the host away.
+   */
+  claims: string[];
   /** What is wrong with it, for Events and logs (empty when served as written). */
   problems: string[];
   /** Accepted by at least one of our parents. */
@@ -65,6 +76,7 @@ export function translateRoute(
     generation,
     parents: [],
     entries: [],
+    claims: [],
     problems: [],
     accepted: false,
     ruleNames: (route.spec?.rules ?? []).flatMap((rule) => (rule.name ? [rule.name] : [])),
@@ -99,6 +111,7 @@ export function translateRoute(
   outcome.problems.push(...refusals.map((refusal) => refusal.message));
 
   const hostsOf = new Map<string, PathEntry['gateways']>();
+  const claims = new Set<string>();
   for (const ref of ours) {
     const gatewayKey = `${ref.namespace ?? namespace}/${ref.name ?? ''}`;
     const gateway = context.gateways.get(gatewayKey) as ResolvedGateway;
@@ -125,12 +138,16 @@ export function translateRoute(
       outcome.problems.push(message);
       continue;
     }
-    const allowed = listeners.filter(
+    const admitting = listeners.filter(
       (listener) =>
-        listener.usable &&
         listener.kinds.includes(kind) &&
         namespaceAllowed(listener, namespace, context.namespaces.get(namespace)),
     );
+    // A listener that is accepted but cannot serve now (its certificate Secret missing) still
+    // carries the claim; one refused for its own shape (a bad hostname) carries none.
+    for (const listener of admitting.filter(listenerAccepted))
+      for (const host of intersectHostnames(hostnames, listener.hostname)) claims.add(host);
+    const allowed = admitting.filter((listener) => listener.usable);
     if (allowed.length === 0) {
       const message = `no listener of Gateway ${gatewayKey} allows a ${kind} of namespace ${namespace}`;
       outcome.parents.push(parent(false, 'NotAllowedByListeners', message));
@@ -163,6 +180,7 @@ export function translateRoute(
     outcome.accepted = true;
   }
 
+  outcome.claims = [...claims];
   const key = `${namespace}/${name}`;
   for (const [host, gateways] of hostsOf) {
     for (const rule of rules) {
@@ -212,6 +230,11 @@ export function translateRoute(
     }
   }
   return outcome;
+}
+
+/** True when the listener's own shape was accepted (it may still lack a reference, e.g. its certificate). */
+function listenerAccepted(listener: ResolvedListener): boolean {
+  return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
 }
 
 /** The parentRef as written back into status (defaults filled in, as other controllers do). */

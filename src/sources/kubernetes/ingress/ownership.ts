@@ -1,3 +1,4 @@
+import type { HostConfig, PathConfig, UpstreamsConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 
 /**
@@ -50,6 +51,55 @@ export function hostOwners(fileHosts: Iterable<string>, claimsOldestFirst: reado
       if (!owners.has(host))
         owners.set(host, { kind: 'namespace', namespace: claim.namespace, ingress: claim.ingress });
   return owners;
+}
+
+/**
+ * The config with a closed host added for every host a claim names that nothing serves: its owner
+ * (the oldest claim) is broken for now — a refused filter or annotation, a missing certificate,
+ * every rule invalid. Without it the host's requests would fall through to a wildcard host or the
+ * default host, which another namespace may own (docs/ingress.md#host-ownership). Its one path `/`
+ * has no server, so it answers 503 until the owner serves again. Hosts upstreams.yaml or a
+ * translation serves are left as they are; the default host is never added (nothing lies beyond
+ * it: an unserved one answers 404).
+ */
+export function withClaimedHosts(
+  config: UpstreamsConfig,
+  claimsOldestFirst: readonly HostClaim[],
+): UpstreamsConfig {
+  const present = new Set(config.hosts.map((host) => host.name));
+  const held: HostConfig[] = [];
+  for (const claim of claimsOldestFirst)
+    for (const host of claim.hosts) {
+      if (host === DEFAULT_HOST || present.has(host)) continue;
+      present.add(host);
+      held.push({ name: host, paths: [closedPath(claim.ingress)] });
+    }
+  return held.length === 0 ? config : { ...config, hosts: [...config.hosts, ...held] };
+}
+
+/** `/` with no server (503 `no_ready_endpoints`), labelled with the object that owns the host. */
+function closedPath(claimant: string): PathConfig {
+  // `namespace/name` is an Ingress; `<Kind> namespace/name` a Gateway API route.
+  const space = claimant.indexOf(' ');
+  const origin =
+    space < 0
+      ? `ingress/${claimant}`
+      : `${claimant.slice(0, space).toLowerCase()}/${claimant.slice(space + 1)}`;
+  return {
+    prefix: '/',
+    servers: [],
+    service: null,
+    toHttps: false,
+    authorization: null,
+    rateLimit: null,
+    healthCheck: null,
+    unavailable: null,
+    origin,
+    requestHeaders: null,
+    responseHeaders: null,
+    redirectTo: null,
+    authFailureLimit: null,
+  };
 }
 
 /**
