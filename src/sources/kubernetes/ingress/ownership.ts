@@ -12,8 +12,9 @@ import { DEFAULT_HOST } from '../../../routing/normalise.ts';
  *   paths there (per-path conflicts between them are decided as before); an Ingress of another
  *   namespace naming it is left out and reported, whatever its paths.
  *
- * A claim is made by naming the host, not by compiling: a team whose Ingress is broken for a moment
- * does not hand its host to the next namespace that names it. Pure: the same input, the same owners.
+ * A claim is made by naming the host, not by compiling: a team whose Ingress (or route) is broken
+ * for a moment does not hand its host to the next namespace that names it, and the host is held
+ * closed meanwhile (withClaimedHosts). Pure: the same input, the same owners.
  */
 
 export type HostOwner =
