@@ -4,7 +4,12 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { UpstreamsConfig } from '../../src/config/types.ts';
 import type { Gateway, GatewayClass, HttpRoute } from '../../src/sources/kubernetes/gateway/objects.ts';
 import { type GatewayInput, translateGateways } from '../../src/sources/kubernetes/gateway/translate.ts';
-import { byCreation, withClaimedHosts } from '../../src/sources/kubernetes/ingress/ownership.ts';
+import {
+  byCreation,
+  hostOwners,
+  ownedHosts,
+  withClaimedHosts,
+} from '../../src/sources/kubernetes/ingress/ownership.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { gatewayClassObject, gatewayObject, httpRouteObject } from '../helpers/fake-gateway-api.ts';
 import { secret, service } from '../helpers/fake-kube-api.ts';
@@ -196,5 +201,35 @@ describe('withClaimedHosts: a host claimed but served by nobody is held closed',
       withClaimedHosts(config, [{ namespace: 'x', ingress: 'x/y', hosts: ['DEFAULT', 'c.test'] }]),
       config,
     );
+  });
+});
+
+describe("ownedHosts: a translation older than the other source's claims serves no host it lost", () => {
+  it('keeps a host only where the namespace of its paths owns it by every claim now', () => {
+    const host = (name: string, origin: string) =>
+      ({ name, paths: [{ prefix: '/', origin }] }) as unknown as UpstreamsConfig['hosts'][number];
+    // An Ingress translation made before the route claiming a.test (older) was seen.
+    const fromIngress = [host('a.test', 'ingress/team-b/late'), host('b.test', 'ingress/team-b/late')];
+    const owners = hostOwners(
+      ['file.test'],
+      byCreation([
+        { namespace: 'team-b', ingress: 'team-b/late', hosts: ['a.test', 'b.test'], created: 2 },
+        { namespace: 'team-a', ingress: 'HTTPRoute team-a/owner', hosts: ['a.test'], created: 1 },
+      ]),
+    );
+    assert.deepEqual(
+      ownedHosts(fromIngress, owners).map((item) => item.name),
+      ['b.test'],
+    );
+    const fromRoutes = [
+      host('a.test', 'httproute/team-a/owner'),
+      host('file.test', 'httproute/team-a/owner'),
+    ];
+    assert.deepEqual(
+      ownedHosts(fromRoutes, owners).map((item) => item.name),
+      ['a.test'],
+    );
+    // Nothing lost: the same array.
+    assert.equal(ownedHosts(fromIngress.slice(1), owners).length, 1);
   });
 });

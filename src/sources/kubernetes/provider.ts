@@ -11,7 +11,7 @@ import { reaches } from './endpoints.ts';
 import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
 import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
-import { byCreation, withClaimedHosts } from './ingress/ownership.ts';
+import { byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ingress/ownership.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
@@ -92,13 +92,26 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastRouteClaims: string | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
-  // Last, a host claimed but served by nobody (its owner broken for now) is held closed.
+  // Each keeps only the hosts its namespace owns by both sources' claims now (one translation may
+  // predate the other's latest claims); last, a host claimed but served by nobody (its owner broken
+  // for now) is held closed.
   const effective = (config: UpstreamsConfig) => {
-    const fromIngress = ingress?.translation();
-    const fromGateway = gateway?.translation();
+    const fromIngress = ingress?.translation() ?? null;
+    const fromGateway = gateway?.translation() ?? null;
+    // Until both sources listed their objects, the other's claims are unknown: serve neither yet.
+    if ((ingress !== null && fromIngress === null) || (gateway !== null && fromGateway === null))
+      return config;
+    const claims = byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]);
+    const owners = hostOwners(
+      config.hosts.map((host) => host.name),
+      claims,
+    );
     return withClaimedHosts(
-      mergeIngressRoutes(mergeIngressRoutes(config, fromIngress?.hosts ?? []), fromGateway?.hosts ?? []),
-      byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]),
+      mergeIngressRoutes(
+        mergeIngressRoutes(config, ownedHosts(fromIngress?.hosts ?? [], owners)),
+        ownedHosts(fromGateway?.hosts ?? [], owners),
+      ),
+      claims,
     );
   };
   const allCertificates = (): CertificatePem[] => {

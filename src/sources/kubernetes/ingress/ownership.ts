@@ -55,6 +55,23 @@ export function hostOwners(fileHosts: Iterable<string>, claimsOldestFirst: reado
 }
 
 /**
+ * The hosts of one source's translation whose owner, by the claims of every source now, is the
+ * namespace their paths came from (`ingress/<namespace>/<name>`, `httproute/<namespace>/<name>`). A
+ * translation made before the other source's claims changed may still hold a host it lost; it is
+ * not served for the moment until that source translates again.
+ */
+export function ownedHosts(
+  hosts: readonly HostConfig[],
+  owners: ReadonlyMap<string, HostOwner>,
+): readonly HostConfig[] {
+  const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
+  const owned = hosts.filter((host) =>
+    host.paths.every((path) => mayServeHost(owners.get(host.name), namespaceOf(path.origin))),
+  );
+  return owned.length === hosts.length ? hosts : owned;
+}
+
+/**
  * The config with a closed host added for every host a claim names that nothing serves: its owner
  * (the oldest claim) is broken for now — a refused filter or annotation, a missing certificate,
  * every rule invalid. Without it the host's requests would fall through to a wildcard host or the
