@@ -95,24 +95,36 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   // Each keeps only the hosts its namespace owns by both sources' claims now (one translation may
   // predate the other's latest claims); last, a host claimed but served by nobody (its owner broken
   // for now) is held closed.
+  // Endpoint changes compile the same three inputs again and again: the merge is kept for them
+  // (translations and configs are never changed once made).
+  let merged: {
+    config: UpstreamsConfig;
+    fromIngress: IngressTranslation | null;
+    fromGateway: GatewayTranslation | null;
+    result: UpstreamsConfig;
+  } | null = null;
   const effective = (config: UpstreamsConfig) => {
     const fromIngress = ingress?.translation() ?? null;
     const fromGateway = gateway?.translation() ?? null;
     // Until both sources listed their objects, the other's claims are unknown: serve neither yet.
     if ((ingress !== null && fromIngress === null) || (gateway !== null && fromGateway === null))
       return config;
+    if (merged?.config === config && merged.fromIngress === fromIngress && merged.fromGateway === fromGateway)
+      return merged.result;
     const claims = byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]);
     const owners = hostOwners(
       config.hosts.map((host) => host.name),
       claims,
     );
-    return withClaimedHosts(
+    const result = withClaimedHosts(
       mergeIngressRoutes(
         mergeIngressRoutes(config, ownedHosts(fromIngress?.hosts ?? [], owners)),
         ownedHosts(fromGateway?.hosts ?? [], owners),
       ),
       claims,
     );
+    merged = { config, fromIngress, fromGateway, result };
+    return result;
   };
   const allCertificates = (): CertificatePem[] => {
     const fromIngress = ingress?.translation();
