@@ -154,8 +154,9 @@ export function startResourceWatch<T extends KubernetesObject>(
   const { health, logger, resource, description } = options;
   const member = health.register(resource);
   let stopped = false;
-  // A list succeeded: ListWatch's cache holds its objects.
+  // A list succeeded: ListWatch's cache holds its objects (fresh: not yet handed over).
   let listed = false;
+  let freshList = false;
   // onObjects has been handed them. Only then may a source conclude that an object is missing
   // (`Service … does not exist`): between the two, another watch's change can run its translation.
   let synced = false;
@@ -197,6 +198,7 @@ export function startResourceWatch<T extends KubernetesObject>(
       try {
         const list = await options.list(timeoutOptions(tuning.listTimeoutMs));
         listed = true;
+        freshList = true;
         markUp();
         scheduleEmit();
         return list;
@@ -232,7 +234,8 @@ export function startResourceWatch<T extends KubernetesObject>(
       emitScheduled = false;
       if (stopped || !listed) return;
       const objects = listWatch.list();
-      if (!synced) {
+      if (freshList) {
+        freshList = false;
         synced = true;
         member.synced();
       }
