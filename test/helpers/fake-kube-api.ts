@@ -203,6 +203,7 @@ export class FakeKubeApi {
   #silent = false;
   #missing = new Set<ResourceKind>();
   #hung: http.ServerResponse[] | null = null;
+  #listDelays = new Map<ResourceKind, number>();
   #acceptedTokens: Set<string>;
 
   constructor(options: FakeKubeApiOptions = {}) {
@@ -436,6 +437,15 @@ export class FakeKubeApi {
     this.#hung = null;
   }
 
+  /**
+   * Answers every later list of `resource` only after `ms` (0 clears it): a slow API server, so a
+   * client's other watches deliver their objects before this one's arrive. Watches are not delayed.
+   */
+  delayLists(resource: ResourceKind, ms: number): void {
+    if (ms > 0) this.#listDelays.set(resource, ms);
+    else this.#listDelays.delete(resource);
+  }
+
   /** While true, watches opened or already open receive nothing: the stream stays up but is silent. */
   silenceWatches(silent: boolean): void {
     this.#silent = silent;
@@ -501,19 +511,28 @@ export class FakeKubeApi {
     } else if (query.watch === 'true' || query.watch === '1') {
       this.#watch(route.resource, route.namespace, route.matches, query, res);
     } else {
-      const items = [...this.#objects.entries()]
-        .filter(([key, object]) => key.startsWith(`${route.resource}/`) && route.matches(object))
-        .map(([, object]) => {
-          const { apiVersion: _apiVersion, kind: _kind, ...item } = object;
-          return item;
+      // The list is taken when answered, as a slow server would read it.
+      const answer = () => {
+        const items = [...this.#objects.entries()]
+          .filter(([key, object]) => key.startsWith(`${route.resource}/`) && route.matches(object))
+          .map(([, object]) => {
+            const { apiVersion: _apiVersion, kind: _kind, ...item } = object;
+            return item;
+          });
+        const { apiVersion, listKind } = RESOURCES[route.resource];
+        sendJson(res, 200, {
+          apiVersion,
+          kind: listKind,
+          metadata: { resourceVersion: String(this.#resourceVersion) },
+          items,
         });
-      const { apiVersion, listKind } = RESOURCES[route.resource];
-      sendJson(res, 200, {
-        apiVersion,
-        kind: listKind,
-        metadata: { resourceVersion: String(this.#resourceVersion) },
-        items,
-      });
+      };
+      const delay = this.#listDelays.get(route.resource);
+      if (delay === undefined) answer();
+      else
+        setTimeout(() => {
+          if (!res.destroyed) answer();
+        }, delay).unref();
     }
   }
 

@@ -172,7 +172,8 @@ describe('Ingress host ownership, SNI ownership and auth-url targets (built proc
     assert.equal(serverOf(await get('app.test', '/')), 'team-a');
     assert.equal(serverOf(await get('app.test', '/api')), 'team-a');
     assert.equal(serverOf(await get('app.test', '/api/keys')), 'team-a');
-    assert.equal((await get('b-own.test', '/')).status, 404);
+    // Its other host is its own, claimed by naming it: held closed (503) while the Ingress is left out.
+    assert.equal((await get('b-own.test', '/')).status, 503);
 
     // Another Ingress of the owner's namespace shares the host (the per-path rules apply there).
     api.apply(
@@ -321,6 +322,52 @@ describe('Ingress host ownership, SNI ownership and auth-url targets (built proc
       assert.match(event.message, why, url);
       assert.equal(await rejected('team-a', `ssrf-${index}`), 1);
     }
+  });
+
+  it("a broken owner Ingress keeps its host: 503 there, never another namespace's backend (its defaultBackend included); fixed, it serves again", async () => {
+    const owner = (paths: Array<{ path: string }>) =>
+      ingress({
+        name: 'held',
+        namespace: 'team-a',
+        rules: [{ host: 'held.test', paths: paths.map(({ path }) => ({ path, service: 'app', port: 80 })) }],
+      });
+    api.apply(owner([{ path: '/' }]));
+    await settled('held.test', '/', (res) => serverOf(res) === 'team-a');
+    api.apply(
+      ingress({
+        name: 'held-newcomer',
+        namespace: 'team-b',
+        rules: [{ host: 'held.test', paths: [{ service: 'app', port: 80 }] }],
+      }),
+    );
+    // team-b also serves the default host: where a request for an unserved host would land.
+    api.apply(
+      ingress({ name: 'catch-all', namespace: 'team-b', defaultBackend: { service: 'app', port: 80 } }),
+    );
+    await settled('unknown.test', '/', (res) => serverOf(res) === 'team-b');
+    await waitFor(async () => (await rejected('team-b', 'held-newcomer')) === 1, SETTLE_MS);
+    assert.equal(serverOf(await get('held.test', '/')), 'team-a');
+
+    // Every path of the owner invalid: the Ingress is left out whole, and still holds held.test.
+    api.apply(owner([{ path: 'no-slash' }]));
+    await waitFor(async () => (await rejected('team-a', 'held')) === 1, SETTLE_MS);
+    await settled('held.test', '/', (res) => res.status === 503);
+    for (let i = 0; i < 20; i += 1) {
+      const res = await get('held.test', '/');
+      assert.equal(res.status, 503, `held.test: ${res.status} ${res.body}`);
+      assert.notEqual(serverOf(res), 'team-b');
+    }
+    assert.equal(await rejected('team-b', 'held-newcomer'), 1);
+
+    api.apply(owner([{ path: '/' }]));
+    await settled('held.test', '/', (res) => serverOf(res) === 'team-a');
+    for (const [namespace, name] of [
+      ['team-a', 'held'],
+      ['team-b', 'held-newcomer'],
+      ['team-b', 'catch-all'],
+    ] as const)
+      api.delete('ingresses', namespace, name);
+    await settled('unknown.test', '/', (res) => res.status === 404);
   });
 
   it('Event reasons: BackendNotFound for a missing Service; digest auth named as unsupported', async () => {

@@ -222,7 +222,8 @@ describe('request policy annotations on Ingresses', () => {
       api.events.find((e) => e.involvedObject.name === 'broken-range')?.message ?? '',
       /whitelist-source-range: '10\.0\.0\.0\/33': the prefix length must be 0-32/,
     );
-    assert.equal((await send('broken.test', '/')).status, 404);
-    assert.equal((await send('broken-cors.test', '/')).status, 404);
+    // Left out, their hosts stay theirs, held closed (docs/ingress.md#host-ownership).
+    assert.equal((await send('broken.test', '/')).status, 503);
+    assert.equal((await send('broken-cors.test', '/')).status, 503);
   });
 });

@@ -11,6 +11,7 @@ import { reaches } from './endpoints.ts';
 import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
 import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
+import { byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ingress/ownership.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
@@ -91,11 +92,40 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastRouteClaims: string | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
-  const effective = (config: UpstreamsConfig) =>
-    mergeIngressRoutes(
-      mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []),
-      gateway?.translation()?.hosts ?? [],
+  // Each keeps only the hosts its namespace owns by both sources' claims now (one translation may
+  // predate the other's latest claims); last, a host claimed but served by nobody (its owner broken
+  // for now) is held closed.
+  // Endpoint changes compile the same three inputs again and again: the merge is kept for them
+  // (translations and configs are never changed once made).
+  let merged: {
+    config: UpstreamsConfig;
+    fromIngress: IngressTranslation | null;
+    fromGateway: GatewayTranslation | null;
+    result: UpstreamsConfig;
+  } | null = null;
+  const effective = (config: UpstreamsConfig) => {
+    const fromIngress = ingress?.translation() ?? null;
+    const fromGateway = gateway?.translation() ?? null;
+    // Until both sources listed their objects, the other's claims are unknown: serve neither yet.
+    if ((ingress !== null && fromIngress === null) || (gateway !== null && fromGateway === null))
+      return config;
+    if (merged?.config === config && merged.fromIngress === fromIngress && merged.fromGateway === fromGateway)
+      return merged.result;
+    const claims = byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]);
+    const owners = hostOwners(
+      config.hosts.map((host) => host.name),
+      claims,
     );
+    const result = withClaimedHosts(
+      mergeIngressRoutes(
+        mergeIngressRoutes(config, ownedHosts(fromIngress?.hosts ?? [], owners)),
+        ownedHosts(fromGateway?.hosts ?? [], owners),
+      ),
+      claims,
+    );
+    merged = { config, fromIngress, fromGateway, result };
+    return result;
+  };
   const allCertificates = (): CertificatePem[] => {
     const fromIngress = ingress?.translation();
     const fromGateway = gateway?.translation();
@@ -168,7 +198,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         }
         // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
         // and certificates as they were: no new table, no broadcast to workers, no log line.
-        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        // Claims too: a host claimed but not served is held closed (withClaimedHosts).
+        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastServed) return;
         lastServed = served;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
@@ -206,7 +237,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
           lastRouteClaims = claims;
           ingress?.baseChanged();
         }
-        const served = JSON.stringify([translation.hosts, translation.certificates]);
+        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastGatewayServed) return;
         lastGatewayServed = served;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());

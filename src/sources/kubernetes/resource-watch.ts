@@ -132,7 +132,10 @@ export function watchStarter(context: WatchContext): StartWatch {
 }
 
 export interface ResourceWatch {
-  /** True once a list succeeded; stays true (the last objects keep serving while the API is away). */
+  /**
+   * True once a list succeeded and its objects were handed to onObjects; stays true (the last
+   * objects keep serving while the API is away).
+   */
   readonly synced: boolean;
   stop(): Promise<void>;
 }
@@ -151,6 +154,11 @@ export function startResourceWatch<T extends KubernetesObject>(
   const { health, logger, resource, description } = options;
   const member = health.register(resource);
   let stopped = false;
+  // A list succeeded: ListWatch's cache holds its objects (fresh: not yet handed over).
+  let listed = false;
+  let freshList = false;
+  // onObjects has been handed them. Only then may a source conclude that an object is missing
+  // (`Service … does not exist`): between the two, another watch's change can run its translation.
   let synced = false;
   let failures = 0;
   let retryTimer: NodeJS.Timeout | undefined;
@@ -189,8 +197,8 @@ export function startResourceWatch<T extends KubernetesObject>(
     async () => {
       try {
         const list = await options.list(timeoutOptions(tuning.listTimeoutMs));
-        synced = true;
-        member.synced();
+        listed = true;
+        freshList = true;
         markUp();
         scheduleEmit();
         return list;
@@ -224,7 +232,14 @@ export function startResourceWatch<T extends KubernetesObject>(
     // After the current burst: a relist delivers its adds and deletes synchronously, one by one.
     setImmediate(() => {
       emitScheduled = false;
-      if (!stopped && synced) options.onObjects(listWatch.list());
+      if (stopped || !listed) return;
+      const objects = listWatch.list();
+      if (freshList) {
+        freshList = false;
+        synced = true;
+        member.synced();
+      }
+      options.onObjects(objects);
     });
   };
   listWatch.on('add', scheduleEmit);

@@ -5,7 +5,7 @@ import type { RestartReason, WatchedResource } from './resource-watch.ts';
 export interface WatchMember {
   /** Returns true when the state changed (the caller logs only then). */
   setUp(up: boolean): boolean;
-  /** A list succeeded. */
+  /** A list succeeded and its objects were handed over. */
   synced(): void;
   /** Something arrived from the server (stream opened, event, bookmark): known current until now. */
   touch(): void;

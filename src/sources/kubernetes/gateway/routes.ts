@@ -1,6 +1,11 @@
 import type { PathConfig } from '../../../config/types.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
-import { namespaceAllowed, type ResolvedGateway, type RouteKind } from './listeners.ts';
+import {
+  namespaceAllowed,
+  type ResolvedGateway,
+  type ResolvedListener,
+  type RouteKind,
+} from './listeners.ts';
 import { type Condition, condition, GATEWAY_GROUP, type HttpRoute, type ParentReference } from './objects.ts';
 import { type BuiltRule, buildRule, type Refusal, type RouteContext } from './rules.ts';
 
@@ -34,6 +39,12 @@ export interface RouteOutcome {
   /** Only the parentRefs naming our Gateways: the status entries Tollgate writes. */
   parents: ParentOutcome[];
   entries: PathEntry[];
+  /**
+   * The host keys it claims (docs/gateway-api.md#host-ownership): its hostnames intersected with
+   * those of the listeners it names that accept it (kind, namespace), served or not. Named, not
+   * compiled: a rule refused or a certificate missing for a moment does not give the host away.
+   */
+  claims: string[];
   /** What is wrong with it, for Events and logs (empty when served as written). */
   problems: string[];
   /** Accepted by at least one of our parents. */
@@ -65,6 +76,7 @@ export function translateRoute(
     generation,
     parents: [],
     entries: [],
+    claims: [],
     problems: [],
     accepted: false,
     ruleNames: (route.spec?.rules ?? []).flatMap((rule) => (rule.name ? [rule.name] : [])),
@@ -99,6 +111,7 @@ export function translateRoute(
   outcome.problems.push(...refusals.map((refusal) => refusal.message));
 
   const hostsOf = new Map<string, PathEntry['gateways']>();
+  const claims = new Set<string>();
   for (const ref of ours) {
     const gatewayKey = `${ref.namespace ?? namespace}/${ref.name ?? ''}`;
     const gateway = context.gateways.get(gatewayKey) as ResolvedGateway;
@@ -131,14 +144,13 @@ export function translateRoute(
         namespaceAllowed(listener, namespace, context.namespaces.get(namespace)),
     );
     // A route attaches to an accepted listener that is not programmed (its certificate is
-    // missing): it is counted in attachedRoutes, and served once the listener is.
-    for (const listener of admitting)
-      if (
-        !listener.usable &&
-        acceptedListener(listener) &&
-        intersectHostnames(hostnames, listener.hostname).length > 0
-      )
-        listener.attachedRoutes += 1;
+    // missing): it is counted in attachedRoutes, and served once the listener is. Such a listener
+    // still carries the route's claim; one refused for its own shape (a bad hostname) carries none.
+    for (const listener of admitting.filter(listenerAccepted)) {
+      const hosts = intersectHostnames(hostnames, listener.hostname);
+      for (const host of hosts) claims.add(host);
+      if (!listener.usable && hosts.length > 0) listener.attachedRoutes += 1;
+    }
     const allowed = admitting.filter((listener) => listener.usable);
     if (allowed.length === 0) {
       const message = `no listener of Gateway ${gatewayKey} allows a ${kind} of namespace ${namespace}`;
@@ -172,6 +184,7 @@ export function translateRoute(
     outcome.accepted = true;
   }
 
+  outcome.claims = [...claims];
   const key = `${namespace}/${name}`;
   for (const [host, gateways] of hostsOf) {
     for (const rule of rules) {
@@ -223,8 +236,8 @@ export function translateRoute(
   return outcome;
 }
 
-/** True when the listener's own Accepted condition is True (it may still be unprogrammed). */
-function acceptedListener(listener: ResolvedGateway['listeners'][number]): boolean {
+/** True when the listener's own shape was accepted (it may still lack a reference, e.g. its certificate). */
+function listenerAccepted(listener: ResolvedListener): boolean {
   return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
 }
 

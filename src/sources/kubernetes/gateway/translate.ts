@@ -186,11 +186,12 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
     }
   });
 
-  // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host.
+  // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host. A
+  // route claims the hosts it names, not those it serves now (docs/gateway-api.md#host-ownership).
   const routeClaims: AgedClaim[] = all.map(({ route }, index) => ({
     namespace: route.metadata?.namespace ?? 'default',
     ingress: `${(routes[index] as RouteOutcome).kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
-    hosts: [...new Set((routes[index] as RouteOutcome).entries.map((entry) => entry.host))],
+    hosts: (routes[index] as RouteOutcome).claims,
     created: createdAt(route),
   }));
   const owners = hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims]));
@@ -246,6 +247,7 @@ function malformedRoute(route: HttpRoute, kind: RouteKind, message: string): Rou
     generation: route.metadata?.generation,
     parents: [],
     entries: [],
+    claims: [],
     problems: [`the ${kind} is malformed and left out: ${message}`],
     accepted: false,
     ruleNames: [],
