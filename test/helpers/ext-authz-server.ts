@@ -27,8 +27,9 @@ export interface ExtAuthzServer {
 
 export async function startExtAuthzServer(
   decide: ExtAuthzServer['decide'],
-  credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure(),
+  { host = '127.0.0.1' }: { host?: string } = {},
 ): Promise<ExtAuthzServer> {
+  const credentials = grpc.ServerCredentials.createInsecure();
   const definition = protoLoader.loadSync('envoy/service/auth/v3/external_auth.proto', {
     includeDirs: [PROTO_DIR],
     keepCase: true,
@@ -81,9 +82,9 @@ export async function startExtAuthzServer(
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
+    server.bindAsync(`${host}:0`, credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
   );
-  return Object.assign(state, { port, address: `127.0.0.1:${port}` });
+  return Object.assign(state, { port, address: `${host}:${port}` });
 }
 
 /** An OK CheckResponse with header changes (`append: false` replaces, as OPA-Envoy writes them). */
