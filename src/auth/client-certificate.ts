@@ -49,13 +49,22 @@ export function subjectAltNames(certificate: X509Certificate): SubjectAltNames {
   return names;
 }
 
-/** The subject's common name (the last CN, the most specific), or null. */
+/**
+ * The subject's common name (the last CN, the most specific), or null. Node prints the subject one
+ * attribute a line with RFC 2253 escapes (`\,`, `\"`, `\0A` for a control character): undone here.
+ */
 export function commonName(certificate: X509Certificate): string | null {
   let cn: string | null = null;
   for (const line of certificate.subject.split('\n')) {
-    if (line.startsWith('CN=')) cn = unquote(line.slice(3));
+    if (line.startsWith('CN=')) cn = unescape2253(line.slice(3));
   }
   return cn;
+}
+
+function unescape2253(value: string): string {
+  return value.replace(/\\([0-9A-Fa-f]{2}|.)/g, (_, escaped: string) =>
+    escaped.length === 2 ? String.fromCharCode(Number.parseInt(escaped, 16)) : escaped,
+  );
 }
 
 function unquote(value: string): string | null {
@@ -125,8 +134,9 @@ export function createClientCertificateAuthenticator(settings: ClientCertificate
 export function forwardedClientCert(certificate: X509Certificate): [string, string] {
   const sans = subjectAltNames(certificate);
   const hash = createHash('sha256').update(certificate.raw).digest('hex');
+  // RFC 2253 order, most specific first; Node's escapes already keep `"` and `,` inside values.
   const subject = certificate.subject.split('\n').reverse().join(',');
-  const parts = [`Hash=${hash}`, `Subject=${quoted(subject)}`];
+  const parts = [`Hash=${hash}`, `Subject="${headerSafe(subject)}"`];
   for (const uri of sans.uri) parts.push(`URI=${maybeQuoted(uri)}`);
   for (const dns of sans.dns) parts.push(`DNS=${maybeQuoted(dns)}`);
   return ['x-forwarded-client-cert', parts.join(';')];
