@@ -137,6 +137,14 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
     defaultPolicy,
     logger,
   });
+  // setSecureContext() rebuilds the server's own context from these options alone: without
+  // secureOptions, a reload of the first pair would turn session tickets back on.
+  const defaultContext = () => ({
+    ...defaultMaterial(),
+    ...(verification.serverOptions === null
+      ? {}
+      : { secureOptions: verification.serverOptions.secureOptions }),
+  });
   /** The check of handshakes for a name: the served pair's, or the default pair's for other names. */
   const policyFor = (name: string): ClientCertificatePolicy | null => {
     const served = store.served(name);
@@ -165,7 +173,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       servers.add(server);
       verification.attach(server);
       // The server may have been created from an earlier snapshot; make sure it serves what is live.
-      server.setSecureContext(defaultMaterial());
+      server.setSecureContext(defaultContext());
     },
     watch: async (files) => {
       for (const [index, names] of pairs.entries()) {
@@ -194,7 +202,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
             live[index] = next;
             recordCertificateExpiry(metricName(names), next.summary);
             publish();
-            if (index === 0) for (const server of servers) server.setSecureContext(defaultMaterial());
+            if (index === 0) for (const server of servers) server.setSecureContext(defaultContext());
           },
           describe: (pair) => ({ certificate: pair.summary }),
           messages: {

@@ -23,6 +23,7 @@ interface Answer {
 interface ClientCredentials {
   cert?: Buffer;
   key?: Buffer;
+  maxVersion?: 'TLSv1.2';
 }
 
 /** One HTTP/1.1 request on a fresh TLS connection to `servername`; rejects when the handshake fails. */
@@ -227,8 +228,42 @@ describe('client certificates (mTLS)', { skip: hasOpenssl() ? false : 'no openss
     await assert.rejects(get2(port, 'a.test', '/'));
     await assert.rejects(get1(port, 'a.test', '/', stranger));
     await assert.rejects(get2(port, 'a.test', '/', stranger));
+    // TLS 1.2 alike (the certificate comes before the client's Finished there).
+    assert.equal((await get1(port, 'a.test', '/', { ...payments, maxVersion: 'TLSv1.2' })).status, 200);
+    await assert.rejects(get1(port, 'a.test', '/', { maxVersion: 'TLSv1.2' }));
+    await assert.rejects(get1(port, 'a.test', '/', { ...stranger, maxVersion: 'TLSv1.2' }));
     // A host without a check never asks: the handshake for default.test passes without one.
     assert.equal((await get1(port, 'default.test', '/')).status, 200);
+  });
+
+  it('sessions are never resumed while a check is configured (every connection is verified anew)', async () => {
+    // An agent that caches TLS sessions, as browsers and most clients do.
+    const agent = new https.Agent({ keepAlive: false, maxCachedSessions: 10, ...payments });
+    const reused: boolean[] = [];
+    for (const servername of ['a.test', 'a.test', 'default.test', 'default.test']) {
+      await new Promise<void>((resolve, reject) => {
+        https
+          .get(
+            {
+              host: '127.0.0.1',
+              port,
+              servername,
+              path: '/',
+              headers: { host: servername },
+              agent,
+              rejectUnauthorized: false,
+            },
+            (res) => {
+              reused.push((res.socket as import('node:tls').TLSSocket).isSessionReused());
+              res.resume();
+              res.on('end', resolve);
+            },
+          )
+          .on('error', reject);
+      });
+    }
+    agent.destroy();
+    assert.deepEqual(reused, [false, false, false, false]);
   });
 
   it('a revoked certificate (CRL) is refused: no handshake on a require host, 401 on an optional one', async () => {
