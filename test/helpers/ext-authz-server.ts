@@ -27,9 +27,12 @@ export interface ExtAuthzServer {
 
 export async function startExtAuthzServer(
   decide: ExtAuthzServer['decide'],
-  { host = '127.0.0.1' }: { host?: string } = {},
+  { host = '127.0.0.1', tls }: { host?: string; tls?: { cert: Buffer; key: Buffer } } = {},
 ): Promise<ExtAuthzServer> {
-  const credentials = grpc.ServerCredentials.createInsecure();
+  const credentials =
+    tls === undefined
+      ? grpc.ServerCredentials.createInsecure()
+      : grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }]);
   const definition = protoLoader.loadSync('envoy/service/auth/v3/external_auth.proto', {
     includeDirs: [PROTO_DIR],
     keepCase: true,

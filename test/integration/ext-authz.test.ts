@@ -10,7 +10,7 @@ import { hasOpenssl, type IssuedCertificate, selfSigned, TestCa } from '../helpe
 import { allow, deny, type ExtAuthzServer, startExtAuthzServer } from '../helpers/ext-authz-server.ts';
 import { h2Request } from '../helpers/h2-client.ts';
 import { testScope } from '../helpers/scope.ts';
-import { request, type Tollgate } from '../helpers/tollgate.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import type { Echo } from '../helpers/upstream.ts';
 
 /**
@@ -22,6 +22,11 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
   const scope = testScope();
   let tollgate: Tollgate;
   let authz: ExtAuthzServer;
+  let secureAuthz: ExtAuthzServer | null = null;
+  const held: Array<() => void> = [];
+  let active = 0;
+  let mostActive = 0;
+  let caFile = '';
   let upstreamRequests: () => Array<{ url: string; headers: Record<string, unknown>; bodyBytes: number }>;
 
   before(async () => {
@@ -39,11 +44,30 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
         if (path.startsWith('/deny'))
           return deny(401, { 'www-authenticate': 'Bearer realm="opa"', 'x-reason': 'no token' }, 'nope');
         if (path.startsWith('/hang')) return 'hang';
+        if (path.startsWith('/slow')) {
+          active++;
+          mostActive = Math.max(mostActive, active);
+          return new Promise((resolve) =>
+            held.push(() => {
+              active--;
+              resolve(allow());
+            }),
+          );
+        }
         if (path.startsWith('/garbage')) return Buffer.from([0xff, 0xff, 0xff, 0x07, 0x01]);
         if (path.startsWith('/empty')) return Buffer.alloc(0);
         return { error: grpc.status.INTERNAL, message: 'policy engine broke' };
       }),
     );
+    if (hasOpenssl()) {
+      const serving = selfSigned('authz.test', { ip: false });
+      const dir = mkdtempSync(join(tmpdir(), 'tollgate-extauthz-ca-'));
+      writeFileSync(join(dir, 'authz-ca.pem'), serving.cert);
+      caFile = join(dir, 'authz-ca.pem');
+      secureAuthz = scope.keep(
+        await startExtAuthzServer(() => allow({ set: { 'x-via': 'tls' } }), { tls: serving }),
+      );
+    }
     const dead = await scope.deadServer();
     const upstream = await scope.upstream();
     upstreamRequests = () => upstream.requests as never;
@@ -62,6 +86,18 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
               '/hang': route({ timeout_ms: 300 }),
               '/down': route({ grpc: { address: dead }, timeout_ms: 300 }),
               '/open': route({ grpc: { address: dead }, fail_open: true }),
+              '/slow': route({ timeout_ms: 30_000 }),
+              ...(secureAuthz === null
+                ? {}
+                : {
+                    '/tls': route({
+                      grpc: {
+                        address: secureAuthz.address,
+                        tls: { ca_file: caFile, server_name: 'authz.test' },
+                      },
+                    }),
+                    '/tls-untrusted': route({ grpc: { address: secureAuthz.address, tls: true } }),
+                  }),
             },
           },
         },
@@ -143,6 +179,29 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
     const http = authz.checks.at(-1).attributes.request.http;
     assert.equal(http.body, body.slice(0, 16));
     assert.equal(Number(http.size), Buffer.byteLength(body));
+  });
+
+  it('at most 128 checks are in flight to one service; the rest wait for a slot', async () => {
+    const requests = Array.from({ length: 160 }, (_, i) => get(`/slow/${i}`));
+    await waitFor(() => active === 128, 30_000);
+    for (const release of held.splice(0)) release();
+    // The waiting ones get slots as these end; release them as they come.
+    const releasing = setInterval(() => {
+      for (const release of held.splice(0)) release();
+    }, 20);
+    const answers = await Promise.all(requests);
+    clearInterval(releasing);
+    assert.deepEqual([...new Set(answers.map((answer) => answer.status))], [200]);
+    assert.equal(mostActive, 128);
+  });
+
+  it('grpc.tls: a TLS channel trusting ca_file, with server_name; an untrusted service is unavailable', {
+    skip: hasOpenssl() ? false : 'no openssl',
+  }, async () => {
+    const answer = await get('/tls/x');
+    assert.equal(answer.status, 200, answer.body);
+    assert.equal(answer.json<Echo>().headers['x-via'], 'tls');
+    assert.equal((await get('/tls-untrusted/x')).status, 503);
   });
 
   it('one gRPC channel, reused, carries every check of every route naming the service', async () => {
