@@ -33,6 +33,10 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
     authz = scope.keep(
       await startExtAuthzServer((check) => {
         const path: string = check.attributes.request.http.path;
+        if (path.startsWith('/deny-split'))
+          return deny(403, { 'x-ok': 'fine', 'x-split': 'a\r\nset-cookie: evil=1', 'bad name': 'x' }, 'no');
+        if (path.startsWith('/allow-split'))
+          return allow({ set: { 'x-user': 'alice\r\nx-admin: yes', 'x-fine': 'yes' } });
         if (path.startsWith('/allow') || path.startsWith('/body') || path.startsWith('/open'))
           return allow({
             set: { 'x-user': 'alice', 'x-tollgate-subject': 'admin' },
@@ -149,6 +153,17 @@ describe('ext_authz: Envoy Authorization/Check over gRPC', () => {
     assert.equal(denied.body, 'nope');
     const bare = await get('/deny-bare');
     assert.equal(bare.status, 403);
+    // Header values that are not field values (CR LF) are dropped, never written.
+    const split = await get('/deny-split');
+    assert.equal(split.status, 403);
+    assert.equal(split.headers['x-ok'], 'fine');
+    assert.equal(split.headers['x-split'], undefined);
+    assert.equal(split.headers['set-cookie'], undefined);
+    const passed = await get('/allow-split');
+    assert.equal(passed.status, 200);
+    assert.equal(passed.json<Echo>().headers['x-user'], undefined);
+    assert.equal(passed.json<Echo>().headers['x-admin'], undefined);
+    assert.equal(passed.json<Echo>().headers['x-fine'], 'yes');
     const before = upstreamRequests().length;
     await get('/deny');
     assert.equal(upstreamRequests().length, before, 'a denied request never reaches the upstream');

@@ -36,6 +36,9 @@ import {
 /** Checks in flight to one service; more wait in the queue (within their timeout). */
 const MAX_IN_FLIGHT = 128;
 const MAX_WAITING = 1024;
+/** RFC 9110 field-name and field-value: what node:http will write; anything else is dropped. */
+const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 /** Headers of a denied response that are this hop's business, never relayed. */
 const NOT_RELAYED = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade']);
 
@@ -255,8 +258,9 @@ function denial(denied: CheckResponse['denied_response'] | null): AuthDenial {
   const headers: Record<string, string | string[]> = {};
   for (const option of denied?.headers ?? []) {
     const name = option.header?.key?.toLowerCase();
-    if (!name || name.startsWith(':') || NOT_RELAYED.has(name) || HOP_BY_HOP.has(name)) continue;
     const value = option.header?.value ?? '';
+    if (!name || !FIELD_NAME.test(name) || !FIELD_VALUE.test(value)) continue;
+    if (NOT_RELAYED.has(name) || HOP_BY_HOP.has(name)) continue;
     const previous = headers[name];
     // Several values of one name are all sent (Set-Cookie); `append: false` replaces.
     if (previous !== undefined && option.append?.value !== false)
@@ -302,8 +306,8 @@ function applyOk(request: ProxyRequest, ok: CheckResponse['ok_response'] | null)
   }
   for (const option of ok.headers ?? []) {
     const name = option.header?.key;
-    if (!name || unconfigurableHeaderReason(name) !== null) continue;
     const value = option.header?.value ?? '';
+    if (!name || unconfigurableHeaderReason(name) !== null || !FIELD_VALUE.test(value)) continue;
     const normalised = normaliseHeaderName(name);
     const present = request.req.headers[name.toLowerCase()] !== undefined && !removed.has(normalised);
     switch (mutationOf(option)) {
@@ -325,7 +329,8 @@ function applyOk(request: ProxyRequest, ok: CheckResponse['ok_response'] | null)
   if (upstream.length > 0) request.upstreamHeaders = [...(request.upstreamHeaders ?? []), ...upstream];
   for (const option of ok.response_headers_to_add ?? []) {
     const name = option.header?.key?.toLowerCase();
-    if (!name || unconfigurableHeaderReason(name) !== null) continue;
-    request.responseHeaders = { ...(request.responseHeaders ?? {}), [name]: option.header?.value ?? '' };
+    const value = option.header?.value ?? '';
+    if (!name || unconfigurableHeaderReason(name) !== null || !FIELD_VALUE.test(value)) continue;
+    request.responseHeaders = { ...(request.responseHeaders ?? {}), [name]: value };
   }
 }
