@@ -75,3 +75,15 @@ export async function startOtlpSink(): Promise<{ port: number; started: Started 
   await waitForHttp(`http://127.0.0.1:${port}/ping`, started);
   return { port, started };
 }
+
+/** Starts the Envoy ext_authz service of the `tollgate-ext-authz` target and waits until it listens. */
+export async function startBenchExtAuthzService(): Promise<{ port: number; started: Started }> {
+  const port = await freePort();
+  const started = startScript('ext-authz-service', 'ext-authz-service.ts', [String(port)]);
+  const deadline = Date.now() + 15_000;
+  while (!started.output().includes('listening')) {
+    if (Date.now() > deadline) throw new Error(`the ext_authz service did not start:\n${started.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { port, started };
+}

@@ -25,12 +25,20 @@ import type { LoadGenerator } from './load.ts';
 import { nginxBinary, proxyConfig, proxyConfigH2, startNginx } from './nginx.ts';
 import {
   startBenchAuthService,
+  startBenchExtAuthzService,
   startOtlpSink,
   startReferenceProxy,
   startSharedUndiciProxies,
 } from './node-targets.ts';
 import { caddyBinary, haproxyBinary, startCaddy, startHaproxy } from './peers.ts';
-import { freePort, type Started } from './processes.ts';
+import { freePort, makeTempDir, type Started } from './processes.ts';
+import {
+  type ClientCredentials,
+  checkWithCertificate,
+  clientCredentials,
+  expectHandshakeRefused,
+  tlsClientGenerator,
+} from './tls-load.ts';
 import {
   BENCH_HOST,
   BENCH_ORIGIN,
@@ -94,11 +102,61 @@ function sharedAuthService(context: BenchContext): Promise<{ port: number; start
   return context.shared('auth-service', () => startBenchAuthService());
 }
 
-/** The one-process Tollgate serving `/`, `/jwt`, `/issuer` and `/forward` (shared by four targets). */
+/** The Envoy ext_authz service the shared Tollgate's `/ext-authz` route asks (bench/reference/ext-authz-service.ts). */
+function sharedExtAuthzService(context: BenchContext): Promise<{ port: number; started: Started }> {
+  return context.shared('ext-authz-service', () => startBenchExtAuthzService());
+}
+
+/** The one-process Tollgate serving `/`, `/jwt`, `/issuer`, `/forward` and `/ext-authz` (shared by several targets). */
 function sharedTollgate(context: BenchContext): Promise<RunningTollgate> {
   return context.shared('tollgate-1', async () =>
-    startTollgate(context.upstreamPort, { forwardAuthPort: (await sharedAuthService(context)).port }),
+    startTollgate(context.upstreamPort, {
+      forwardAuthPort: (await sharedAuthService(context)).port,
+      extAuthzPort: (await sharedExtAuthzService(context)).port,
+    }),
   );
+}
+
+/** The client CA and certificate of the run's client-certificate targets. */
+function sharedClientCredentials(context: BenchContext): Promise<ClientCredentials> {
+  return context.shared('client-credentials', async () =>
+    clientCredentials(makeTempDir('tollgate-bench-mtls-')),
+  );
+}
+
+/**
+ * TLS with and without client certificates (docs/authentication.md#client-certificates), the same
+ * node:https client either way: `tollgate-tls` (TLS, no check) against `tollgate-mtls` (every
+ * handshake verified against a CA), requests on kept-alive connections or a handshake per request.
+ */
+function clientCertificateTarget(
+  id: string,
+  mtls: boolean,
+  mode: 'keepalive' | 'handshake',
+): TargetDefinition {
+  return tollgateTarget(id, async (context) => {
+    const credentials = mtls ? await sharedClientCredentials(context) : null;
+    const tollgate = await context.shared(mtls ? 'tollgate-mtls' : 'tollgate-tls', () =>
+      startTollgate(context.upstreamPort, {
+        tls: true,
+        ...(credentials === null ? {} : { clientCaFile: credentials.caFile }),
+      }),
+    );
+    const url = `${tollgate.tlsBase}/`;
+    return {
+      label: `tollgate ${mtls ? 'mTLS' : 'TLS'} (${mode === 'keepalive' ? 'keep-alive' : 'a handshake per request'})`,
+      url,
+      headers: host,
+      processes: [tollgate.process],
+      generator: tlsClientGenerator(mode, credentials),
+      ...(credentials === null
+        ? {}
+        : {
+            check: () => checkWithCertificate(url, BENCH_HOST, credentials),
+            verify: () => expectHandshakeRefused(url, BENCH_HOST),
+          }),
+    };
+  });
 }
 
 function tollgateTarget(
@@ -373,6 +431,22 @@ export const TARGETS: readonly TargetDefinition[] = [
       verify: () => tollgate.expectUnauthorized('/forward'),
     };
   }),
+  // External authorization (docs/authentication.md#external-authorization): one Authorization/Check
+  // over gRPC per request to a service on loopback; the service's CPU is charged to the target too.
+  tollgateTarget('tollgate-ext-authz', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    const service = await sharedExtAuthzService(context);
+    return {
+      label: 'tollgate + ext_authz (gRPC service on loopback)',
+      url: `${tollgate.base}/ext-authz`,
+      headers: host,
+      processes: [tollgate.process, service.started],
+    };
+  }),
+  clientCertificateTarget('tollgate-tls-keepalive', false, 'keepalive'),
+  clientCertificateTarget('tollgate-mtls-keepalive', true, 'keepalive'),
+  clientCertificateTarget('tollgate-tls-handshake', false, 'handshake'),
+  clientCertificateTarget('tollgate-mtls-handshake', true, 'handshake'),
   // An earlier build, to compare changes in the same interleaved rounds: BENCH_BASELINE=<its dist/main.js>
   // (e.g. `git worktree add /tmp/base <commit> && cd /tmp/base && npx tsc -p tsconfig.json`).
   {
@@ -687,6 +761,46 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'throughput',
     note: 'one extra HTTP round trip per request, to a Node auth service on the same 2 cores',
+  },
+  {
+    name: 'tollgate+ext_authz / tollgate',
+    numerator: 'tollgate-ext-authz',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    note: 'one gRPC Authorization/Check per request, to a grpc-js service on the same cores',
+  },
+  {
+    name: 'tollgate+ext_authz / tollgate (CPU)',
+    numerator: 'tollgate-ext-authz',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    note: "Tollgate's and the service's CPU per request over Tollgate's alone",
+  },
+  {
+    name: 'tollgate mTLS / TLS (keep-alive)',
+    numerator: 'tollgate-mtls-keepalive',
+    denominator: 'tollgate-tls-keepalive',
+    metric: 'throughput',
+    note: 'a request on a verified connection: the check is per connection, not per request',
+  },
+  {
+    name: 'tollgate mTLS / TLS (keep-alive, CPU)',
+    numerator: 'tollgate-mtls-keepalive',
+    denominator: 'tollgate-tls-keepalive',
+    metric: 'cpu',
+  },
+  {
+    name: 'tollgate mTLS / TLS (a handshake per request)',
+    numerator: 'tollgate-mtls-handshake',
+    denominator: 'tollgate-tls-handshake',
+    metric: 'throughput',
+    note: 'verifying the client chain in every full handshake',
+  },
+  {
+    name: 'tollgate mTLS / TLS (a handshake per request, CPU)',
+    numerator: 'tollgate-mtls-handshake',
+    denominator: 'tollgate-tls-handshake',
+    metric: 'cpu',
   },
   {
     name: 'tollgate+issuer JWT / tollgate',

@@ -83,6 +83,10 @@ export interface TollgateSetup {
   grpcPort?: number;
   /** Port of the bench's forward-auth service: adds a `/forward` route (`type: forward`) asking it. */
   forwardAuthPort?: number;
+  /** Port of the bench's ext_authz service: adds an `/ext-authz` route (`type: ext_authz`) asking it. */
+  extAuthzPort?: number;
+  /** With `tls`: every handshake must present a certificate issued by this CA (`mode: require`). */
+  clientCaFile?: string;
   /** Another build's dist/main.js (the `tollgate-baseline` target, BENCH_BASELINE): A/B in one run. */
   mainJs?: string;
   /** Node's V8 flags; default V8_LAUNCH_FLAGS, as the container image starts Tollgate. */
@@ -131,6 +135,9 @@ export async function startTollgate(
       : [
           `proxy_address_tls: "127.0.0.1:${tlsPort}"`,
           ...Object.entries(selfSignedCertificate(dir)).map(([key, path]) => `${key}: "${path}"`),
+          ...(setup.clientCaFile === undefined
+            ? []
+            : [`tls_client_certificates: { ca_file: "${setup.clientCaFile}", mode: require }`]),
         ];
   writeFileSync(
     join(dir, 'main.yaml'),
@@ -191,6 +198,7 @@ export async function startTollgate(
               ...policiesRouteYaml(server),
               ...oidcRouteYaml(server),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
+              ...(setup.extAuthzPort === undefined ? [] : extAuthzRouteYaml(server, setup.extAuthzPort)),
             ];
   writeFileSync(join(dir, 'upstreams.yaml'), `${table.join('\n')}\n`);
   const started = startProcess(
@@ -256,6 +264,19 @@ function forwardRouteYaml(server: string, authPort: number): string[] {
     `          url: "http://127.0.0.1:${authPort}/oauth2/auth"`,
     '          auth_response_headers: [X-Auth-Request-User]',
     '          subject_header: X-Auth-Request-User',
+  ];
+}
+
+/** The `/ext-authz` path: Envoy's Authorization/Check asked over gRPC before every request. */
+function extAuthzRouteYaml(server: string, port: number): string[] {
+  return [
+    '      "/ext-authz":',
+    `        servers: [${server}]`,
+    '        authorization:',
+    '          type: ext_authz',
+    `          grpc: { address: "127.0.0.1:${port}" }`,
+    // The default 300 ms is a production bound; under a saturating load the queue may wait longer.
+    '          timeout_ms: 5000',
   ];
 }
 

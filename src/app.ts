@@ -232,7 +232,8 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       shouldUpgrade: isWebSocketUpgrade,
       clientError: answerClientError,
     },
-    tls ? { ...tls.current(), SNICallback: tls.store.sniCallback } : null,
+    tls ? tls.serverOptions() : null,
+    tls ? (req) => tls?.misdirected(req) ?? false : undefined,
   );
   const proxyServer = listeners.plain;
   const tlsServer = listeners.tls;

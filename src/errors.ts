@@ -45,6 +45,15 @@ export const ERRORS = {
     status: 429,
     message: 'too many failed authentications from this client; try again later',
   },
+  client_certificate_required: {
+    status: 401,
+    message: 'this route needs a verified client certificate (mutual TLS)',
+  },
+  misdirected_request: {
+    status: 421,
+    message:
+      "this connection's TLS server name asks for other client certificates than this host; connect again",
+  },
   internal_error: { status: 500, message: 'internal error' },
   backend_not_resolved: { status: 500, message: "this route's backend cannot be resolved" },
 } as const satisfies Record<string, { status: number; message: string }>;

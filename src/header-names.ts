@@ -27,6 +27,9 @@ export const OURS: ReadonlySet<string> = new Set([
   'x-forwarded-for',
   'x-forwarded-proto',
   'x-forwarded-host',
+  // A client certificate as the proxy vouches for it (auth/client-certificate): never the client's copy.
+  'x-forwarded-client-cert',
+  'ssl-client-cert',
 ]);
 export const OUR_PREFIX = 'x-tollgate-';
 

@@ -19,6 +19,7 @@ export type AuthFailureReason =
   | 'token_out_of_scope'
   | 'auth_unavailable'
   | 'login_required'
+  | 'client_certificate_required'
   | 'forbidden';
 
 /**

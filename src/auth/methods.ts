@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import type {
   AuthMethod,
   AuthorizationConfig,
+  ClientCertificateAuth,
+  ExtAuthzSettings,
   ExternalIssuer,
   ForwardAuthSettings,
   JwtSettings,
@@ -12,7 +14,9 @@ import { createApiKeyAuthenticator } from './apikey.ts';
 import type { Authenticator, AuthFailureReason } from './authenticator.ts';
 import { createBasicAuthenticator } from './basic.ts';
 import { createBrowserLinks } from './browser-links.ts';
+import { createClientCertificateAuthenticator } from './client-certificate.ts';
 import { type Clock, systemClock } from './clock.ts';
+import { createExtAuthzMethod } from './ext-authz/method.ts';
 import { createForwardMethod } from './forward.ts';
 import { createExternalChecker, createIssuerDispatch, invalidBecause } from './issuers.ts';
 import { createFileKeySet, createRemoteKeySet, type KeySet } from './jwks.ts';
@@ -58,6 +62,7 @@ export interface AuthMethods {
  */
 export function createAuthMethods(deps: AuthMethodDeps): AuthMethods {
   const forward = createForwardMethod({ logger: deps.logger });
+  const extAuthz = createExtAuthzMethod({ logger: deps.logger });
   const oidc = deps.main?.oidcProviders
     ? createOidcMethod({ main: deps.main, logger: deps.logger, now: deps.now ?? systemClock })
     : null;
@@ -95,11 +100,25 @@ export function createAuthMethods(deps: AuthMethodDeps): AuthMethods {
           ? 'Bearer realm="tollgate", error="invalid_token"'
           : 'Bearer realm="tollgate"',
     },
+    client_certificate: {
+      // validate-auth always sets `clientCertificate` for this type.
+      create: (policy) =>
+        createClientCertificateAuthenticator(policy.clientCertificate as ClientCertificateAuth),
+      // No HTTP scheme asks for a certificate: the TLS handshake does.
+      challenge: () => '',
+    },
+    ext_authz: {
+      // validate-auth always sets `extAuthz` for this type.
+      create: (policy) => extAuthz.create(policy.extAuthz as ExtAuthzSettings),
+      // The service speaks for itself (its denied response is relayed); Tollgate's own 503 has no challenge.
+      challenge: () => '',
+    },
   };
   return {
     methods,
     close: () => {
       oidc?.close();
+      extAuthz.close();
       return forward.close();
     },
   };

@@ -5,7 +5,7 @@ import { createLocalJWKSet, type JSONWebKeySet } from 'jose';
 import { parseDocument } from 'yaml';
 import { issueAt } from './positions.ts';
 import { readErrorReason } from './read-error.ts';
-import type { ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
+import type { ClientCertificateSettings, ConfigIssue, MainConfig, UpstreamsConfig } from './types.ts';
 
 /**
  * The files the config names and the running process reads (docs/configuration.md "What validate
@@ -48,6 +48,51 @@ export interface TlsPairNames {
   keyFile: string;
   certKey: string;
   keyKey: string;
+  /** Its client-certificate check and the key of the block that sets it (its own, or the listener's default). */
+  clientCertificates?: { settings: ClientCertificateSettings; key: string } | null;
+}
+
+/** A client-certificate check's files as a handshake uses them (docs/authentication.md#client-certificates). */
+export interface ClientCaFiles {
+  ca: Buffer;
+  crl: Buffer | null;
+  /** Each CRL of `crl` (OpenSSL would read only the first of one buffer). */
+  crls: string[];
+  /** The certificates of `ca`, parsed: to measure a verified chain's depth. */
+  authorities: Certificate[];
+}
+
+/**
+ * The CA bundle and CRL of a client-certificate check (`key` names its block): every certificate of
+ * the bundle parses, and OpenSSL accepts the bundle and the CRL as a context's trust store.
+ */
+export function readClientCaFiles(settings: ClientCertificateSettings, key: string): ClientCaFiles {
+  const ca = readBytes(`${key}.ca_file`, settings.caFile);
+  const crl = settings.crlFile === null ? null : readBytes(`${key}.crl_file`, settings.crlFile);
+  return checkClientCaFiles(ca, crl, settings, key);
+}
+
+/** The checks of readClientCaFiles on bytes already read (a reload reads them through the watcher). */
+export function checkClientCaFiles(
+  ca: Buffer,
+  crl: Buffer | null,
+  settings: ClientCertificateSettings,
+  key: string,
+): ClientCaFiles {
+  const blocks = parseCaBundle(ca.toString('utf8'), settings.caFile, `${key}.ca_file`);
+  const crls = crl === null ? [] : (crl.toString('utf8').match(PEM_CRL) ?? []);
+  if (crl !== null) {
+    try {
+      if (crls.length === 0) throw new Error('no -----BEGIN X509 CRL----- block');
+      createSecureContext({ ca, crl: crls });
+    } catch (error) {
+      throw new FileCheckError(
+        `${key}.crl_file`,
+        `${settings.crlFile} holds no CRL OpenSSL accepts (PEM, -----BEGIN X509 CRL-----): ${(error as Error).message}`,
+      );
+    }
+  }
+  return { ca, crl, crls, authorities: blocks.map((block) => new X509Certificate(block)) };
 }
 
 /**
@@ -96,21 +141,30 @@ export function readTlsPair(names: TlsPairNames): { cert: Buffer; key: Buffer; x
 export function tlsPairsOf(main: MainConfig): TlsPairNames[] {
   if (!main.proxyAddressTls) return [];
   const pairs: TlsPairNames[] = [];
+  const listenerDefault = main.tlsClientCertificates
+    ? { settings: main.tlsClientCertificates, key: 'tls_client_certificates' }
+    : null;
   if (main.tlsCertificate && main.tlsKeyFile) {
     pairs.push({
       certFile: main.tlsCertificate,
       keyFile: main.tlsKeyFile,
       certKey: 'tls_certificate',
       keyKey: 'tls_key_file',
+      clientCertificates: listenerDefault,
     });
   }
   // Configs built in code (tests, workers) may predate the key.
   (main.tlsCertificates ?? []).forEach((pair, index) => {
+    const own = pair.clientCertificates ?? null;
     pairs.push({
       certFile: pair.certificate,
       keyFile: pair.key,
       certKey: `tls_certificates[${index}].certificate`,
       keyKey: `tls_certificates[${index}].key`,
+      clientCertificates:
+        own === null
+          ? listenerDefault
+          : { settings: own, key: `tls_certificates[${index}].client_certificates` },
     });
   });
   return pairs;
@@ -133,6 +187,7 @@ export function readJwksFile(path: string): JSONWebKeySet {
   return jwks as JSONWebKeySet;
 }
 
+const PEM_CRL = /-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g;
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
 
 /**
@@ -310,6 +365,23 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
     name: 'TLS certificate and key pairs',
     in: 'main',
     check: (main) => tlsPairsOf(main).flatMap((pair) => attempt(main, main.file, () => readTlsPair(pair))),
+  },
+  {
+    name: 'client certificate CA bundles and CRLs',
+    in: 'main',
+    check: (main) => {
+      // Each block once, though the listener's default serves several pairs.
+      const blocks = new Map(
+        tlsPairsOf(main).flatMap((pair) =>
+          pair.clientCertificates
+            ? [[pair.clientCertificates.key, pair.clientCertificates.settings] as const]
+            : [],
+        ),
+      );
+      return [...blocks].flatMap(([key, settings]) =>
+        attempt(main, main.file, () => readClientCaFiles(settings, key)),
+      );
+    },
   },
   {
     // A path's upstream_tls files are read by validation itself (config/validate-upstreams), at their line.

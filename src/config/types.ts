@@ -56,6 +56,23 @@ export interface UpstreamLimits {
 export interface TlsPairFiles {
   certificate: string;
   key: string;
+  /** `client_certificates`: this pair's client-certificate check; absent = main.yaml's `tls_client_certificates`. */
+  clientCertificates?: ClientCertificateSettings | null;
+}
+
+/**
+ * `client_certificates` of a TLS pair, or main.yaml's `tls_client_certificates` (the listener's
+ * default): handshakes for its names ask for a client certificate (docs/authentication.md#client-certificates).
+ */
+export interface ClientCertificateSettings {
+  /** Absolute path of the PEM CA bundle client certificates must chain to. */
+  caFile: string;
+  /** Absolute path of a PEM CRL (one per CA of the chain), or null. */
+  crlFile: string | null;
+  /** `require`: no valid certificate, no handshake. `optional`: the request goes on, a route decides. */
+  mode: 'require' | 'optional';
+  /** Certificates above the client's up to a CA of caFile (1 = issued by one of them directly). */
+  verifyDepth: number;
 }
 
 /** main.yaml `http2:` (docs/configuration.md "HTTP/2"): what one client connection may ask of us. */
@@ -101,6 +118,8 @@ export interface MainConfig {
    * paths; `tls_certificate`/`tls_key_file`, when set, come first in the served set.
    */
   tlsCertificates: TlsPairFiles[];
+  /** `tls_client_certificates`: the default for every pair without its own `client_certificates`. */
+  tlsClientCertificates?: ClientCertificateSettings | null;
   /** `http2_cleartext`: the plain listener also takes HTTP/2 with prior knowledge (h2c). */
   http2Cleartext: boolean;
   http2: Http2Limits;
@@ -215,7 +234,7 @@ export interface NamedApiKey {
   key: string;
 }
 
-export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc';
+export type AuthMethod = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc' | 'client_certificate' | 'ext_authz';
 
 /**
  * An `authorization.allow` block (docs/authentication.md#who-may-pass): each list present must match
@@ -227,6 +246,10 @@ export interface AllowRules {
   emailDomains: string[] | null;
   groups: string[] | null;
   claims: Record<string, string[]> | null;
+  /** Patterns on a client certificate's URI SANs (`spiffe://td/ns/payments/*`); absent = no rule. */
+  uriSans?: string[] | null;
+  /** Patterns on a client certificate's DNS SANs (`*.payments.svc`); absent = no rule. */
+  dnsSans?: string[] | null;
 }
 
 /** main.yaml `oidc_providers.<name>` (docs/authentication.md#openid-connect). */
@@ -264,6 +287,33 @@ export interface AuthorizationConfig {
   oidc?: { provider: string };
   /** Who may pass once authenticated; absent = everyone the method accepts. */
   allow?: AllowRules;
+  /** type client_certificate only (always set for it). */
+  clientCertificate?: ClientCertificateAuth;
+  /** type ext_authz only (always set for it): the authorization service to ask. */
+  extAuthz?: ExtAuthzSettings;
+}
+
+/** Where a client certificate's subject is read from, in order (the first present wins). */
+export type SubjectSource = 'uri_san' | 'dns_san' | 'email_san' | 'cn';
+
+/** `type: client_certificate` (docs/authentication.md#client-certificates). */
+export interface ClientCertificateAuth {
+  subjectFrom: SubjectSource[];
+  /** `forward_client_certificate`: X-Forwarded-Client-Cert (`xfcc`), ssl-client-cert (`pem`) or none. */
+  forward: 'xfcc' | 'pem' | 'none';
+}
+
+/** `type: ext_authz` (docs/authentication.md#external-authorization): Envoy's Authorization/Check over gRPC. */
+export interface ExtAuthzSettings {
+  /** `host:port` of the gRPC service. */
+  address: string;
+  /** `grpc.tls`: null = plaintext (h2c); else TLS, trusting `caFile` (absolute) or the system CAs. */
+  tls: { caFile: string | null; serverName: string | null } | null;
+  timeoutMs: number;
+  /** Request body bytes sent with the check (0 = none). */
+  includeBodyBytes: number;
+  /** An unusable answer lets the request through instead of 503 `auth_unavailable`. */
+  failOpen: boolean;
 }
 
 /**

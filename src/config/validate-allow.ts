@@ -2,14 +2,30 @@ import type { AllowRules, AuthMethod } from './types.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 /** The keys of an `authorization.allow` block (docs/authentication.md#who-may-pass). */
-const ALLOW_KEYS = ['subjects', 'emails', 'email_domains', 'groups', 'claims'] as const;
+const ALLOW_KEYS = [
+  'subjects',
+  'emails',
+  'email_domains',
+  'groups',
+  'claims',
+  'uri_sans',
+  'dns_sans',
+] as const;
+/** Rules on the connection's verified client certificate: any method can add them (auth/client-certificate). */
+const CERTIFICATE_KEYS: ReadonlySet<string> = new Set(['uri_sans', 'dns_sans']);
 
 /**
  * What each method can be matched on: basic users, API key names and forward-auth subjects are
  * only a name, so a rule on anything else could never pass and is refused rather than left to
  * lock everyone out at request time.
  */
-const SUBJECT_ONLY: ReadonlySet<AuthMethod> = new Set(['basic', 'apikey', 'forward']);
+const SUBJECT_ONLY: ReadonlySet<AuthMethod> = new Set([
+  'basic',
+  'apikey',
+  'forward',
+  'client_certificate',
+  'ext_authz',
+]);
 
 /** `user@example.com`: exactly one `@`, something on both sides (multi-`@` addresses are refused). */
 const EMAIL = /^[^@\s]+@[^@\s]+$/;
@@ -25,7 +41,7 @@ export function readAllowRules(r: YamlReader, field: Field, method: AuthMethod):
   }
   if (SUBJECT_ONLY.has(method)) {
     for (const [key, entry] of fields) {
-      if (key !== 'subjects')
+      if (key !== 'subjects' && !CERTIFICATE_KEYS.has(key))
         r.report(
           entry.keyNode,
           entry.path,
@@ -64,6 +80,7 @@ export function readAllowRules(r: YamlReader, field: Field, method: AuthMethod):
     emailDomains: list('email_domains', domain),
     groups: list('groups'),
     claims: readClaims(r, fields.get('claims')),
+    ...certificatePatterns(r, fields),
   };
 }
 
@@ -84,4 +101,30 @@ function readClaims(r: YamlReader, field: Field | undefined): Record<string, str
   }
   if (entries.length === 0) r.report(field.keyNode, field.path, 'is empty: name a claim, or remove it');
   return claims;
+}
+
+/** `uri_sans` / `dns_sans`: patterns with `*` (auth/client-certificate sanPatternCheck). Only when set. */
+function certificatePatterns(
+  r: YamlReader,
+  fields: Map<string, Field>,
+): { uriSans?: string[]; dnsSans?: string[] } {
+  const read = (key: string): string[] | undefined => {
+    const entry = fields.get(key);
+    if (entry === undefined) return undefined;
+    const values: string[] = [];
+    for (const item of r.items(entry, 'a list of patterns') ?? []) {
+      const value = r.string(item);
+      if (value === undefined) continue;
+      if (/\s/.test(value)) r.report(item.node, item.path, `'${value}' holds a space: no SAN does`);
+      else values.push(value);
+    }
+    if (values.length === 0) r.report(entry.keyNode, entry.path, 'is empty: nobody could pass');
+    return values;
+  };
+  const uriSans = read('uri_sans');
+  const dnsSans = read('dns_sans');
+  return {
+    ...(uriSans === undefined ? {} : { uriSans }),
+    ...(dnsSans === undefined ? {} : { dnsSans: dnsSans.map((value) => value.toLowerCase()) }),
+  };
 }

@@ -2,6 +2,8 @@ import { isPasswordHash } from '../auth/password.ts';
 import { closestKey } from './suggest.ts';
 import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
 import { readPolicyExtras } from './validate-auth-extras.ts';
+import { CLIENT_CERTIFICATE_KEYS, readClientCertificateAuth } from './validate-client-certificates.ts';
+import { EXT_AUTHZ_KEYS, readExtAuthzSettings } from './validate-ext-authz.ts';
 import { FORWARD_KEYS, readForwardSettings } from './validate-forward.ts';
 import { ISSUER_KEYS, readJwtSettings } from './validate-jwt.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
@@ -18,6 +20,8 @@ const AUTH_KEYS = [
   'allow',
   ...JWT_ONLY_KEYS,
   ...FORWARD_KEYS,
+  ...CLIENT_CERTIFICATE_KEYS,
+  ...EXT_AUTHZ_KEYS,
 ] as const;
 const USER_KEYS = ['username', 'password', 'password_hash'] as const;
 const API_KEY_KEYS = ['name', 'key'] as const;
@@ -30,6 +34,8 @@ const METHODS: Readonly<Record<string, AuthMethod>> = {
   jwt: 'jwt',
   forward: 'forward',
   oidc: 'oidc',
+  client_certificate: 'client_certificate',
+  ext_authz: 'ext_authz',
 };
 
 /** auth/password owns the hash format; config only checks it is one of ours. */
@@ -64,6 +70,32 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
   // `allow` (any method) and `provider` (oidc), read in their own module.
   const extras = readPolicyExtras(r, field, fields, type);
   if (extras === null) return null;
+  if (type !== 'ext_authz') {
+    for (const key of EXT_AUTHZ_KEYS) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type ext_authz`);
+    }
+  } else {
+    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type ext_authz`);
+    }
+    const extAuthz = readExtAuthzSettings(r, field, fields);
+    return extAuthz === null ? null : { type, users: [], keys: [], extAuthz, ...extras };
+  }
+  if (type !== 'client_certificate') {
+    for (const key of CLIENT_CERTIFICATE_KEYS) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type client_certificate`);
+    }
+  } else {
+    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
+      const extra = fields.get(key);
+      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type client_certificate`);
+    }
+    const clientCertificate = readClientCertificateAuth(r, fields);
+    return clientCertificate === null ? null : { type, users: [], keys: [], clientCertificate, ...extras };
+  }
   if (type === 'oidc') {
     for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
       const extra = fields.get(key);
@@ -129,7 +161,11 @@ export function validateAuthorization(r: YamlReader, field: Field): Authorizatio
 
 function readMethod(r: YamlReader, parent: Field, field: Field | undefined): AuthMethod | undefined {
   if (field === undefined || r.isNull(field.node)) {
-    r.report(parent.keyNode, parent.path, "missing 'type' (basic, apikey, api, jwt, forward or oidc)");
+    r.report(
+      parent.keyNode,
+      parent.path,
+      "missing 'type' (basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
+    );
     return undefined;
   }
   const name = r.string(field);
@@ -138,7 +174,9 @@ function readMethod(r: YamlReader, parent: Field, field: Field | undefined): Aut
   if (method === undefined) {
     const guess = closestKey(name, Object.keys(METHODS));
     const hint =
-      guess !== undefined ? `did you mean '${guess}'?` : 'expected basic, apikey, api, jwt, forward or oidc';
+      guess !== undefined
+        ? `did you mean '${guess}'?`
+        : 'expected basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz';
     r.report(r.at(field), field.path, `unknown authorization type '${name}' (${hint})`);
   }
   return method;

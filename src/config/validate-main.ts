@@ -14,6 +14,7 @@ import {
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
+import { readClientCertificateSettings } from './validate-client-certificates.ts';
 import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
 import { readTracing } from './validate-tracing.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
@@ -24,6 +25,7 @@ export const MAIN_KEYS = [
   'tls_certificate',
   'tls_key_file',
   'tls_certificates',
+  'tls_client_certificates',
   'http2_cleartext',
   'http2',
   'config_address',
@@ -154,6 +156,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     tlsCertificate: read('tls_certificate', filePath, null),
     tlsKeyFile: read('tls_key_file', filePath, null),
     tlsCertificates: read('tls_certificates', (f) => readTlsCertificates(r, f, filePath, positions), []),
+    ...optional(
+      'tlsClientCertificates',
+      read('tls_client_certificates', (f) => readClientCertificateSettings(r, f, filePath, positions), null),
+    ),
     http2Cleartext: read('http2_cleartext', (f) => r.boolean(f), false),
     http2: read('http2', (f) => readHttp2Limits(r, f), HTTP2_DEFAULTS),
     configAddress: read('config_address', listenAddress, { host: '0.0.0.0', port: 8081 }),
@@ -258,6 +264,7 @@ function checkTlsSettings(r: YamlReader, get: (key: MainKey) => Field | undefine
   const certificate = get('tls_certificate');
   const key = get('tls_key_file');
   const list = get('tls_certificates');
+  const clients = get('tls_client_certificates');
   if (address) {
     const missing = [certificate ? null : 'tls_certificate', key ? null : 'tls_key_file'].filter(Boolean);
     // Both unset is fine when tls_certificates lists the certificates; one of the two never is.
@@ -267,13 +274,13 @@ function checkTlsSettings(r: YamlReader, get: (key: MainKey) => Field | undefine
     }
     return;
   }
-  for (const field of [certificate, key, list]) {
+  for (const field of [certificate, key, list, clients]) {
     if (field)
       r.report(field.keyNode, field.path, 'is set but proxy_address_tls is not, so TLS would stay off');
   }
 }
 
-const TLS_PAIR_KEYS = ['certificate', 'key'];
+const TLS_PAIR_KEYS = ['certificate', 'key', 'client_certificates'];
 
 /** `tls_certificates`: a non-empty list of `{certificate, key}` file pairs. */
 function readTlsCertificates(
@@ -304,7 +311,13 @@ function readTlsCertificates(
     };
     const certificate = path('certificate');
     const key = path('key');
-    if (certificate !== undefined && key !== undefined) pairs.push({ certificate, key });
+    const clientsField = fields.get('client_certificates');
+    const clients =
+      clientsField === undefined || r.isNull(clientsField.node)
+        ? null
+        : readClientCertificateSettings(r, clientsField, filePath, positions);
+    if (certificate !== undefined && key !== undefined && clients !== undefined)
+      pairs.push(clients === null ? { certificate, key } : { certificate, key, clientCertificates: clients });
   }
   return pairs;
 }

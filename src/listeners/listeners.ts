@@ -3,6 +3,7 @@ import http2, { type Http2SecureServer, type Http2Server, type ServerHttp2Sessio
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { MainConfig } from '../config/types.ts';
+import { ERRORS, sendError } from '../errors.ts';
 import type { DrainableServer } from '../lifecycle.ts';
 import { http2StreamOf } from '../local-response.ts';
 import { acceptCleartextHttp2 } from './h2c.ts';
@@ -43,6 +44,7 @@ export function createProxyListeners(
   main: MainConfig,
   handlers: ProxyHandlers,
   tls: http2.SecureServerOptions | null,
+  misdirected?: (req: IncomingMessage) => boolean,
 ): ProxyListeners {
   const http1Options: http.ServerOptions = {
     keepAliveTimeout: main.timeouts.clientKeepAliveMs,
@@ -80,11 +82,15 @@ export function createProxyListeners(
     };
   const request = live(handlers.request);
   const checkContinue = live(handlers.checkContinue);
-  const serve = <T extends http.Server | Http2Server | Http2SecureServer>(server: T, http1: boolean): T => {
-    server.on('request', request);
-    server.on('checkContinue', checkContinue);
+  const serve = <T extends http.Server | Http2Server | Http2SecureServer>(
+    server: T,
+    http1: boolean,
+    guard?: (req: IncomingMessage) => boolean,
+  ): T => {
+    server.on('request', guard ? refuseMisdirected(guard, request) : request);
+    server.on('checkContinue', guard ? refuseMisdirected(guard, checkContinue) : checkContinue);
     if (http1) {
-      server.on('upgrade', handlers.upgrade);
+      server.on('upgrade', guard ? refuseMisdirectedUpgrade(guard, handlers.upgrade) : handlers.upgrade);
       server.on('clientError', handlers.clientError);
     }
     return server;
@@ -105,11 +111,45 @@ export function createProxyListeners(
     // node:http2 replaces the HTTP/1.1 upgrade test with its own (any 'upgrade' listener): keep ours.
     (secure as unknown as { shouldUpgradeCallback: ProxyHandlers['shouldUpgrade'] }).shouldUpgradeCallback =
       handlers.shouldUpgrade;
-    serve(secure, true);
+    serve(secure, true, misdirected);
     applyHttp2Limits(secure, h2Limits);
     drainable.push(drainableHttp2(secure, true));
   }
   return { plain, tls: secure, drainable };
+}
+
+/**
+ * A request whose host's client-certificate check differs from its connection's (docs/authentication.md
+ * #client-certificates) is answered 421 before the pipeline sees it: the client retries on a
+ * connection of its own for that host, whose handshake applies the right check.
+ */
+function refuseMisdirected(
+  misdirected: (req: IncomingMessage) => boolean,
+  handler: ProxyHandlers['request'],
+): ProxyHandlers['request'] {
+  return (req, res) => {
+    if (misdirected(req)) sendError(res, 'misdirected_request');
+    else handler(req, res);
+  };
+}
+
+function refuseMisdirectedUpgrade(
+  misdirected: (req: IncomingMessage) => boolean,
+  upgrade: ProxyHandlers['upgrade'],
+): ProxyHandlers['upgrade'] {
+  return (req, socket, head) => {
+    if (!misdirected(req)) {
+      upgrade(req, socket, head);
+      return;
+    }
+    const body = JSON.stringify({
+      error: 'misdirected_request',
+      message: ERRORS.misdirected_request.message,
+    });
+    socket.end(
+      `HTTP/1.1 421 Misdirected Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Transform } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 import { hasBody } from '../local-response.ts';
 import { withCorsHeaders } from './1b-cors.ts';
 import type { ProxyRequest } from './request.ts';
@@ -31,6 +31,8 @@ export function bodyLimitStage(request: ProxyRequest): Verdict {
 export function limitedBody(request: ProxyRequest, limit: number): Transform {
   let seen = 0;
   let cut = false;
+  // A body an authenticator already started reading (ext_authz include_body_bytes) comes as request.body.
+  const source = request.body ?? request.req;
   const counter = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       if (cut) return callback();
@@ -38,10 +40,10 @@ export function limitedBody(request: ProxyRequest, limit: number): Transform {
       if (seen <= limit) return callback(null, chunk);
       cut = true;
       callback();
-      tooLarge(request, counter);
+      tooLarge(request, source, counter);
     },
   });
-  request.req.pipe(counter);
+  source.pipe(counter);
   return counter;
 }
 
@@ -52,9 +54,9 @@ export class BodyTooLargeError extends Error {
   readonly clientSide = true;
 }
 
-function tooLarge(request: ProxyRequest, counter: Transform): void {
-  const { req, res } = request;
-  req.unpipe(counter);
+function tooLarge(request: ProxyRequest, source: Readable, counter: Transform): void {
+  const { res } = request;
+  source.unpipe(counter);
   if (res.headersSent) res.destroy();
   else respond(res, withCorsHeaders(request, refuse('body_too_large')));
   counter.destroy(new BodyTooLargeError('the request body is larger than max_body_bytes'));

@@ -1,5 +1,6 @@
 import type { X509Certificate } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
+import type { ClientCertificatePolicy } from '../listeners/client-certificates.ts';
 
 /**
  * The certificates the TLS listener chooses from by SNI (docs/traffic.md#several-certificates).
@@ -17,12 +18,14 @@ export interface ServedCertificate {
   /** Lower-case DNS names it is served for; `*.` prefixes are wildcards. */
   readonly names: readonly string[];
   readonly context: SecureContext;
+  /** The client-certificate check of handshakes for its names; absent = none (docs/authentication.md#client-certificates). */
+  readonly clientCertificates?: ClientCertificatePolicy | null;
 }
 
 export class CertificateStore {
   readonly #sources = new Map<string, readonly ServedCertificate[]>();
-  #exact = new Map<string, SecureContext>();
-  #wildcard = new Map<string, SecureContext>();
+  #exact = new Map<string, ServedCertificate>();
+  #wildcard = new Map<string, ServedCertificate>();
 
   /** Replaces every certificate of `source` (order: earlier wins a name two certificates claim). */
   set(source: string, certificates: readonly ServedCertificate[]): void {
@@ -36,6 +39,11 @@ export class CertificateStore {
 
   /** The context for a handshake's server name, or null for the listener's default. */
   select(servername: string): SecureContext | null {
+    return this.served(servername)?.context ?? null;
+  }
+
+  /** The certificate served for a server name (or a request's host), or null for the listener's default. */
+  served(servername: string): ServedCertificate | null {
     const name = servername.toLowerCase().replace(/\.$/, '');
     const exact = this.#exact.get(name);
     if (exact !== undefined) return exact;
@@ -53,16 +61,16 @@ export class CertificateStore {
   };
 
   #index(): void {
-    const exact = new Map<string, SecureContext>();
-    const wildcard = new Map<string, SecureContext>();
+    const exact = new Map<string, ServedCertificate>();
+    const wildcard = new Map<string, ServedCertificate>();
     for (const certificates of this.#sources.values()) {
-      for (const { names, context } of certificates) {
-        for (const name of names) {
+      for (const served of certificates) {
+        for (const name of served.names) {
           if (name.startsWith('*.')) {
             const parent = name.slice(2);
-            if (!wildcard.has(parent)) wildcard.set(parent, context);
+            if (!wildcard.has(parent)) wildcard.set(parent, served);
           } else if (!exact.has(name)) {
-            exact.set(name, context);
+            exact.set(name, served);
           }
         }
       }
@@ -72,9 +80,24 @@ export class CertificateStore {
   }
 }
 
-/** A certificate and key as served: its names and a ready context (the pair was checked before). */
-export function servedCertificate(cert: Buffer, key: Buffer, x509: X509Certificate): ServedCertificate {
-  return { names: certificateNames(x509), context: createSecureContext({ cert, key }) };
+/**
+ * A certificate and key as served: its names and a ready context (the pair was checked before); with
+ * a client-certificate check, the context trusts its CA bundle and CRL (and only those).
+ */
+export function servedCertificate(
+  cert: Buffer,
+  key: Buffer,
+  x509: X509Certificate,
+  clientCertificates: ClientCertificatePolicy | null = null,
+): ServedCertificate {
+  const names = certificateNames(x509);
+  if (clientCertificates === null) return { names, context: createSecureContext({ cert, key }) };
+  const { ca, crls } = clientCertificates.files;
+  return {
+    names,
+    context: createSecureContext({ cert, key, ca, ...(crls.length === 0 ? {} : { crl: crls }) }),
+    clientCertificates,
+  };
 }
 
 /** The DNS names a certificate is valid for: its DNS subject alternative names, else its CN. */

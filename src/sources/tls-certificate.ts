@@ -1,7 +1,20 @@
 import type { X509Certificate } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { SecureServerOptions } from 'node:http2';
 import type { Server as TlsServer } from 'node:tls';
-import { checkTlsPair, readTlsPair, type TlsPairNames } from '../config/file-checks.ts';
+import {
+  checkClientCaFiles,
+  checkTlsPair,
+  readClientCaFiles,
+  readTlsPair,
+  type TlsPairNames,
+} from '../config/file-checks.ts';
 import { sha256Hex } from '../config/load.ts';
+import {
+  type ClientCertificatePolicy,
+  connectionPolicyKey,
+  createClientVerification,
+} from '../listeners/client-certificates.ts';
 import type { Logger } from '../log.ts';
 import { recordCertificateExpiry } from '../observe/certificates.ts';
 import { CertificateStore, type ServedCertificate, servedCertificate } from './certificate-store.ts';
@@ -28,6 +41,9 @@ export const FILES_SOURCE = 'files';
 export interface TlsMaterial {
   cert: Buffer;
   key: Buffer;
+  /** The client-certificate check's trust store, when the pair has one. */
+  ca?: Buffer;
+  crl?: string[];
 }
 
 export type TlsContextProviderOptions = (
@@ -38,6 +54,16 @@ export type TlsContextProviderOptions = (
 export interface TlsContextProvider {
   /** The default pair's material; pass it to the server with `SNICallback: store.sniCallback`. */
   current(): TlsMaterial;
+  /**
+   * Everything the TLS server is created with: the default pair, the SNI callback and, when a pair
+   * has a client-certificate check, the options that make handshakes ask for one.
+   */
+  serverOptions(): SecureServerOptions;
+  /**
+   * A request whose host's client-certificate check is not the one its connection's server name
+   * chose (HTTP/2 connection reuse, or an SNI that differs from the Host): it must be answered 421.
+   */
+  misdirected(req: IncomingMessage): boolean;
   /** Every certificate the listener chooses from by SNI; other sources may add theirs. */
   readonly store: CertificateStore;
   /** Servers whose default context is replaced when the first pair reloads. */
@@ -51,6 +77,7 @@ export interface TlsContextProvider {
 interface LoadedPair extends TlsMaterial {
   served: ServedCertificate;
   summary: CertificateSummary;
+  policy: ClientCertificatePolicy | null;
 }
 
 interface CertificateSummary {
@@ -81,7 +108,13 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
   // The reader and checks validation uses (config/file-checks): a pair that validated loads here.
   const live: LoadedPair[] = pairs.map((names) => {
     const read = readTlsPair(names);
-    const pair = loaded(read.cert, read.key, read.x509);
+    const clients = names.clientCertificates ?? null;
+    const pair = loaded(
+      read.cert,
+      read.key,
+      read.x509,
+      clients === null ? null : policyOf(clients, readClientCaFiles(clients.settings, clients.key)),
+    );
     recordCertificateExpiry(metricName(names), pair.summary);
     logger.info({ certificate: pair.summary, certFile: names.certFile }, 'TLS certificate loaded');
     return pair;
@@ -94,33 +127,82 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
     );
   publish();
   const servers = new Set<TlsServer>();
-  const defaultMaterial = () => ({ cert: (live[0] as LoadedPair).cert, key: (live[0] as LoadedPair).key });
+  const defaultMaterial = (): TlsMaterial => {
+    const { cert, key, ca, crl } = live[0] as LoadedPair;
+    return { cert, key, ...(ca === undefined ? {} : { ca }), ...(crl === undefined ? {} : { crl }) };
+  };
+  const defaultPolicy = () => (live[0] as LoadedPair).policy;
+  const verification = createClientVerification({
+    anyPolicy: pairs.some((names) => names.clientCertificates),
+    defaultPolicy,
+    logger,
+  });
+  // setSecureContext() rebuilds the server's own context from these options alone: without
+  // secureOptions, a reload of the first pair would turn session tickets back on.
+  const defaultContext = () => ({
+    ...defaultMaterial(),
+    ...(verification.serverOptions === null
+      ? {}
+      : { secureOptions: verification.serverOptions.secureOptions }),
+  });
+  /** The check of handshakes for a name: the served pair's, or the default pair's for other names. */
+  const policyFor = (name: string): ClientCertificatePolicy | null => {
+    const served = store.served(name);
+    return served === null ? defaultPolicy() : (served.clientCertificates ?? null);
+  };
 
   return {
     current: defaultMaterial,
+    serverOptions: () => ({
+      ...defaultMaterial(),
+      ...verification.serverOptions,
+      SNICallback: verification.sniCallback((name) => {
+        const served = store.served(name);
+        return served === null
+          ? null
+          : { context: served.context, policy: served.clientCertificates ?? null };
+      }),
+    }),
+    misdirected(req) {
+      if (verification.serverOptions === null) return false;
+      const hostPolicy = policyFor(requestHostName(req));
+      return (hostPolicy?.key ?? null) !== connectionPolicyKey(req, defaultPolicy);
+    },
     store,
     attach(server) {
       servers.add(server);
+      verification.attach(server);
       // The server may have been created from an earlier snapshot; make sure it serves what is live.
-      server.setSecureContext(defaultMaterial());
+      server.setSecureContext(defaultContext());
     },
     watch: async (files) => {
       for (const [index, names] of pairs.entries()) {
         const first = live[index] as LoadedPair;
         await files.watchFiles({
           name: metricName(names),
-          paths: [names.certFile, names.keyFile],
-          liveHashes: [sha256Hex(first.cert), sha256Hex(first.key)],
-          parse: ([cert, key]) => {
+          // A client-certificate check's CA bundle and CRL reload with the pair they belong to.
+          paths: [names.certFile, names.keyFile, ...clientFiles(names)],
+          liveHashes: [
+            sha256Hex(first.cert),
+            sha256Hex(first.key),
+            ...(first.policy === null ? [] : [sha256Hex(first.policy.files.ca)]),
+            ...(first.policy?.files.crl ? [sha256Hex(first.policy.files.crl)] : []),
+          ],
+          parse: ([cert, key, ca, crl]) => {
             const certBytes = Buffer.from(cert ?? '');
             const keyBytes = Buffer.from(key ?? '');
-            return loaded(certBytes, keyBytes, checkTlsPair(certBytes, keyBytes, names));
+            const x509 = checkTlsPair(certBytes, keyBytes, names);
+            const clients = names.clientCertificates ?? null;
+            if (clients === null) return loaded(certBytes, keyBytes, x509, null);
+            const crlBytes = clients.settings.crlFile === null ? null : Buffer.from(crl ?? '');
+            const files = checkClientCaFiles(Buffer.from(ca ?? ''), crlBytes, clients.settings, clients.key);
+            return loaded(certBytes, keyBytes, x509, policyOf(clients, files));
           },
           apply(next) {
             live[index] = next;
             recordCertificateExpiry(metricName(names), next.summary);
             publish();
-            if (index === 0) for (const server of servers) server.setSecureContext(defaultMaterial());
+            if (index === 0) for (const server of servers) server.setSecureContext(defaultContext());
           },
           describe: (pair) => ({ certificate: pair.summary }),
           messages: {
@@ -142,11 +224,40 @@ function metricName(names: TlsPairNames): string {
   return names.certKey === 'tls_certificate' ? TLS_METRIC_NAME : names.certKey.replace(/\.certificate$/, '');
 }
 
-function loaded(cert: Buffer, key: Buffer, x509: X509Certificate): LoadedPair {
-  const served = servedCertificate(cert, key, x509);
+/** The CA bundle and CRL files of a pair's client-certificate check, in the watcher's order. */
+function clientFiles(names: TlsPairNames): string[] {
+  const settings = names.clientCertificates?.settings;
+  if (settings === undefined) return [];
+  return settings.crlFile === null ? [settings.caFile] : [settings.caFile, settings.crlFile];
+}
+
+function policyOf(
+  clients: NonNullable<TlsPairNames['clientCertificates']>,
+  files: ClientCertificatePolicy['files'],
+): ClientCertificatePolicy {
+  return { key: clients.key, mode: clients.settings.mode, verifyDepth: clients.settings.verifyDepth, files };
+}
+
+/** A request's host name without its port (`[v6]` forms stay as they are: no certificate names them). */
+function requestHostName(req: IncomingMessage): string {
+  const raw = req.headers[':authority'] ?? req.headers.host;
+  if (typeof raw !== 'string' || raw.startsWith('[')) return '';
+  return raw.replace(/:\d*$/, '');
+}
+
+function loaded(
+  cert: Buffer,
+  key: Buffer,
+  x509: X509Certificate,
+  policy: ClientCertificatePolicy | null,
+): LoadedPair {
+  const served = servedCertificate(cert, key, x509, policy);
   return {
     cert,
     key,
+    ...(policy === null ? {} : { ca: policy.files.ca }),
+    ...(policy?.files.crl ? { crl: policy.files.crls } : {}),
+    policy,
     served,
     summary: {
       subject: x509.subject,

@@ -128,6 +128,33 @@ const CASES: BrokenCase[] = [
     needsTls: true,
   },
   {
+    name: 'tls_client_certificates: CA bundle missing',
+    main: [...TLS_LINES, 'tls_client_certificates:', '  ca_file: clients-ca.pem'],
+    files: { 'cert.pem': tls?.a.cert ?? '', 'key.pem': tls?.a.key ?? '' },
+    expected:
+      /main\.yaml:8:12: tls_client_certificates\.ca_file: cannot read \S+\/clients-ca\.pem: no such file/,
+    needsTls: true,
+  },
+  {
+    name: 'tls_certificates[].client_certificates: a CRL that is no CRL',
+    main: [
+      'proxy_address_tls: "127.0.0.1:0"',
+      'tls_certificates:',
+      '  - certificate: cert.pem',
+      '    key: key.pem',
+      '    client_certificates: { ca_file: ca.pem, mode: optional, crl_file: crl.pem }',
+    ],
+    files: {
+      'cert.pem': tls?.a.cert ?? '',
+      'key.pem': tls?.a.key ?? '',
+      'ca.pem': tls?.b.cert ?? '',
+      'crl.pem': 'not a CRL\n',
+    },
+    expected:
+      /main\.yaml:8:71: tls_certificates\[0\]\.client_certificates\.crl_file: \S+\/crl\.pem holds no CRL OpenSSL accepts/,
+    needsTls: true,
+  },
+  {
     name: 'masterkey_file missing',
     main: ['masterkey_file: masterkey'],
     expected: /main\.yaml:4:17: masterkey_file: cannot read \S+\/masterkey: no such file/,

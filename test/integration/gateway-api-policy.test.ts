@@ -15,6 +15,7 @@ import {
   startOauth2Proxy,
 } from '../helpers/auth-services.ts';
 import { bcryptOf } from '../helpers/bcrypt-hashes.ts';
+import { allow, deny, startExtAuthzServer } from '../helpers/ext-authz-server.ts';
 import {
   gatewayClassObject,
   gatewayObject,
@@ -413,5 +414,48 @@ describe('TollgatePolicy through the built process', () => {
     await expectStatus('web.test', '/', 503, {}, 'auth_unavailable');
     await policyStatus('sso', 'True', 'Accepted');
     await cleanUp();
+  });
+  it('ext_authz and client_certificate policies are read as upstreams.yaml reads them; an ext_authz on loopback is closed', {
+    skip: nonLoopbackAddress() === null ? 'no non-loopback address' : false,
+  }, async () => {
+    const authz = await startExtAuthzServer(
+      (check) => (check.attributes.request.http.path.startsWith('/admin') ? deny(403, {}, 'no') : allow()),
+      { host: nonLoopbackAddress() as string },
+    );
+    try {
+      apply('httproutes', webRoute());
+      apply(
+        'tollgatepolicies',
+        policy('opa', {
+          targetRefs: [routeTarget()],
+          authorization: { type: 'ext_authz', grpc: { address: authz.address }, timeout_ms: 5000 },
+        }),
+      );
+      await expectStatus('web.test', '/admin', 403);
+      await expectStatus('web.test', '/', 200);
+      assert.ok(authz.checks.length > 0);
+      await policyStatus('opa', 'True', 'Accepted');
+      apply(
+        'tollgatepolicies',
+        policy('opa', {
+          targetRefs: [routeTarget()],
+          authorization: { type: 'ext_authz', grpc: { address: '127.0.0.1:9191' } },
+        }),
+      );
+      await expectStatus('web.test', '/', 503, {}, 'auth_misconfigured');
+      // No TLS listener here: no connection carries a verified certificate.
+      apply(
+        'tollgatepolicies',
+        policy('opa', {
+          targetRefs: [routeTarget()],
+          authorization: { type: 'client_certificate', subject_from: ['uri_san'] },
+          allow: { uri_sans: ['spiffe://cluster.local/ns/payments/*'] },
+        }),
+      );
+      await expectStatus('web.test', '/', 401, {}, 'client_certificate_required');
+      await cleanUp();
+    } finally {
+      await authz.close();
+    }
   });
 });

@@ -79,13 +79,13 @@ describe('authorization: each kind of error names file:line:column and path, nev
       "upstreams.yaml:2:9: authorization.type: unknown authorization type 'basik' (did you mean 'basic'?)",
     ]);
     assert.deepEqual(problems(parseAuth('type: oauth2')), [
-      "upstreams.yaml:2:9: authorization.type: unknown authorization type 'oauth2' (expected basic, apikey, api, jwt, forward or oidc)",
+      "upstreams.yaml:2:9: authorization.type: unknown authorization type 'oauth2' (expected basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
     ]);
   });
 
   it('a missing type', () => {
     assert.deepEqual(problems(parseAuth('creds: "a:b"')), [
-      "upstreams.yaml:1:1: authorization: missing 'type' (basic, apikey, api, jwt, forward or oidc)",
+      "upstreams.yaml:1:1: authorization: missing 'type' (basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
     ]);
   });
 
@@ -200,7 +200,7 @@ describe('authorization: each kind of error names file:line:column and path, nev
   it('per-path authorization errors carry the full path', () => {
     const text = `upstreams:\n  a.example.com:\n    paths:\n      /admin:\n        servers: ["a:1"]\n        authorization: { type: bearer }\n`;
     assert.deepEqual(problems(parseUpstreamsConfig(text, FILE)), [
-      "upstreams.yaml:6:32: upstreams.a.example.com.paths./admin.authorization.type: unknown authorization type 'bearer' (expected basic, apikey, api, jwt, forward or oidc)",
+      "upstreams.yaml:6:32: upstreams.a.example.com.paths./admin.authorization.type: unknown authorization type 'bearer' (expected basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
     ]);
   });
 });

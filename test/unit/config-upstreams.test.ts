@@ -529,7 +529,7 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
       "upstreams.yaml:1:11: provider: unknown provider 'files' (expected 'file' or 'kubernetes')",
       'upstreams.yaml:2:18: sticky_sessions: -1 is out of range (must be >= 1)',
       "upstreams.yaml:7:34: upstreams.api.example.com.paths./v1.servers[1]: '10.0.0.2' has no port; expected ip:port, [v6]:port or hostname:port, e.g. 10.0.0.5:8080",
-      "upstreams.yaml:8:32: upstreams.api.example.com.paths./v1.authorization.type: unknown authorization type 'oauth' (expected basic, apikey, api, jwt, forward or oidc)",
+      "upstreams.yaml:8:32: upstreams.api.example.com.paths./v1.authorization.type: unknown authorization type 'oauth' (expected basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
       "upstreams.yaml:9:7: upstreams.api.example.com.paths.v2: path 'v2' must start with '/'",
       'upstreams.yaml:10:18: upstreams.api.example.com.paths.v2.servers: is empty: a path needs at least one server',
     ]);

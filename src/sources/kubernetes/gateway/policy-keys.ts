@@ -1,6 +1,7 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { AuthorizationConfig, PathConfig } from '../../../config/types.ts';
 import { readAllowRules } from '../../../config/validate-allow.ts';
+import { validateAuthorization } from '../../../config/validate-auth.ts';
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../config/validate-policies.ts';
 import { YamlReader } from '../../../config/yaml-reader.ts';
@@ -167,6 +168,7 @@ function readAuthorization(
   )
     return 'authorization.realm must be printable text without quotes or backslashes';
   const type = spec.type === 'api' ? 'apikey' : spec.type;
+  if (type === 'client_certificate' || type === 'ext_authz') return readAsUpstreams(value, context, built);
   const allowed: Record<string, string[]> = {
     basic: ['type', 'basic', 'realm'],
     apikey: ['type', 'apikey', 'realm'],
@@ -183,7 +185,8 @@ function readAuthorization(
     ],
   };
   const keys = type === undefined ? undefined : allowed[type];
-  if (keys === undefined) return `authorization.type ${spec.type} is not basic, apikey, jwt, forward or oidc`;
+  if (keys === undefined)
+    return `authorization.type ${spec.type} is not basic, apikey, jwt, forward, oidc, client_certificate or ext_authz`;
   const extra = Object.keys(spec).filter((key) => !keys.includes(key));
   if (extra.length > 0) return `authorization.${extra[0]} is not a key of type ${type}`;
   if (type === 'jwt') {
@@ -268,6 +271,30 @@ function readAuthorization(
   const parsed = parseApiKeys(data.keys);
   if (parsed.problems.length > 0) return `Secret ${key}: ${parsed.problems.join('; ')}`;
   built.patch.authorization = { type: 'apikey', users: [], keys: parsed.entries, ...realm };
+  return null;
+}
+
+/**
+ * `type: client_certificate` and `type: ext_authz` hold no credentials, so upstreams.yaml's own reader
+ * reads them (JSON is YAML): a policy and a file accept and refuse the same things. An ext_authz
+ * service may not be Tollgate itself nor a loopback or link-local address (as a forward `url`), and
+ * names no file of Tollgate's pod (`grpc.tls.ca_file`).
+ */
+function readAsUpstreams(value: unknown, context: PolicyContext, built: BuiltPolicy): string | null {
+  const reader = new YamlReader(JSON.stringify({ authorization: value }), 'TollgatePolicy');
+  const field = reader.fields(reader.root(), 'spec', ['authorization'])?.get('authorization');
+  const tls = (value as { grpc?: { tls?: unknown } }).grpc?.tls;
+  if (typeof tls === 'object' && tls !== null && 'ca_file' in tls)
+    return 'authorization.grpc.tls.ca_file names a file of the Tollgate pod: not in a policy';
+  const authorization = field === undefined ? null : validateAuthorization(reader, field);
+  if (reader.issues.length > 0)
+    return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+  if (authorization === null) return 'authorization cannot be read';
+  if (authorization.extAuthz !== undefined) {
+    const target = authUrlTargetProblem(`http://${authorization.extAuthz.address}/`, context.reachesTollgate);
+    if (target !== null) return `authorization.grpc.address ${target}: a policy may not send checks there`;
+  }
+  built.patch.authorization = authorization;
   return null;
 }
 

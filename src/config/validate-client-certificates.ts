@@ -1,0 +1,112 @@
+import type { Node } from 'yaml';
+import type { ClientCertificateAuth, ClientCertificateSettings, SubjectSource } from './types.ts';
+import type { Field, YamlReader } from './yaml-reader.ts';
+
+/**
+ * main.yaml `tls_client_certificates` and `tls_certificates[].client_certificates`, and the keys of
+ * `type: client_certificate` (docs/authentication.md#client-certificates). The files themselves are
+ * read by config/file-checks (validate = start).
+ */
+
+const SETTINGS_KEYS = ['ca_file', 'mode', 'verify_depth', 'crl_file'] as const;
+const MODES = ['require', 'optional'] as const;
+/** Deeper chains than this are no client-certificate setup anyone runs; a typo more likely. */
+const MAX_VERIFY_DEPTH = 8;
+
+/** A `{ca_file, mode, verify_depth, crl_file}` block; undefined after reporting what is wrong. */
+export function readClientCertificateSettings(
+  r: YamlReader,
+  field: Field,
+  filePath: (field: Field) => string | undefined,
+  positions: Array<[string, Node]>,
+): ClientCertificateSettings | undefined {
+  const fields = r.fields(field.node, field.path, SETTINGS_KEYS);
+  if (fields === null) return undefined;
+  const get = (key: string) => {
+    const entry = fields.get(key);
+    return entry === undefined || r.isNull(entry.node) ? undefined : entry;
+  };
+  const path = (key: string) => {
+    const entry = get(key);
+    if (entry === undefined) return undefined;
+    const value = filePath(entry);
+    // Where the file was written, so a file check's error points at this line.
+    if (value !== undefined && entry.node) positions.push([entry.path, entry.node]);
+    return value;
+  };
+  const caField = get('ca_file');
+  if (caField === undefined) {
+    r.report(field.keyNode, field.path, "needs 'ca_file': the CA bundle client certificates must chain to");
+    return undefined;
+  }
+  const caFile = path('ca_file');
+  const modeField = get('mode');
+  let mode: ClientCertificateSettings['mode'] | undefined = 'require';
+  if (modeField !== undefined) {
+    const text = r.string(modeField);
+    mode = MODES.find((candidate) => candidate === text);
+    if (text !== undefined && mode === undefined)
+      r.report(r.at(modeField), modeField.path, `unknown mode '${text}' (expected require or optional)`);
+  }
+  const depthField = get('verify_depth');
+  const verifyDepth = depthField ? r.number(depthField, { integer: true, min: 1, max: MAX_VERIFY_DEPTH }) : 1;
+  const crlFile = get('crl_file') === undefined ? null : path('crl_file');
+  if (caFile === undefined || mode === undefined || verifyDepth === undefined || crlFile === undefined)
+    return undefined;
+  return { caFile, crlFile, mode, verifyDepth };
+}
+
+export const CLIENT_CERTIFICATE_KEYS = ['subject_from', 'forward_client_certificate'] as const;
+const SUBJECT_SOURCES: readonly SubjectSource[] = ['uri_san', 'dns_san', 'email_san', 'cn'];
+const FORWARD_FORMS = ['xfcc', 'pem', 'none'] as const;
+export const DEFAULT_SUBJECT_FROM: readonly SubjectSource[] = Object.freeze(['uri_san', 'cn']);
+
+/** The keys of `type: client_certificate`; null after reporting. */
+export function readClientCertificateAuth(
+  r: YamlReader,
+  fields: Map<string, Field>,
+): ClientCertificateAuth | null {
+  const get = (key: string) => {
+    const entry = fields.get(key);
+    return entry === undefined || r.isNull(entry.node) ? undefined : entry;
+  };
+  let ok = true;
+  let subjectFrom = [...DEFAULT_SUBJECT_FROM];
+  const sourcesField = get('subject_from');
+  if (sourcesField !== undefined) {
+    subjectFrom = [];
+    for (const item of r.items(sourcesField, `a list of ${SUBJECT_SOURCES.join(', ')}`) ?? []) {
+      const text = r.string(item);
+      const source = SUBJECT_SOURCES.find((candidate) => candidate === text);
+      if (source === undefined) {
+        ok = false;
+        if (text !== undefined)
+          r.report(
+            item.node,
+            item.path,
+            `unknown subject source '${text}' (expected ${SUBJECT_SOURCES.join(', ')})`,
+          );
+      } else if (!subjectFrom.includes(source)) subjectFrom.push(source);
+    }
+    if (subjectFrom.length === 0 && ok) {
+      r.report(r.at(sourcesField), sourcesField.path, 'is empty: name where the subject is read from');
+      ok = false;
+    }
+  }
+  let forward: ClientCertificateAuth['forward'] = 'none';
+  const forwardField = get('forward_client_certificate');
+  if (forwardField !== undefined) {
+    const text = r.string(forwardField);
+    const form = FORWARD_FORMS.find((candidate) => candidate === text);
+    if (form === undefined) {
+      ok = false;
+      if (text !== undefined)
+        r.report(
+          r.at(forwardField),
+          forwardField.path,
+          `unknown form '${text}' (expected xfcc, pem or none)`,
+        );
+    } else forward = form;
+  }
+  return ok ? { subjectFrom, forward } : null;
+}
