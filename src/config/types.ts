@@ -241,6 +241,8 @@ export interface OidcProviderSettings {
   groupsClaim: string;
   subjectClaim: string;
   passAccessToken: boolean;
+  /** `require_verified_email`: an ID token without `email_verified` gives no email (default false). */
+  requireVerifiedEmail: boolean;
   /** The callback URL for routes under `DEFAULT` (no host of their own); null = the request's host. */
   redirectUrl: string | null;
 }

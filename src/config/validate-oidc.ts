@@ -22,6 +22,7 @@ const PROVIDER_KEYS = [
   'subject_claim',
   'pass_access_token',
   'redirect_url',
+  'require_verified_email',
 ] as const;
 
 const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -128,6 +129,7 @@ function readProvider(r: YamlReader, field: Field, dir: string): OidcProviderSet
     return entry ? (r.string(entry) ?? fallback) : fallback;
   };
   const passField = get('pass_access_token');
+  const verifiedField = get('require_verified_email');
   const redirectField = get('redirect_url');
   const redirectUrl = redirectField ? readRedirectUrl(r, redirectField) : null;
   if (!ok || issuer === undefined || clientId === undefined || secretPath === undefined) return null;
@@ -140,6 +142,7 @@ function readProvider(r: YamlReader, field: Field, dir: string): OidcProviderSet
     groupsClaim: text('groups_claim', 'groups'),
     subjectClaim: text('subject_claim', 'sub'),
     passAccessToken: (passField && r.boolean(passField)) ?? false,
+    requireVerifiedEmail: (verifiedField && r.boolean(verifiedField)) ?? false,
     redirectUrl: redirectUrl ?? null,
   };
   if (secretField)

@@ -1,14 +1,18 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair } from 'jose';
+import { exportJWK, generateKeyPair, type JWTHeaderParameters, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
 
 /** A person the test provider logs in (chosen by the test before each login). */
 export interface TestAccount {
   sub: string;
   email: string;
-  emailVerified?: boolean;
+  /**
+   * The `email_verified` claim as the provider sends it (default true): a string is sent as such
+   * (providers that send booleans as strings), null leaves the claim out.
+   */
+  emailVerified?: boolean | string | null;
   groups: string[];
 }
 
@@ -35,8 +39,12 @@ export interface TestProvider {
   down: boolean;
   /** Token endpoint grants that succeeded, by grant type. */
   readonly grants: Record<string, number>;
-  /** Signs an access token-shaped JWT with the provider's own keys (aud = client_id). */
   provider: Provider;
+  /**
+   * Signs a JWT with the provider's own signing key: `claims` as given (iss, aud, exp filled in when
+   * absent: the issuer, client_id, an hour), `header` beside alg and kid (a `typ`, say).
+   */
+  sign(claims: Record<string, unknown>, header?: Partial<JWTHeaderParameters>): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -86,7 +94,7 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
         claims: async () => ({
           sub: account.sub,
           email: account.email,
-          email_verified: account.emailVerified ?? true,
+          ...(account.emailVerified === null ? {} : { email_verified: account.emailVerified ?? true }),
           groups: account.groups,
         }),
       };
@@ -120,6 +128,12 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
     down: false,
     grants,
     provider,
+    sign: (claims, header = {}) =>
+      new SignJWT({ iss: issuer, aud: clientId, ...claims })
+        .setProtectedHeader({ ...header, alg: 'RS256', kid: signingKey.kid })
+        .setIssuedAt()
+        .setExpirationTime(typeof claims.exp === 'number' ? claims.exp : '1h')
+        .sign(privateKey),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 

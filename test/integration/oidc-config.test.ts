@@ -126,6 +126,13 @@ const CASES: BrokenCase[] = [
       /upstreams\.yaml:5:\d+: authorization\.provider: a route under DEFAULT needs oidc_providers\.corp\.redirect_url/,
   },
   {
+    name: 'require_verified_email that is not a boolean',
+    main: [...PROVIDER, '    require_verified_email: "yes"', 'session_secret_file: secrets'],
+    authorization: OIDC_ROUTE,
+    files: GOOD_FILES,
+    expected: /main\.yaml:9:29: oidc_providers\.corp\.require_verified_email: expected true or false/,
+  },
+  {
     name: 'an allow rule on groups for a basic route',
     main: [],
     authorization: '{ type: basic, creds: "alice:secret", allow: { groups: [admins] } }',
@@ -179,7 +186,13 @@ describe('OpenID and allow-rule config: validate and start refuse alike, at the 
     await mkdir(dir, { recursive: true });
     await writeFile(
       join(dir, 'main.yaml'),
-      [...LISTENERS, ...PROVIDER, 'session_secret_file: secrets', ''].join('\n'),
+      [
+        ...LISTENERS,
+        ...PROVIDER,
+        '    require_verified_email: true',
+        'session_secret_file: secrets',
+        '',
+      ].join('\n'),
     );
     await writeFile(
       join(dir, 'upstreams.yaml'),

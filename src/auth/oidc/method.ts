@@ -200,7 +200,12 @@ function createOidcAuthenticator(
         return check.reason;
       }
       request.subject = subjectHeaderValue(check.owner);
-      request.identity = identityFromClaims(check.owner, check.claims ?? {}, settings.groupsClaim);
+      request.identity = identityFromClaims(
+        check.owner,
+        check.claims ?? {},
+        settings.groupsClaim,
+        settings.requireVerifiedEmail,
+      );
       request.consumedHeaders.push('authorization');
       return null;
     };

@@ -88,7 +88,7 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
                 subjectClaim: settings.subjectClaim,
               },
               createRemoteKeySet(metadata.jwks_uri, { issuer: metadata.issuer, logger }),
-              { now: deps.now },
+              { now: deps.now, idTokenFor: settings.clientId },
             )
           : null;
       retryMs = 1000;
