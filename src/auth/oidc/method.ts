@@ -35,6 +35,14 @@ import {
 } from './session.ts';
 
 export const OIDC_LOGOUT_PATH = '/.tollgate/oidc/logout';
+const OIDC_PATH_PREFIX = '/.tollgate/oidc/';
+const NOT_OURS: AuthOutcome = Object.freeze({
+  local: {
+    status: 404,
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+    body: '{"error":"not_found"}\n',
+  },
+});
 /** Every cookie Tollgate's logins set starts with this (read here; see removeLoginCookies). */
 const OUR_COOKIES = 'tollgate_';
 
@@ -254,6 +262,9 @@ function createOidcAuthenticator(
       });
     }
     if (path === OIDC_LOGOUT_PATH) return logout(request, cookies);
+    // Any other path of Tollgate's own login space is ours too (routed here by pipeline/1-route):
+    // never forwarded, whatever the session says.
+    if (path.startsWith(OIDC_PATH_PREFIX)) return NOT_OURS;
     const sealed = readSessionValue(cookies);
     if (sealed === null) return withoutSession(request, cookies);
     const settle = (opened: OpenedSession | null): AuthOutcome | Promise<AuthOutcome> =>
