@@ -172,6 +172,23 @@ export const revokedTokens = new Gauge({
   registers: [registry],
 });
 
+export const oidcProviderUp = new Gauge({
+  name: 'tollgate_oidc_provider_up',
+  help: 'Whether an OpenID provider (oidc_providers) has usable metadata, so its routes serve (1) or answer 503 (0), by provider.',
+  labelNames: ['provider'] as const,
+  // With workers: a provider one worker cannot use already fails that worker's requests.
+  aggregator: 'min',
+  registers: [registry],
+});
+
+export const oidcProviderProblem = new Gauge({
+  name: 'tollgate_oidc_provider_problem',
+  help: "1 while an OpenID provider's last discovery failed, by provider and problem (unreachable, timeout, tls, http_error, bad_metadata, client_secret).",
+  labelNames: ['provider', 'problem'] as const,
+  aggregator: 'max',
+  registers: [registry],
+});
+
 export const jwksRefreshesTotal = new Counter({
   name: 'tollgate_jwks_refreshes_total',
   help: 'Fetches of an external issuer key set (jwks_uri), by issuer and result (success, failure).',

@@ -3,10 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
+import type { StatusModel } from '../../src/observe/status.ts';
 import { CookieJar } from '../helpers/cookie-jar.ts';
 import { startTestProvider, type TestAccount, type TestProvider } from '../helpers/oidc-provider.ts';
 import { testScope } from '../helpers/scope.ts';
-import { freePort, request, type Tollgate } from '../helpers/tollgate.ts';
+import { freePort, request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import type { Echo } from '../helpers/upstream.ts';
 
 /**
@@ -42,7 +43,12 @@ describe('OpenID identity claims are read strictly (oidc-provider on loopback)',
     tollgate = await scope.tollgate({
       main: {
         proxy_address_http: `127.0.0.1:${port}`,
-        oidc_providers: { corp: settings, strict: { ...settings, require_verified_email: true } },
+        oidc_providers: {
+          corp: settings,
+          strict: { ...settings, require_verified_email: true },
+          // Nothing listens there: its routes answer 503, and /status must say so.
+          gone: { ...settings, issuer: 'http://127.0.0.1:1' },
+        },
         session_secret_file: join(dir, 'session-secrets'),
       },
       upstreams: {
@@ -54,6 +60,7 @@ describe('OpenID identity claims are read strictly (oidc-provider on loopback)',
               '/strict': { servers, authorization: strict },
               '/strict-mail': { servers, authorization: { ...strict, allow: domain } },
               '/team': { servers, authorization: { ...corp, allow: { claims: { team: ['blue'] } } } },
+              '/gone': { servers, authorization: { type: 'oidc', provider: 'gone' } },
             },
           },
         },
@@ -149,5 +156,37 @@ describe('OpenID identity claims are read strictly (oidc-provider on loopback)',
     assert.equal(await pass({ name: 'blue' }), 403);
     assert.equal(await pass([{ name: 'blue' }]), 403);
     assert.equal(await pass('red'), 403);
+  });
+
+  it('a route whose provider cannot be reached answers 503 and /status shows it down, with the reason', async () => {
+    const res = await request(`${origin}/gone/x`, { headers: { accept: 'application/json' } });
+    assert.equal(res.status, 503);
+    assert.equal(JSON.parse(res.body).error, 'auth_unavailable');
+    let model: StatusModel | null = null;
+    await waitFor(async () => {
+      model = JSON.parse((await request(`${tollgate.adminUrl}/status.json`)).body) as StatusModel;
+      return model.providers.some((provider) => provider.name === 'gone' && provider.state === 'down');
+    });
+    const status = model as unknown as StatusModel;
+    assert.deepEqual(
+      status.providers.map(({ name, state }) => [name, state]),
+      [
+        ['corp', 'ok'],
+        ['gone', 'down'],
+        ['strict', 'ok'],
+      ],
+    );
+    assert.match(String(status.providers.find((p) => p.name === 'gone')?.problem), /cannot be reached/);
+    const route = (id: string) => status.routes.find((candidate) => candidate.id === id);
+    assert.equal(route('127.0.0.1/gone')?.state, 'down');
+    assert.match(
+      String(route('127.0.0.1/gone')?.problems),
+      /OpenID provider gone unavailable: cannot be reached/,
+    );
+    assert.equal(route('127.0.0.1/')?.state, 'ok');
+    assert.ok(status.totals.routes_down >= 1);
+    const page = (await request(`${tollgate.adminUrl}/status`)).body;
+    assert.match(page, /<h2>Login providers<\/h2>/);
+    assert.match(page, /<td>gone<\/td><td class="down">down: its routes answer 503<\/td>/);
   });
 });

@@ -6,6 +6,7 @@ import type { Clock } from '../clock.ts';
 import { createExternalChecker } from '../issuers.ts';
 import { createRemoteKeySet } from '../jwks.ts';
 import type { TokenChecker } from '../jwt.ts';
+import { createProviderHealth, discoveryProblem, type ProviderProblem } from './provider-health.ts';
 
 /** Seconds each provider request may take (discovery, token exchange, refresh). */
 const REQUEST_TIMEOUT_SECONDS = 10;
@@ -47,6 +48,7 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
   let timer: NodeJS.Timeout | null = null;
   let retryMs = 1000;
   let closed = false;
+  const health = createProviderHealth(settings.name);
 
   const schedule = (delayMs: number) => {
     if (closed) return;
@@ -57,8 +59,15 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
   };
 
   const attempt = async (): Promise<void> => {
+    let problem: ProviderProblem | null = null;
     try {
-      const secret = readClientSecret(settings.clientSecretFile);
+      let secret: string;
+      try {
+        secret = readClientSecret(settings.clientSecretFile);
+      } catch (error) {
+        problem = 'client_secret';
+        throw error;
+      }
       const issuer = new URL(settings.issuer);
       const configuration = await discover(
         issuer,
@@ -92,14 +101,18 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
             )
           : null;
       retryMs = 1000;
+      health.discovered();
       schedule(REDISCOVER_MS);
     } catch (error) {
+      problem ??= discoveryProblem(error);
+      health.failed(problem, current !== null);
       // A provider that was known keeps serving with what it last said; one never reached stays 503.
       logger.warn(
         {
           event: 'oidc_provider_unavailable',
           provider: settings.name,
           issuer: settings.issuer,
+          problem,
           err: (error as Error).message,
           retryInSeconds: retryMs / 1000,
         },
