@@ -97,6 +97,14 @@ describe('OpenID identity claims are read strictly (oidc-provider on loopback)',
     const trusted = await login({ ...account, sub: 'trent', emailVerified: 'true' }, '/mail/x');
     assert.equal(trusted.status, 200);
     assert.equal(((await trusted.json()) as Echo).headers['x-tollgate-email'], 'mallory@example.com');
+    // The login's log line names who logged in.
+    await waitFor(() =>
+      tollgate.logs().some((line) => line.event === 'oidc_login' && line.subject === 'trent'),
+    );
+    const loginLine = tollgate
+      .logs()
+      .find((line) => line.event === 'oidc_login' && line.subject === 'mallory');
+    assert.equal(loginLine?.provider, 'corp');
   });
 
   it('a missing email_verified counts as verified unless the provider sets require_verified_email', async () => {

@@ -102,8 +102,10 @@ export async function handleCallback(
   }
   const userinfo = await userinfoIfNeeded(provider, configuration, tokens, deps.logger);
   let sessionCookieLines: string[];
+  let subject: string;
   try {
     const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null, userinfo);
+    subject = session.sub;
     const sealedSession = await deps.sessions.seal(session);
     sessionCookieLines = sessionCookies(sealedSession, cookies, {
       secure: request.secure,
@@ -112,7 +114,8 @@ export async function handleCallback(
   } catch (failure) {
     return refuse('id_token_invalid', (failure as Error).message);
   }
-  deps.logger.info({ event: 'oidc_login', provider: provider.settings.name }, 'OpenID login');
+  // Who logged in, as the access log names them (the subject, never a token or the email).
+  deps.logger.info({ event: 'oidc_login', provider: provider.settings.name, subject }, 'OpenID login');
   return {
     local: {
       status: 303,
