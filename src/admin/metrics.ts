@@ -183,7 +183,7 @@ export const oidcProviderUp = new Gauge({
 
 export const oidcProviderProblem = new Gauge({
   name: 'tollgate_oidc_provider_problem',
-  help: "1 while an OpenID provider's last discovery failed, by provider and problem (unreachable, timeout, tls, http_error, bad_metadata, client_secret).",
+  help: "1 while an OpenID provider's last discovery failed, by provider and problem (unreachable, timeout, tls, http_error, bad_metadata, client_secret, ca_file).",
   labelNames: ['provider', 'problem'] as const,
   aggregator: 'max',
   registers: [registry],

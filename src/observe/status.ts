@@ -301,6 +301,7 @@ const PROVIDER_PROBLEMS: Readonly<Record<string, string>> = {
   http_error: 'answers discovery with an HTTP error',
   bad_metadata: 'answers discovery with something that is not OpenID metadata',
   client_secret: 'client_secret_file cannot be read',
+  ca_file: 'ca_file cannot be read or holds no certificate',
 };
 
 function providerStatus(metrics: Map<string, MetricsSnapshot[number]>): ProviderStatus[] {

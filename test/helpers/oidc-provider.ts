@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type JWTHeaderParameters, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
@@ -27,6 +28,8 @@ export interface TestProviderOptions {
   idTokenSeconds?: number;
   /** Scope claims (email, groups) only from userinfo, not in the ID token, as the spec has it. */
   claimsInUserinfoOnly?: boolean;
+  /** Serve HTTPS with this certificate (an issuer `https://127.0.0.1:<port>`), e.g. from a private CA. */
+  tls?: { cert: Buffer | string; key: Buffer | string };
 }
 
 export interface TestProvider {
@@ -54,10 +57,10 @@ export interface TestProvider {
  * a form (the test decides who logs in, the protocol is untouched).
  */
 export async function startTestProvider(options: TestProviderOptions): Promise<TestProvider> {
-  const server = http.createServer();
+  const server = options.tls ? https.createServer(options.tls) : http.createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const issuer = `${options.tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const clientId = options.clientId ?? 'tollgate';
   const clientSecret = options.clientSecret ?? 'test-client-secret-0123456789';
   const accounts = new Map<string, TestAccount>();

@@ -92,7 +92,10 @@ describe('OpenID identity claims are read strictly (oidc-provider on loopback)',
     assert.equal(echo.headers['x-tollgate-email'], undefined);
     const refused = await login(account, '/mail/x');
     assert.equal(refused.status, 403);
-    assert.equal(((await refused.json()) as { error: string }).error, 'forbidden');
+    // The page names the person, without the unverified address.
+    const html = await refused.text();
+    assert.match(html, /signed in as <strong>mallory<\/strong>,/);
+    assert.doesNotMatch(html, /mallory@example\.com/);
     // The string "true" is a verified address, as boolean true is.
     const trusted = await login({ ...account, sub: 'trent', emailVerified: 'true' }, '/mail/x');
     assert.equal(trusted.status, 200);

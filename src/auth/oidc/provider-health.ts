@@ -11,7 +11,8 @@ export type ProviderProblem =
   | 'tls'
   | 'http_error'
   | 'bad_metadata'
-  | 'client_secret';
+  | 'client_secret'
+  | 'ca_file';
 
 /** Node and undici error codes of a failed TLS handshake or certificate check. */
 const TLS_CODE = /CERT|SSL|TLS|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER/;

@@ -6,6 +6,7 @@ import type { Clock } from '../clock.ts';
 import { createExternalChecker } from '../issuers.ts';
 import { createRemoteKeySet } from '../jwks.ts';
 import type { TokenChecker } from '../jwt.ts';
+import { type ProviderFetch, providerFetch } from './provider-fetch.ts';
 import { createProviderHealth, discoveryProblem, type ProviderProblem } from './provider-health.ts';
 
 /** Seconds each provider request may take (discovery, token exchange, refresh). */
@@ -69,6 +70,13 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
         throw error;
       }
       const issuer = new URL(settings.issuer);
+      let fetchWithCa: ProviderFetch | undefined;
+      try {
+        fetchWithCa = providerFetch(settings.caFile);
+      } catch (error) {
+        problem = 'ca_file';
+        throw error;
+      }
       const configuration = await discover(
         issuer,
         settings.clientId,
@@ -78,6 +86,7 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
           timeout: REQUEST_TIMEOUT_SECONDS,
           // Only loopback issuers may be http:// (config/validate-oidc refuses any other).
           ...(issuer.protocol === 'http:' ? { execute: [client.allowInsecureRequests] } : {}),
+          ...(fetchWithCa === undefined ? {} : { [client.customFetch]: fetchWithCa }),
         },
       );
       const metadata = configuration.serverMetadata();
@@ -96,7 +105,11 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
                 jwksFile: null,
                 subjectClaim: settings.subjectClaim,
               },
-              createRemoteKeySet(metadata.jwks_uri, { issuer: metadata.issuer, logger }),
+              createRemoteKeySet(metadata.jwks_uri, {
+                issuer: metadata.issuer,
+                logger,
+                ...(fetchWithCa === undefined ? {} : { fetch: fetchWithCa }),
+              }),
               { now: deps.now, idTokenFor: settings.clientId },
             )
           : null;
