@@ -75,6 +75,14 @@ export const forwardAuthDuration = new Histogram({
   registers: [registry],
 });
 
+export const forwardAuthFailing = new Gauge({
+  name: 'tollgate_forward_auth_failing',
+  help: "1 while a route's last forward-auth check got no usable answer (it answered 503), by route and failure (timeout, unreachable, bad_status, body_too_large).",
+  labelNames: ['route', 'failure'] as const,
+  aggregator: 'max',
+  registers: [registry],
+});
+
 export const rateLimitedTotal = new Counter({
   name: 'tollgate_rate_limited_total',
   help: 'Requests answered 429 by the rate limiter, by route.',

@@ -149,6 +149,7 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
   const up = sumBy(metrics.get('tollgate_upstream_up'), ['route', 'server']);
   const dispatched = sumBy(metrics.get('tollgate_upstream_requests_total'), ['server']);
   const inFlight = sumBy(metrics.get('tollgate_upstream_in_flight'), ['server']);
+  const forwardFailures = labelOf(metrics.get('tollgate_forward_auth_failing'), 'route', 'failure');
   const providers = providerStatus(metrics);
   const providerNamed = new Map(providers.map((provider) => [provider.name, provider]));
 
@@ -164,7 +165,7 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
         in_flight: inFlight.get(server.address) ?? 0,
       };
     });
-    const { state, problems } = routeState(route, servers, providerNamed);
+    const { state, problems } = routeState(route, servers, providerNamed, forwardFailures);
     return {
       id: route.id,
       host: route.hostKey,
@@ -231,6 +232,7 @@ function routeState(
   route: Route,
   servers: readonly ServerStatus[],
   providers: ReadonlyMap<string, ProviderStatus>,
+  forwardFailures: ReadonlyMap<string, string>,
 ): { state: RouteState; problems: string[] } {
   // Traefik's runtime view in miniature: a route that cannot serve is down, one that serves with
   // fewer servers than configured is a warning.
@@ -242,6 +244,12 @@ function routeState(
     return {
       state: 'down',
       problems: [`OpenID provider ${provider.name} unavailable: ${provider.problem ?? 'not discovered yet'}`],
+    };
+  const forwardFailure = route.auth?.type === 'forward' ? forwardFailures.get(route.id) : undefined;
+  if (forwardFailure !== undefined)
+    return {
+      state: 'down',
+      problems: [`forward-auth service ${FORWARD_FAILURES[forwardFailure] ?? forwardFailure} (last check)`],
     };
   if (servers.length === 0)
     return { state: 'down', problems: [route.service ? 'no ready endpoints' : 'no servers'] };
@@ -291,6 +299,29 @@ function sumBy(
     sums.set(key, (sums.get(key) ?? 0) + sample.value);
   }
   return sums;
+}
+
+/** What a failed forward-auth check (auth/forward) means, for a person; never the service's URL. */
+const FORWARD_FAILURES: Readonly<Record<string, string>> = {
+  timeout: 'did not answer in time',
+  unreachable: 'cannot be reached',
+  bad_status: 'answered neither 2xx nor 401, 403 or a redirect',
+  body_too_large: 'answered a refusal over 64 KiB',
+};
+
+/** For each value of `key`, the value of `label` of a sample above 0 (a gauge set to 1 while true). */
+function labelOf(
+  metric: MetricsSnapshot[number] | undefined,
+  key: string,
+  label: string,
+): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const sample of metric?.values ?? []) {
+    if (sample.value <= 0) continue;
+    const labels = sample.labels as Labels;
+    found.set(String(labels[key] ?? ''), String(labels[label] ?? ''));
+  }
+  return found;
 }
 
 /** What each discovery problem (auth/oidc/provider-health) means, for a person. */

@@ -79,4 +79,34 @@ describe('OpenID providers on /status', () => {
     assert.equal(discoveryProblem(notConform('"response" body must be a top level object')), 'bad_metadata');
     assert.equal(discoveryProblem(new Error('the metadata has no authorization_endpoint')), 'bad_metadata');
   });
+
+  it('a forward route whose last check failed is down with the reason, never the URL', () => {
+    const forward = {
+      type: 'forward',
+      users: [],
+      keys: [],
+      forward: { url: 'http://auth.internal/check?key=secret' },
+    } as unknown as AuthorizationConfig;
+    const shown = buildStatus({
+      now: 0,
+      phase: 'ready',
+      table: fakeTable([
+        fakeRoute({ id: 'f.test/', servers: [server], auth: forward }),
+        fakeRoute({ id: 'g.test/', servers: [server], auth: forward }),
+      ]),
+      metrics: [
+        gauge('tollgate_forward_auth_failing', [
+          [{ route: 'f.test/', failure: 'timeout' }, 1],
+          [{ route: 'g.test/', failure: 'unreachable' }, 0],
+        ]),
+      ],
+      reloads: [],
+      workers: null,
+    });
+    assert.equal(shown.routes[0]?.id, 'f.test/');
+    assert.equal(shown.routes[0]?.state, 'down');
+    assert.deepEqual(shown.routes[0]?.problems, ['forward-auth service did not answer in time (last check)']);
+    assert.equal(shown.routes[1]?.state, 'ok');
+    assert.doesNotMatch(JSON.stringify(shown), /secret|auth\.internal/);
+  });
 });
