@@ -110,6 +110,16 @@ export interface CookieAttributes {
  * `cookie_domain` when the host is it or under it, else none (host-only): a host outside the domain
  * never sets, nor is sent, a cookie for it.
  */
+/** A session cookie's attributes on a request's host: Secure on HTTPS, the shared domain when it covers the host. */
+export function sessionCookieAttributes(
+  request: { secure: boolean; host: string },
+  cookieDomain: string | null | undefined,
+  maxAge: number,
+): CookieAttributes {
+  const domain = sessionCookieDomain(cookieDomain, request.host);
+  return { secure: request.secure, maxAge, ...(domain === undefined ? {} : { domain }) };
+}
+
 export function sessionCookieDomain(
   cookieDomain: string | null | undefined,
   host: string,

@@ -4,7 +4,7 @@ import type { ProxyRequest } from '../../pipeline/request.ts';
 import type { AuthAnswer, AuthDenial, AuthFailureReason, OidcFailureReason } from '../authenticator.ts';
 import { safeEqual } from '../compare.ts';
 import { sameHostTarget } from '../redirect.ts';
-import { type Sealer, sessionCookieDomain, sessionCookies, setCookie } from '../session-cookie.ts';
+import { type Sealer, sessionCookieAttributes, sessionCookies, setCookie } from '../session-cookie.ts';
 import { isLoginState, type LoginState, stateCookieName } from './login.ts';
 import { PAGE_SECURITY_HEADERS } from './pages.ts';
 import type { OidcProvider } from './provider.ts';
@@ -108,12 +108,11 @@ export async function handleCallback(
     const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null, userinfo);
     subject = session.sub;
     const sealedSession = await deps.sessions.seal(session);
-    const domain = sessionCookieDomain(provider.settings.cookieDomain, request.host);
-    sessionCookieLines = sessionCookies(sealedSession, cookies, {
-      secure: request.secure,
-      maxAge: session.max - nowSeconds,
-      ...(domain === undefined ? {} : { domain }),
-    });
+    sessionCookieLines = sessionCookies(
+      sealedSession,
+      cookies,
+      sessionCookieAttributes(request, provider.settings.cookieDomain, session.max - nowSeconds),
+    );
   } catch (failure) {
     return refuse('id_token_invalid', (failure as Error).message);
   }

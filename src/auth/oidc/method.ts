@@ -1,4 +1,4 @@
-import * as client from 'openid-client';
+import type * as client from 'openid-client';
 import { readSessionSecrets } from '../../config/file-checks.ts';
 import type { AuthorizationConfig, MainConfig } from '../../config/types.ts';
 import { DEFAULT_SESSION_MAX_AGE_SECONDS, OIDC_CALLBACK_PATH } from '../../config/validate-oidc.ts';
@@ -14,20 +14,28 @@ import {
 import type { Clock } from '../clock.ts';
 import { sameHostTarget } from '../redirect.ts';
 import {
-  clearedSessionCookies,
   cookiesStartingWith,
   createSealer,
   readSessionValue,
   removeLoginCookies,
   type Sealer,
   STATE_COOKIE_PREFIX,
-  sessionCookieDomain,
+  sessionCookieAttributes,
   sessionCookies,
 } from '../session-cookie.ts';
 import type { TokenCheck } from '../tokens.ts';
 import { handleCallback } from './callback.ts';
+import {
+  type EndpointContext,
+  logout,
+  OIDC_LOGOUT_PATH,
+  OIDC_USERINFO_PATH,
+  SWITCH_ACCOUNT_PATH,
+  switchAccount,
+  userinfo,
+} from './endpoints.ts';
 import { isLoginNavigation, loginRedirect, redirectUriFor } from './login.ts';
-import { forbiddenPage, SWITCH_ACCOUNT_PATH, signInPage, wantsPage } from './pages.ts';
+import { forbiddenPage, signInPage, wantsPage } from './pages.ts';
 import { createOidcProvider, type OidcProvider } from './provider.ts';
 import {
   createSessionStore,
@@ -37,10 +45,7 @@ import {
   type SessionStore,
 } from './session.ts';
 
-export const OIDC_LOGOUT_PATH = '/.tollgate/oidc/logout';
 const OIDC_PATH_PREFIX = '/.tollgate/oidc/';
-/** The session's identity as JSON, for single-page apps (docs/authentication.md#openid-connect). */
-export const OIDC_USERINFO_PATH = '/.tollgate/oidc/userinfo';
 const NOT_OURS: AuthOutcome = Object.freeze({
   local: {
     status: 404,
@@ -172,13 +177,12 @@ function createOidcAuthenticator(
     if (settings.passAccessToken && session.at !== undefined) request.consumedHeaders.push('authorization');
     request.upstreamHeaders = admission.headers as string[];
     if (resealed !== null) {
-      const domain = sessionCookieDomain(settings.cookieDomain, request.host);
       request.responseCookies.push(
-        ...sessionCookies(resealed, cookies, {
-          secure: request.secure,
-          maxAge: session.max - deps.now(),
-          ...(domain === undefined ? {} : { domain }),
-        }),
+        ...sessionCookies(
+          resealed,
+          cookies,
+          sessionCookieAttributes(request, settings.cookieDomain, session.max - deps.now()),
+        ),
       );
     }
     return null;
@@ -234,105 +238,14 @@ function createOidcAuthenticator(
     return check instanceof Promise ? check.then(settle) : settle(check);
   };
 
-  const logout = (request: ProxyRequest, cookies: ReadonlyMap<string, string>): Promise<AuthOutcome> => {
-    const sealed = readSessionValue(cookies);
-    return (async () => {
-      const session = sealed === null ? null : await sessions.peek(sealed);
-      // The provider that logged this person in (several may serve one host), else the route's.
-      const loggedInWith = (session === null ? undefined : deps.providerNamed(session.p)) ?? provider;
-      const cleared = clearedSessionCookies(
-        cookies,
-        request.secure,
-        sessionCookieDomain(loggedInWith.settings.cookieDomain, request.host),
-      );
-      const answer = (location: string): AuthOutcome => ({
-        local: {
-          status: 303,
-          headers: { location, 'set-cookie': cleared, 'cache-control': 'no-store' },
-          body: '',
-        },
-      });
-      // Where the logout ends: the provider's post_logout_redirect_url, else this host's `/`.
-      const landing = loggedInWith.settings.postLogoutRedirectUrl ?? null;
-      const configuration = await loggedInWith.configuration();
-      const callback = redirectUriFor(request, loggedInWith);
-      if (configuration === null || callback === null) return answer(landing ?? '/');
-      if (typeof configuration.serverMetadata().end_session_endpoint !== 'string')
-        return answer(landing ?? '/');
-      const parameters: Record<string, string> = {
-        post_logout_redirect_uri: landing ?? new URL('/', callback).href,
-        client_id: loggedInWith.settings.clientId,
-      };
-      if (session?.idt !== undefined) parameters.id_token_hint = session.idt;
-      return answer(client.buildEndSessionUrl(configuration, parameters).href);
-    })();
+  const endpoints: EndpointContext = {
+    provider,
+    sealer,
+    sessions,
+    now: deps.now,
+    providerNamed: deps.providerNamed,
+    configurationThen,
   };
-
-  /** The session's identity as JSON; 401 login_required without one (never a login redirect). */
-  const userinfo = (
-    request: ProxyRequest,
-    cookies: ReadonlyMap<string, string>,
-  ): AuthOutcome | Promise<AuthOutcome> => {
-    const sealed = readSessionValue(cookies);
-    if (sealed === null) return 'login_required';
-    const settle = (opened: OpenedSession | null): AuthOutcome => {
-      if (opened === null) return 'login_required';
-      const { session } = opened;
-      const headers: Record<string, string | string[]> = {
-        'content-type': 'application/json',
-        'cache-control': 'no-store',
-      };
-      if (opened.resealed !== null) {
-        const domain = sessionCookieDomain(settings.cookieDomain, request.host);
-        headers['set-cookie'] = sessionCookies(opened.resealed, cookies, {
-          secure: request.secure,
-          maxAge: session.max - deps.now(),
-          ...(domain === undefined ? {} : { domain }),
-        });
-      }
-      const body = { subject: session.sub, email: session.em, groups: session.gr, provider: session.p };
-      return { local: { status: 200, headers, body: `${JSON.stringify(body)}\n` } };
-    };
-    const opened = sessions.use(sealed, provider);
-    return opened instanceof Promise ? opened.then(settle) : settle(opened);
-  };
-
-  /** "Sign in with another account": the session ends and the provider is asked to log someone in anew. */
-  const switchAccount = (
-    request: ProxyRequest,
-    cookies: ReadonlyMap<string, string>,
-  ): AuthOutcome | Promise<AuthOutcome> =>
-    configurationThen(async (configuration) => {
-      const redirectUri = redirectUriFor(request, provider);
-      if (redirectUri === null) return 'auth_unavailable';
-      const returnTo = sameHostTarget(new URLSearchParams(request.query).get('rd'));
-      const pending = [...cookies.keys()].filter((name) => name.startsWith(STATE_COOKIE_PREFIX));
-      const login = await loginRedirect(
-        request,
-        provider,
-        configuration,
-        sealer,
-        deps.now(),
-        pending,
-        redirectUri,
-        {
-          returnTo,
-          prompt: 'login',
-        },
-      );
-      const domain = sessionCookieDomain(settings.cookieDomain, request.host);
-      const cleared = clearedSessionCookies(cookies, request.secure, domain);
-      const setCookies = login.local.headers['set-cookie'];
-      return {
-        local: {
-          ...login.local,
-          headers: {
-            ...login.local.headers,
-            'set-cookie': [...cleared, ...(Array.isArray(setCookies) ? setCookies : [])],
-          },
-        },
-      };
-    });
 
   /**
    * A person's browser gets a page instead of JSON (docs/authentication.md#openid-connect): who they
@@ -365,9 +278,9 @@ function createOidcAuthenticator(
         logger: deps.logger,
       });
     }
-    if (path === OIDC_LOGOUT_PATH) return logout(request, cookies);
-    if (path === OIDC_USERINFO_PATH) return userinfo(request, cookies);
-    if (path === SWITCH_ACCOUNT_PATH) return switchAccount(request, cookies);
+    if (path === OIDC_LOGOUT_PATH) return logout(request, cookies, endpoints);
+    if (path === OIDC_USERINFO_PATH) return userinfo(request, cookies, endpoints);
+    if (path === SWITCH_ACCOUNT_PATH) return switchAccount(request, cookies, endpoints);
     // Any other path of Tollgate's own login space is ours too (routed here by pipeline/1-route):
     // never forwarded, whatever the session says.
     if (path.startsWith(OIDC_PATH_PREFIX)) return NOT_OURS;

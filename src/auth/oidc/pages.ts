@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { isGrpcRequest } from '../../local-response.ts';
 import type { Identity } from '../../pipeline/request.ts';
 import type { AuthDenial } from '../authenticator.ts';
+import { OIDC_LOGOUT_PATH, SWITCH_ACCOUNT_PATH } from './endpoints.ts';
 
 /**
  * The pages a person sees when an oidc route refuses them (docs/authentication.md#openid-connect):
@@ -9,9 +10,6 @@ import type { AuthDenial } from '../authenticator.ts';
  * JSON. Plain HTML, no script, one inline stylesheet, and a Content-Security-Policy that allows
  * nothing else; every value shown is escaped.
  */
-
-export const SIGN_OUT_PATH = '/.tollgate/oidc/logout';
-export const SWITCH_ACCOUNT_PATH = '/.tollgate/oidc/switch';
 
 export const PAGE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'content-security-policy':
@@ -66,7 +64,7 @@ export function signInPage(returnTo: string): AuthDenial {
 
 function actions(returnTo: string): string {
   return (
-    `<p><form method="post" action="${SIGN_OUT_PATH}"><button type="submit">Sign out</button></form>` +
+    `<p><form method="post" action="${OIDC_LOGOUT_PATH}"><button type="submit">Sign out</button></form>` +
     `<a class="button" href="${escapeHtml(switchUrl(returnTo))}">Sign in with another account</a></p>`
   );
 }
