@@ -71,9 +71,13 @@ function isVariantOf(candidate: string, lowerName: string): boolean {
 
 /** A parameter's name as an application reads it: `+` as space, decoded, spaces around it dropped. */
 function parameterName(rawName: string): string | null {
-  const spaced = rawName.includes('+') ? rawName.replaceAll('+', ' ') : rawName;
-  const decoded = spaced.includes('%') ? safeDecode(spaced) : spaced;
-  return decoded === null ? null : decoded.trim();
+  const spaced = rawName.indexOf('+') === -1 ? rawName : rawName.replaceAll('+', ' ');
+  const decoded = spaced.indexOf('%') === -1 ? spaced : safeDecode(spaced);
+  if (decoded === null || decoded === '') return decoded;
+  // trim() only when an end may be whitespace (controls, space, or beyond ASCII: NBSP and others).
+  const first = decoded.charCodeAt(0);
+  const last = decoded.charCodeAt(decoded.length - 1);
+  return first <= 0x20 || last <= 0x20 || first >= 0x80 || last >= 0x80 ? decoded.trim() : decoded;
 }
 
 /**
