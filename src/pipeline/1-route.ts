@@ -136,18 +136,34 @@ const LOGIN_PREFIX = '/.tollgate/oidc/';
  */
 function routeOwningLogin(table: RoutingTable, host: string, path: string): Route | null | undefined {
   if (path.charCodeAt(1) !== 0x2e || !path.startsWith(LOGIN_PREFIX)) return undefined;
-  const hostKey = hostKeyServing(table.routes, host);
-  if (hostKey === null) return null;
-  for (const route of table.routes) {
-    if (route.hostKey === hostKey && route.auth?.type === 'oidc') return route;
+  const { hostKeys, loginRoutes } = loginIndexOf(table);
+  const hostKey = hostKeyServing(hostKeys, host);
+  return hostKey === null ? null : (loginRoutes.get(hostKey) ?? null);
+}
+
+/** Per table, built on its first login request: its host keys, and each one's first oidc route. */
+const loginIndexes = new WeakMap<
+  RoutingTable,
+  { hostKeys: ReadonlySet<string>; loginRoutes: ReadonlyMap<string, Route> }
+>();
+function loginIndexOf(table: RoutingTable) {
+  let index = loginIndexes.get(table);
+  if (index === undefined) {
+    const hostKeys = new Set<string>();
+    const loginRoutes = new Map<string, Route>();
+    for (const route of table.routes) {
+      hostKeys.add(route.hostKey);
+      if (route.auth?.type === 'oidc' && !loginRoutes.has(route.hostKey))
+        loginRoutes.set(route.hostKey, route);
+    }
+    index = { hostKeys, loginRoutes };
+    loginIndexes.set(table, index);
   }
-  return null;
+  return index;
 }
 
 /** The host key routing/match answers `host` from: exact, else the longest wildcard suffix, else DEFAULT. */
-function hostKeyServing(routes: readonly Route[], host: string): string | null {
-  const keys = new Set<string>();
-  for (const route of routes) keys.add(route.hostKey);
+function hostKeyServing(keys: ReadonlySet<string>, host: string): string | null {
   if (keys.has(host)) return host;
   for (let dot = host.indexOf('.'); dot > 0; dot = host.indexOf('.', dot + 1)) {
     const wildcard = `*${host.slice(dot)}`;
