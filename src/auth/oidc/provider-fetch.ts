@@ -6,7 +6,7 @@ import { readCaBundle } from '../../config/file-checks.ts';
 export type ProviderFetch = (url: string, options: object) => Promise<Response>;
 
 /** One connection pool per CA file while its content stays the same (discovery reruns every hour). */
-const pools = new Map<string, { pem: string; fetch: ProviderFetch; agent: Agent }>();
+const pools = new Map<string, { pem: string; fetch: ProviderFetch }>();
 
 /**
  * The fetch a provider's requests go through when its `ca_file` names a private CA
@@ -24,8 +24,8 @@ export function providerFetch(caFile: string | null | undefined): ProviderFetch 
   const agent = new Agent({ connect: { ca: [...rootCertificates, ...bundle] } });
   const fetch: ProviderFetch = (url, options) =>
     undiciFetch(url, { ...options, dispatcher: agent }) as unknown as Promise<Response>;
-  pools.set(caFile, { pem, fetch, agent });
-  // The replaced pool's idle connections close on their own; requests under way finish on it.
-  if (kept !== undefined) void kept.agent.close().catch(() => {});
+  pools.set(caFile, { pem, fetch });
+  // The replaced pool is not closed: metadata discovered with it may still be in use (a failed
+  // rediscovery keeps it); its idle connections time out on their own.
   return fetch;
 }
