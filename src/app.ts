@@ -4,7 +4,7 @@ import type { AddressInfo, Server } from 'node:net';
 import { createAdminServer } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
-import { takeQueryParam } from './auth/query.ts';
+import { recordableQuery } from './auth/query.ts';
 import { type LoadedRevocations, loadRevocationList, watchRevokedTokens } from './auth/revocation.ts';
 import {
   ADMIN_CONNECTIONS,
@@ -179,8 +179,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     throw new StartError(`tollgate: ${(error as Error).message}`);
   }
   const worker = options.worker ?? null;
-  // The token parameter never reaches the access log or a span, whatever the route (docs/tokens.md).
-  const observe = createObserve(main, logger, (query) => takeQueryParam(query, main.tokenParam).rest);
+  // The token parameter never reaches the access log or a span, whatever the route (docs/tokens.md),
+  // nor a login callback's code and state (docs/observability.md).
+  const observe = createObserve(main, logger, (query, path) => recordableQuery(query, path, main.tokenParam));
   const pipeline = createPipeline({
     main,
     table: runtime.table,

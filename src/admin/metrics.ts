@@ -75,6 +75,14 @@ export const forwardAuthDuration = new Histogram({
   registers: [registry],
 });
 
+export const forwardAuthFailing = new Gauge({
+  name: 'tollgate_forward_auth_failing',
+  help: "1 while a route's last forward-auth check got no usable answer (it answered 503), by route and failure (timeout, unreachable, bad_status, body_too_large).",
+  labelNames: ['route', 'failure'] as const,
+  aggregator: 'max',
+  registers: [registry],
+});
+
 export const rateLimitedTotal = new Counter({
   name: 'tollgate_rate_limited_total',
   help: 'Requests answered 429 by the rate limiter, by route.',
@@ -169,6 +177,23 @@ export const tlsCertificateExpiry = new Gauge({
 export const revokedTokens = new Gauge({
   name: 'tollgate_revoked_tokens',
   help: 'Token ids listed in revoked_tokens_file and in force.',
+  registers: [registry],
+});
+
+export const oidcProviderUp = new Gauge({
+  name: 'tollgate_oidc_provider_up',
+  help: 'Whether an OpenID provider (oidc_providers) has usable metadata, so its routes serve (1) or answer 503 (0), by provider.',
+  labelNames: ['provider'] as const,
+  // With workers: a provider one worker cannot use already fails that worker's requests.
+  aggregator: 'min',
+  registers: [registry],
+});
+
+export const oidcProviderProblem = new Gauge({
+  name: 'tollgate_oidc_provider_problem',
+  help: "1 while an OpenID provider's last discovery failed, by provider and problem (unreachable, timeout, tls, http_error, bad_metadata, client_secret, ca_file).",
+  labelNames: ['provider', 'problem'] as const,
+  aggregator: 'max',
   registers: [registry],
 });
 

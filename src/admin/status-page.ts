@@ -9,6 +9,7 @@ export function renderStatusPage(model: StatusModel): string {
   const sections = [
     summary(model),
     routes(model),
+    providers(model),
     sources(model),
     certificates(model),
     model.workers === null ? '' : workers(model.workers),
@@ -129,6 +130,26 @@ ${rows || '<tr><td colspan="6">Nothing watched.</td></tr>'}
 </tbody>
 </table>
 ${kubernetes}
+</section>`;
+}
+
+/** OpenID providers: whether their last discovery worked, and if not why (their routes answer 503 when down). */
+function providers(model: StatusModel): string {
+  if (model.providers.length === 0) return '';
+  const rows = model.providers
+    .map(
+      (provider) =>
+        `<tr><td>${text(provider.name)}</td><td class="${provider.state === 'failing' ? 'warning' : provider.state}">${provider.state === 'ok' ? 'discovery ok' : provider.state === 'failing' ? 'discovery failing (earlier metadata in use)' : 'down: its routes answer 503'}</td><td>${text(provider.problem ?? '')}</td></tr>`,
+    )
+    .join('\n');
+  return `<section>
+<h2>Login providers</h2>
+<table>
+<thead><tr><th>Provider</th><th>State</th><th>Problem</th></tr></thead>
+<tbody>
+${rows}
+</tbody>
+</table>
 </section>`;
 }
 

@@ -6,15 +6,30 @@ import { sanPatternCheck } from './client-certificate.ts';
 export type { Identity };
 
 /**
- * An identity from OpenID claims: `email` unless `email_verified` is false (an unverified address
- * proves nothing), groups from `groupsClaim` (a list, or one string).
+ * Whether an `email_verified` claim vouches for the address (docs/authentication.md#who-may-pass):
+ * only boolean `true` or the string `"true"` do (some providers send booleans as strings); `"false"`,
+ * numbers and anything else do not. A missing claim counts as verified unless the provider says
+ * `require_verified_email: true`.
+ */
+export function emailIsVerified(value: unknown, requireVerifiedEmail: boolean): boolean {
+  if (value === undefined) return !requireVerifiedEmail;
+  return value === true || value === 'true';
+}
+
+/**
+ * An identity from OpenID claims: `email` only when verified (an unverified address proves nothing,
+ * see emailIsVerified), groups from `groupsClaim` (a list, or one string).
  */
 export function identityFromClaims(
   subject: string,
   claims: Readonly<Record<string, unknown>>,
   groupsClaim: string,
+  requireVerifiedEmail = false,
 ): Identity {
-  const email = typeof claims.email === 'string' && claims.email_verified !== false ? claims.email : null;
+  const email =
+    typeof claims.email === 'string' && emailIsVerified(claims.email_verified, requireVerifiedEmail)
+      ? claims.email
+      : null;
   const raw = claims[groupsClaim];
   const groups = Array.isArray(raw)
     ? raw.filter((group): group is string => typeof group === 'string')
@@ -92,9 +107,17 @@ function singleAtEmail(email: string | null): string | null {
   return email.toLowerCase();
 }
 
-/** A string claim must be listed; an array claim must hold a listed value; numbers and booleans as text. */
-function claimMatches(value: unknown, allowed: ReadonlySet<string>): boolean {
-  if (Array.isArray(value)) return value.some((entry) => claimMatches(entry, allowed));
+/**
+ * A top-level claim must be a listed value, or a list holding one; numbers and booleans compare as
+ * text. Nothing nested: a list inside a list, or an object, matches nothing (a claim shaped
+ * `[["admin"]]` or `{"role": "admin"}` says something else than "admin").
+ */
+export function claimMatches(value: unknown, allowed: ReadonlySet<string>): boolean {
+  if (Array.isArray(value)) return value.some((entry) => scalarMatches(entry, allowed));
+  return scalarMatches(value, allowed);
+}
+
+function scalarMatches(value: unknown, allowed: ReadonlySet<string>): boolean {
   if (typeof value === 'string') return allowed.has(value);
   if (typeof value === 'number' || typeof value === 'boolean') return allowed.has(String(value));
   return false;

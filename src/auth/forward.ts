@@ -1,5 +1,5 @@
 import { Pool } from 'undici';
-import { forwardAuthDuration } from '../admin/metrics.ts';
+import { forwardAuthDuration, forwardAuthFailing } from '../admin/metrics.ts';
 import type { ForwardAuthSettings } from '../config/types.ts';
 import { normaliseHeaderName } from '../header-names.ts';
 import { isGrpcRequest } from '../local-response.ts';
@@ -107,7 +107,25 @@ function createForwardAuthenticator(
   if (settings.subjectHeader !== null) fromUpstreamCopies.push(normaliseHeaderName(settings.subjectHeader));
   const consumed = [...new Set(fromUpstreamCopies)];
 
+  /**
+   * Each route's last failure, published so /status shows the route down while it answers 503
+   * (docs/observability.md#the-status-page); the gauge changes only when the failure does.
+   */
+  const failingRoutes = new Map<string, Failure>();
+  const routeFailed = (routeId: string, failure: Failure | null) => {
+    const previous = failingRoutes.get(routeId);
+    if (previous === (failure ?? undefined)) return;
+    if (previous !== undefined) forwardAuthFailing.remove({ route: routeId, failure: previous });
+    if (failure === null) {
+      failingRoutes.delete(routeId);
+    } else {
+      forwardAuthFailing.set({ route: routeId, failure }, 1);
+      failingRoutes.set(routeId, failure);
+    }
+  };
+
   const unavailable = (request: ProxyRequest, failure: Failure, detail: string): AuthOutcome => {
+    routeFailed(request.route.id, failure);
     if (!pool.failing) {
       pool.failing = true;
       logger.warn(
@@ -125,6 +143,7 @@ function createForwardAuthenticator(
   };
 
   const recovered = (request: ProxyRequest) => {
+    if (failingRoutes.size > 0) routeFailed(request.route.id, null);
     if (!pool.failing) return;
     pool.failing = false;
     logger.info(

@@ -56,6 +56,11 @@ const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 export interface ExternalCheckerOptions {
   now: Clock;
+  /**
+   * Set on an OpenID route (the provider's client_id): the Bearer token must be an ID token for this
+   * client, see idTokenRefusal.
+   */
+  idTokenFor?: string;
   /** Most verified tokens remembered at once. Default 10 000. */
   cacheEntries?: number;
 }
@@ -78,8 +83,9 @@ export function createExternalChecker(
   async function verify(token: string): Promise<TokenCheck> {
     const generation = keys.generation();
     let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
+    let header: Awaited<ReturnType<typeof jwtVerify>>['protectedHeader'];
     try {
-      ({ payload } = await jwtVerify(token, keys, {
+      ({ payload, protectedHeader: header } = await jwtVerify(token, keys, {
         algorithms: EXTERNAL_ALGORITHMS,
         issuer: issuer.issuer,
         audience: issuer.audience,
@@ -89,6 +95,10 @@ export function createExternalChecker(
       }));
     } catch (error) {
       return refusalOf(error);
+    }
+    if (options.idTokenFor !== undefined) {
+      const refusal = idTokenRefusal(header.typ, payload.aud, payload.azp, options.idTokenFor);
+      if (refusal !== null) return invalidBecause(refusal);
     }
     const subject = payload[issuer.subjectClaim];
     if (!isValidOwner(subject)) return invalidBecause('bad_subject');
@@ -127,6 +137,28 @@ export function createExternalChecker(
     return verify(token);
   };
 }
+
+/**
+ * Why a verified token is not an ID token for `clientId`, or null when it is
+ * (docs/authentication.md#openid-connect): `typ` absent or `JWT` (an access token `at+jwt`, a logout
+ * token `logout+jwt` and other typed tokens are signed by the same keys, for other uses), and OpenID
+ * Core's `azp` rule: present, it must be the client_id; with several audiences it must be present.
+ */
+export function idTokenRefusal(
+  typ: unknown,
+  aud: unknown,
+  azp: unknown,
+  clientId: string,
+): TokenRefusalDetail | null {
+  if (typ !== undefined && (typeof typ !== 'string' || !ID_TOKEN_TYPES.has(typ.toLowerCase())))
+    return 'wrong_type';
+  if (azp !== undefined && azp !== clientId) return 'wrong_authorized_party';
+  if (Array.isArray(aud) && aud.length > 1 && azp === undefined) return 'wrong_authorized_party';
+  return null;
+}
+
+/** `typ` values of a plain JWT (RFC 7519 §5.1: a media type, compared without case, `application/` optional). */
+const ID_TOKEN_TYPES = new Set(['jwt', 'application/jwt']);
 
 /**
  * One checker for a policy that trusts several issuers: the token's unverified `iss` only picks which

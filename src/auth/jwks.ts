@@ -1,4 +1,11 @@
-import { createLocalJWKSet, createRemoteJWKSet, errors, type JWTVerifyGetKey } from 'jose';
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  customFetch,
+  errors,
+  type FetchImplementation,
+  type JWTVerifyGetKey,
+} from 'jose';
 import { jwksRefreshesTotal } from '../admin/metrics.ts';
 import { readJwksFile } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
@@ -26,6 +33,8 @@ export interface RemoteKeySetOptions {
   refreshMs?: number;
   /** Milliseconds clock, for tests. */
   nowMs?: () => number;
+  /** The fetch to use (an OpenID provider's with its private CA); the runtime's by default. */
+  fetch?: FetchImplementation;
 }
 
 /**
@@ -48,6 +57,7 @@ export function createRemoteKeySet(uri: string, options: RemoteKeySetOptions): K
     cacheMaxAge: Number.POSITIVE_INFINITY,
     cooldownDuration: Number.POSITIVE_INFINITY,
     timeoutDuration: FETCH_TIMEOUT_MS,
+    ...(options.fetch === undefined ? {} : { [customFetch]: options.fetch }),
   });
   let lastFetch = Number.NEGATIVE_INFINITY;
   let lastUnknownKidRefresh = Number.NEGATIVE_INFINITY;

@@ -7,7 +7,9 @@
  * for case-insensitive parsers) and array/hash forms (`tollgatetoken[]`, `tollgatetoken[0]`, as PHP
  * and Rack read them), and any of these after a `;` inside a parameter (`a=1;tollgatetoken=T`: servers
  * that split queries on `;` as well as `&` read it as its own parameter). None of those is accepted as
- * a token, but none reaches the upstream or the access log either.
+ * a token, but none reaches the upstream or the access log either. A name is read as frameworks
+ * read it: `+` is a space, and spaces (plain or encoded) around it are dropped (`%20tollgatetoken`,
+ * `tollgatetoken%20`: PHP strips leading spaces), so these are the parameter itself, token included.
  */
 export function takeQueryParam(query: string, name: string): { value: string | null; rest: string } {
   if (query === '') return { value: null, rest: query };
@@ -29,8 +31,7 @@ export function takeQueryParam(query: string, name: string): { value: string | n
       }
     }
     const equals = part.indexOf('=');
-    const rawName = equals === -1 ? part : part.slice(0, equals);
-    const decodedName = rawName.includes('%') ? safeDecode(rawName) : rawName;
+    const decodedName = parameterName(equals === -1 ? part : part.slice(0, equals));
     if (decodedName === name) {
       if (value === null) value = safeDecode(equals === -1 ? '' : part.slice(equals + 1)) ?? '';
       found = true;
@@ -53,8 +54,7 @@ function withoutMatrixToken(part: string, name: string, lowerName: string): stri
   for (let i = 1; i < pieces.length; i++) {
     const piece = pieces[i] as string;
     const equals = piece.indexOf('=');
-    const rawName = equals === -1 ? piece : piece.slice(0, equals);
-    const decodedName = rawName.includes('%') ? safeDecode(rawName) : rawName;
+    const decodedName = parameterName(equals === -1 ? piece : piece.slice(0, equals));
     if (decodedName === name || (decodedName !== null && isVariantOf(decodedName, lowerName))) continue;
     kept.push(piece);
   }
@@ -68,6 +68,31 @@ function isVariantOf(candidate: string, lowerName: string): boolean {
   if (!lower.startsWith(lowerName)) return false;
   return lower.length === lowerName.length || lower.charCodeAt(lowerName.length) === 0x5b; // '['
 }
+
+/** A parameter's name as an application reads it: `+` as space, decoded, spaces around it dropped. */
+function parameterName(rawName: string): string | null {
+  const spaced = rawName.indexOf('+') === -1 ? rawName : rawName.replaceAll('+', ' ');
+  const decoded = spaced.indexOf('%') === -1 ? spaced : safeDecode(spaced);
+  if (decoded === null || decoded === '') return decoded;
+  // trim() only when an end may be whitespace (controls, space, or beyond ASCII: NBSP and others).
+  const first = decoded.charCodeAt(0);
+  const last = decoded.charCodeAt(decoded.length - 1);
+  return first <= 0x20 || last <= 0x20 || first >= 0x80 || last >= 0x80 ? decoded.trim() : decoded;
+}
+
+/**
+ * A query as it may be recorded (access log, spans; docs/observability.md): without the token
+ * parameter, and on Tollgate's login paths (the OpenID callback) without `code` and `state` either,
+ * in every spelling the token parameter is recognised in.
+ */
+export function recordableQuery(query: string, path: string, tokenParam: string): string {
+  const rest = takeQueryParam(query, tokenParam).rest;
+  if (!path.startsWith(LOGIN_PATHS) || rest === '') return rest;
+  return takeQueryParam(takeQueryParam(rest, 'code').rest, 'state').rest;
+}
+
+/** Tollgate's own OpenID endpoints (auth/oidc): their query carries the login's code and state. */
+const LOGIN_PATHS = '/.tollgate/oidc/';
 
 function safeDecode(text: string): string | null {
   if (!text.includes('%')) return text;

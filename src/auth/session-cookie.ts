@@ -101,12 +101,38 @@ export interface CookieAttributes {
   /** Seconds; 0 deletes. */
   maxAge: number;
   path?: string;
+  /** `Domain=` (a session shared by the hosts under it, see sessionCookieDomain); absent = host-only. */
+  domain?: string;
+}
+
+/**
+ * The `Domain` a session cookie gets on `host` (docs/authentication.md#sessions): the provider's
+ * `cookie_domain` when the host is it or under it, else none (host-only): a host outside the domain
+ * never sets, nor is sent, a cookie for it.
+ */
+/** A session cookie's attributes on a request's host: Secure on HTTPS, the shared domain when it covers the host. */
+export function sessionCookieAttributes(
+  request: { secure: boolean; host: string },
+  cookieDomain: string | null | undefined,
+  maxAge: number,
+): CookieAttributes {
+  const domain = sessionCookieDomain(cookieDomain, request.host);
+  return { secure: request.secure, maxAge, ...(domain === undefined ? {} : { domain }) };
+}
+
+export function sessionCookieDomain(
+  cookieDomain: string | null | undefined,
+  host: string,
+): string | undefined {
+  if (cookieDomain == null) return undefined;
+  return host === cookieDomain || host.endsWith(`.${cookieDomain}`) ? cookieDomain : undefined;
 }
 
 /** One Set-Cookie: HttpOnly, SameSite=Lax, host-only (no Domain), Path=/ unless told. */
 export function setCookie(name: string, value: string, attributes: CookieAttributes): string {
   const secure = attributes.secure ? '; Secure' : '';
-  return `${name}=${value}; Path=${attributes.path ?? '/'}; Max-Age=${Math.max(0, Math.floor(attributes.maxAge))}; HttpOnly; SameSite=Lax${secure}`;
+  const domain = attributes.domain === undefined ? '' : `; Domain=${attributes.domain}`;
+  return `${name}=${value}; Path=${attributes.path ?? '/'}${domain}; Max-Age=${Math.max(0, Math.floor(attributes.maxAge))}; HttpOnly; SameSite=Lax${secure}`;
 }
 
 /**
@@ -141,9 +167,17 @@ export function sessionCookies(
 }
 
 /** Set-Cookie lines expiring every session cookie the browser sent (and the plain name in any case). */
-export function clearedSessionCookies(sent: ReadonlyMap<string, string>, secure: boolean): string[] {
+export function clearedSessionCookies(
+  sent: ReadonlyMap<string, string>,
+  secure: boolean,
+  domain?: string,
+): string[] {
   const names = new Set([SESSION_COOKIE, ...[...sent.keys()].filter(isSessionCookieName)]);
-  return [...names].map((name) => setCookie(name, '', { secure, maxAge: 0 }));
+  // Both the host-only and the shared cookie, whichever this browser holds.
+  return [...names].flatMap((name) => [
+    setCookie(name, '', { secure, maxAge: 0 }),
+    ...(domain === undefined ? [] : [setCookie(name, '', { secure, maxAge: 0, domain })]),
+  ]);
 }
 
 export function isSessionCookieName(name: string): boolean {

@@ -105,7 +105,11 @@ export type TokenRefusalDetail =
   | 'missing_claim'
   | 'bad_subject'
   | 'keys_unavailable'
-  | 'malformed';
+  | 'malformed'
+  /** An OpenID route's Bearer token that is not an ID token (`typ` other than JWT). */
+  | 'wrong_type'
+  /** An OpenID route's Bearer token for several audiences whose `azp` is not the client_id. */
+  | 'wrong_authorized_party';
 
 export type TokenCheck =
   | VerifiedToken

@@ -423,6 +423,21 @@ export const RUNTIME_FILE_CHECKS: readonly RuntimeFileCheck[] = [
         ),
       ),
   },
+  {
+    name: "OpenID providers' ca_file",
+    in: 'main',
+    check: (main) =>
+      Object.values(main.oidcProviders ?? {}).flatMap((provider) =>
+        provider.caFile
+          ? attempt(
+              provider,
+              main.file,
+              () => readCaBundle(provider.caFile as string, 'ca_file'),
+              () => `oidc_providers.${provider.name}.ca_file`,
+            )
+          : [],
+      ),
+  },
 ];
 
 /** The problems of the files `scope`'s checks cover (config/load runs both), in registry order. */

@@ -264,6 +264,14 @@ export interface OidcProviderSettings {
   groupsClaim: string;
   subjectClaim: string;
   passAccessToken: boolean;
+  /** `require_verified_email`: an ID token without `email_verified` gives no email (default false). */
+  requireVerifiedEmail: boolean;
+  /** `ca_file`: a private CA (PEM bundle, absolute path) trusted for the provider's TLS; null = system CAs. */
+  caFile?: string | null;
+  /** `cookie_domain`: sessions are shared by the hosts under this domain (no leading dot); null = host-only. */
+  cookieDomain?: string | null;
+  /** `post_logout_redirect_url`: where the logout ends; null = the host's `/`. */
+  postLogoutRedirectUrl?: string | null;
   /** The callback URL for routes under `DEFAULT` (no host of their own); null = the request's host. */
   redirectUrl: string | null;
 }

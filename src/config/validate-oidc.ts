@@ -22,6 +22,10 @@ const PROVIDER_KEYS = [
   'subject_claim',
   'pass_access_token',
   'redirect_url',
+  'require_verified_email',
+  'ca_file',
+  'cookie_domain',
+  'post_logout_redirect_url',
 ] as const;
 
 const PROVIDER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
@@ -128,6 +132,13 @@ function readProvider(r: YamlReader, field: Field, dir: string): OidcProviderSet
     return entry ? (r.string(entry) ?? fallback) : fallback;
   };
   const passField = get('pass_access_token');
+  const verifiedField = get('require_verified_email');
+  const caField = get('ca_file');
+  const caPath = caField ? r.string(caField) : undefined;
+  const domainField = get('cookie_domain');
+  const cookieDomain = domainField ? readCookieDomain(r, domainField) : undefined;
+  const logoutField = get('post_logout_redirect_url');
+  const postLogoutRedirectUrl = logoutField ? readHttpUrl(r, logoutField) : undefined;
   const redirectField = get('redirect_url');
   const redirectUrl = redirectField ? readRedirectUrl(r, redirectField) : null;
   if (!ok || issuer === undefined || clientId === undefined || secretPath === undefined) return null;
@@ -140,10 +151,15 @@ function readProvider(r: YamlReader, field: Field, dir: string): OidcProviderSet
     groupsClaim: text('groups_claim', 'groups'),
     subjectClaim: text('subject_claim', 'sub'),
     passAccessToken: (passField && r.boolean(passField)) ?? false,
+    requireVerifiedEmail: (verifiedField && r.boolean(verifiedField)) ?? false,
+    caFile: caPath === undefined ? null : resolve(dir, caPath),
+    cookieDomain: cookieDomain ?? null,
+    postLogoutRedirectUrl: postLogoutRedirectUrl ?? null,
     redirectUrl: redirectUrl ?? null,
   };
   if (secretField)
     rememberPosition(provider, 'client_secret_file', { file: r.file, ...r.positionOf(r.at(secretField)) });
+  if (caField) rememberPosition(provider, 'ca_file', { file: r.file, ...r.positionOf(r.at(caField)) });
   return provider;
 }
 
@@ -162,6 +178,25 @@ function readIssuer(r: YamlReader, field: Field): string | undefined {
   }
   return value;
 }
+
+/** A domain whose hosts share sessions: a DNS name of two labels or more, an optional leading dot. */
+function readCookieDomain(r: YamlReader, field: Field): string | undefined {
+  const value = r.string(field);
+  if (value === undefined) return undefined;
+  const domain = value.replace(/^\./, '').toLowerCase();
+  if (!COOKIE_DOMAIN.test(domain) || /^[\d.]+$/.test(domain)) {
+    r.report(
+      r.at(field),
+      field.path,
+      `'${value}' is not a domain name of two labels or more (such as .corp.example.com)`,
+    );
+    return undefined;
+  }
+  return domain;
+}
+
+const COOKIE_DOMAIN =
+  /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 function readRedirectUrl(r: YamlReader, field: Field): string | undefined {
   const value = readHttpUrl(r, field);

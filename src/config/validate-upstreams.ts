@@ -234,12 +234,18 @@ function readRedirectTo(r: YamlReader, field: Field): string | null {
 }
 
 function readHosts(r: YamlReader, field: Field, provider: UpstreamsConfig['provider']): HostConfig[] {
-  const entries = r.isNull(field.node) ? [] : r.entries(field.node, field.path);
-  if (entries === null) return [];
-  if (entries.length === 0) {
-    r.report(field.keyNode, field.path, 'has no hosts: at least one is needed');
+  if (r.isNull(field.node)) {
+    r.report(
+      field.keyNode,
+      field.path,
+      'has no hosts: name at least one, or write `upstreams: {}` when Ingresses or Gateway API routes serve every host',
+    );
     return [];
   }
+  // `upstreams: {}` is a setup whose hosts all come from Ingresses or Gateway API routes
+  // (docs/gateway-api.md, docs/ingress.md): no placeholder host is needed.
+  const entries = r.entries(field.node, field.path);
+  if (entries === null) return [];
   const hosts: HostConfig[] = [];
   // Keyed by routing form, so the duplicate check is one lookup per host whatever the file's size.
   const seen = new Map<string, Field>();

@@ -17,8 +17,11 @@ export interface RequestRecorder {
   unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, refused: Unrouted): void;
 }
 
-/** Returns a raw query (without `?`) with every credential taken out, ready to be logged. */
-export type QueryRedactor = (query: string) => string;
+/**
+ * Returns a raw query (without `?`) with every credential taken out, ready to be logged; `path` (the
+ * normalised path) says which parameters are credentials there (a login callback's code and state).
+ */
+export type QueryRedactor = (query: string, path: string) => string;
 
 /**
  * The one place a finished proxied request is recorded: metrics and the access log line
@@ -110,6 +113,6 @@ function grpcField(res: ServerResponse): { grpc_status?: number } {
 }
 
 function loggedPath(path: string, query: string, redactQuery: QueryRedactor): string {
-  const rest = query === '' ? '' : redactQuery(query);
+  const rest = query === '' ? '' : redactQuery(query, path);
   return rest ? `${path}?${rest}` : path;
 }

@@ -92,6 +92,15 @@ export interface WorkersStatus {
   list: WorkerStatus[];
 }
 
+/** An OpenID provider (docs/authentication.md#openid-connect) as its last discovery left it. */
+export interface ProviderStatus {
+  name: string;
+  /** ok; failing: the last discovery failed but earlier metadata still serves; down: its routes answer 503. */
+  state: 'ok' | 'failing' | 'down';
+  /** What the last failed discovery said, in words; null when it succeeded. */
+  problem: string | null;
+}
+
 export interface StatusModel {
   generated_at: string;
   phase: string;
@@ -115,6 +124,8 @@ export interface StatusModel {
   } | null;
   certificates: CertificateStatus[];
   workers: WorkersStatus | null;
+  /** OpenID providers of main.yaml, once each has tried discovery (empty without any). */
+  providers: ProviderStatus[];
 }
 
 export interface StatusInputs {
@@ -138,6 +149,9 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
   const up = sumBy(metrics.get('tollgate_upstream_up'), ['route', 'server']);
   const dispatched = sumBy(metrics.get('tollgate_upstream_requests_total'), ['server']);
   const inFlight = sumBy(metrics.get('tollgate_upstream_in_flight'), ['server']);
+  const forwardFailures = labelOf(metrics.get('tollgate_forward_auth_failing'), 'route', 'failure');
+  const providers = providerStatus(metrics);
+  const providerNamed = new Map(providers.map((provider) => [provider.name, provider]));
 
   const all = table.routes.map((route) => {
     const servers = route.servers.map((server) => {
@@ -151,7 +165,7 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
         in_flight: inFlight.get(server.address) ?? 0,
       };
     });
-    const { state, problems } = routeState(route, servers);
+    const { state, problems } = routeState(route, servers, providerNamed, forwardFailures);
     return {
       id: route.id,
       host: route.hostKey,
@@ -210,17 +224,33 @@ export function buildStatus(inputs: StatusInputs): StatusModel {
             ...inputs.workers,
             restarts: Object.fromEntries(sumBy(metrics.get('tollgate_worker_restarts_total'), ['reason'])),
           },
+    providers,
   };
 }
 
 function routeState(
   route: Route,
   servers: readonly ServerStatus[],
+  providers: ReadonlyMap<string, ProviderStatus>,
+  forwardFailures: ReadonlyMap<string, string>,
 ): { state: RouteState; problems: string[] } {
   // Traefik's runtime view in miniature: a route that cannot serve is down, one that serves with
   // fewer servers than configured is a warning.
   if (route.unavailable !== null) return { state: 'down', problems: ['auth policy could not be built'] };
   if (route.redirectTo !== null) return { state: 'ok', problems: [] };
+  // What it answers is what it shows: a route whose login provider cannot be used answers 503.
+  const provider = route.auth?.type === 'oidc' ? providers.get(route.auth.oidc?.provider ?? '') : undefined;
+  if (provider?.state === 'down')
+    return {
+      state: 'down',
+      problems: [`OpenID provider ${provider.name} unavailable: ${provider.problem ?? 'not discovered yet'}`],
+    };
+  const forwardFailure = route.auth?.type === 'forward' ? forwardFailures.get(route.id) : undefined;
+  if (forwardFailure !== undefined)
+    return {
+      state: 'down',
+      problems: [`forward-auth service ${FORWARD_FAILURES[forwardFailure] ?? forwardFailure} (last check)`],
+    };
   if (servers.length === 0)
     return { state: 'down', problems: [route.service ? 'no ready endpoints' : 'no servers'] };
   const down = servers.filter((server) => !server.up).length;
@@ -269,6 +299,57 @@ function sumBy(
     sums.set(key, (sums.get(key) ?? 0) + sample.value);
   }
   return sums;
+}
+
+/** What a failed forward-auth check (auth/forward) means, for a person; never the service's URL. */
+const FORWARD_FAILURES: Readonly<Record<string, string>> = {
+  timeout: 'did not answer in time',
+  unreachable: 'cannot be reached',
+  bad_status: 'answered neither 2xx nor 401, 403 or a redirect',
+  body_too_large: 'answered a refusal over 64 KiB',
+};
+
+/** For each value of `key`, the value of `label` of a sample above 0 (a gauge set to 1 while true). */
+function labelOf(
+  metric: MetricsSnapshot[number] | undefined,
+  key: string,
+  label: string,
+): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const sample of metric?.values ?? []) {
+    if (sample.value <= 0) continue;
+    const labels = sample.labels as Labels;
+    found.set(String(labels[key] ?? ''), String(labels[label] ?? ''));
+  }
+  return found;
+}
+
+/** What each discovery problem (auth/oidc/provider-health) means, for a person. */
+const PROVIDER_PROBLEMS: Readonly<Record<string, string>> = {
+  unreachable: 'cannot be reached (connection refused or reset, or no such host)',
+  timeout: 'did not answer in time',
+  tls: 'its TLS certificate is not trusted (a private CA needs ca_file)',
+  http_error: 'answers discovery with an HTTP error',
+  bad_metadata: 'answers discovery with something that is not OpenID metadata',
+  client_secret: 'client_secret_file cannot be read',
+  ca_file: 'ca_file cannot be read or holds no certificate',
+};
+
+function providerStatus(metrics: Map<string, MetricsSnapshot[number]>): ProviderStatus[] {
+  const up = sumBy(metrics.get('tollgate_oidc_provider_up'), ['provider']);
+  const problems = new Map<string, string>();
+  for (const sample of metrics.get('tollgate_oidc_provider_problem')?.values ?? []) {
+    const labels = sample.labels as Labels;
+    if (sample.value <= 0) continue;
+    const problem = String(labels.problem ?? '');
+    problems.set(String(labels.provider ?? ''), PROVIDER_PROBLEMS[problem] ?? problem);
+  }
+  return [...up]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, value]) => {
+      const problem = problems.get(name) ?? null;
+      return { name, state: value <= 0 ? 'down' : problem === null ? 'ok' : 'failing', problem };
+    });
 }
 
 function kubernetesStatus(metrics: Map<string, MetricsSnapshot[number]>): StatusModel['kubernetes'] {

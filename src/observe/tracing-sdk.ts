@@ -168,7 +168,7 @@ function methodAttributes(method: string | undefined, attributes: Attributes): s
 /** `url.path` and `url.query` as recorded: the query without any token parameter (docs/tokens.md). */
 function urlAttributes(context: SpanFactory, path: string, query: string, attributes: Attributes): void {
   attributes['url.path'] = path;
-  const kept = query === '' ? '' : context.redactQuery(query);
+  const kept = query === '' ? '' : context.redactQuery(query, path);
   if (kept !== '') attributes['url.query'] = kept;
 }
 
@@ -250,7 +250,8 @@ class TracedRequest implements RequestTrace {
   upstreamAttempt(request: ProxyRequest, server: UpstreamServer, headers: string[]): ClientSpan {
     const { host, port } = hostAndPort(server.origin);
     const method = request.req.method ?? 'GET';
-    const query = request.forwardQuery === '' ? '' : this.#context.redactQuery(request.forwardQuery);
+    const query =
+      request.forwardQuery === '' ? '' : this.#context.redactQuery(request.forwardQuery, request.path);
     const attributes: Attributes = {
       'server.address': host,
       'server.port': port,

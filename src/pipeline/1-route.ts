@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
-import { type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
+import { DEFAULT_HOST, type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { Route, RoutingTable } from '../routing/types.ts';
 import {
   type ClientAddress,
@@ -72,8 +72,9 @@ export function routeRequest(
     return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'), address, target);
   if (!target.ok) return unrouted(refuse('bad_path'), address, target);
   // The request itself is read only by routes with conditions (Gateway API matches).
-  const route =
-    routeOwningLogin(table, host, target.path) ?? table.match(host, target.path, req, target.query);
+  // Tollgate's login endpoints belong to the host's oidc route, or to nobody: never to an upstream.
+  const login = routeOwningLogin(table, host, target.path);
+  const route = login === undefined ? table.match(host, target.path, req, target.query) : login;
   if (route === null) return unrouted(refuse('not_found'), address, target);
   // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
   const pattern = route.policy?.pathPattern;
@@ -130,23 +131,47 @@ const LOGIN_PREFIX = '/.tollgate/oidc/';
 
 /**
  * For `/.tollgate/oidc/…` (the callback and logout of an OpenID login, docs/authentication.md): the
- * host's first oidc route, whichever path it covers, so the callback works on every host with one;
- * null for any other path (one character compared on the hot path).
+ * first oidc route of the host key serving this host (the host itself, else the wildcard covering
+ * it, else DEFAULT, as routing/match chooses), whichever path it covers, so the callback works on
+ * every host a route serves; null (404) when that host key has no oidc route, so a callback's code
+ * never reaches an upstream. undefined for any other path (one character compared on the hot path).
  */
-function routeOwningLogin(table: RoutingTable, host: string, path: string): Route | null {
-  if (path.charCodeAt(1) !== 0x2e || !path.startsWith(LOGIN_PREFIX)) return null;
-  let fallback: Route | null = null;
-  for (const route of table.routes) {
-    if (route.auth?.type !== 'oidc') continue;
-    if (route.hostKey === host) return route;
-    if (route.hostKey === 'DEFAULT') fallback ??= route;
-  }
-  // DEFAULT's oidc route answers only hosts that have no routes of their own.
-  return fallback === null || hostHasRoutes(table, host) ? null : fallback;
+function routeOwningLogin(table: RoutingTable, host: string, path: string): Route | null | undefined {
+  if (path.charCodeAt(1) !== 0x2e || !path.startsWith(LOGIN_PREFIX)) return undefined;
+  const { hostKeys, loginRoutes } = loginIndexOf(table);
+  const hostKey = hostKeyServing(hostKeys, host);
+  return hostKey === null ? null : (loginRoutes.get(hostKey) ?? null);
 }
 
-function hostHasRoutes(table: RoutingTable, host: string): boolean {
-  return table.routes.some((route) => route.hostKey === host);
+/** Per table, built on its first login request: its host keys, and each one's first oidc route. */
+const loginIndexes = new WeakMap<
+  RoutingTable,
+  { hostKeys: ReadonlySet<string>; loginRoutes: ReadonlyMap<string, Route> }
+>();
+function loginIndexOf(table: RoutingTable) {
+  let index = loginIndexes.get(table);
+  if (index === undefined) {
+    const hostKeys = new Set<string>();
+    const loginRoutes = new Map<string, Route>();
+    for (const route of table.routes) {
+      hostKeys.add(route.hostKey);
+      if (route.auth?.type === 'oidc' && !loginRoutes.has(route.hostKey))
+        loginRoutes.set(route.hostKey, route);
+    }
+    index = { hostKeys, loginRoutes };
+    loginIndexes.set(table, index);
+  }
+  return index;
+}
+
+/** The host key routing/match answers `host` from: exact, else the longest wildcard suffix, else DEFAULT. */
+function hostKeyServing(keys: ReadonlySet<string>, host: string): string | null {
+  if (keys.has(host)) return host;
+  for (let dot = host.indexOf('.'); dot > 0; dot = host.indexOf('.', dot + 1)) {
+    const wildcard = `*${host.slice(dot)}`;
+    if (keys.has(wildcard)) return wildcard;
+  }
+  return keys.has(DEFAULT_HOST) ? DEFAULT_HOST : null;
 }
 
 /**

@@ -1,14 +1,19 @@
 import { once } from 'node:events';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair } from 'jose';
+import { exportJWK, generateKeyPair, type JWTHeaderParameters, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
 
 /** A person the test provider logs in (chosen by the test before each login). */
 export interface TestAccount {
   sub: string;
   email: string;
-  emailVerified?: boolean;
+  /**
+   * The `email_verified` claim as the provider sends it (default true): a string is sent as such
+   * (providers that send booleans as strings), null leaves the claim out.
+   */
+  emailVerified?: boolean | string | null;
   groups: string[];
 }
 
@@ -23,6 +28,8 @@ export interface TestProviderOptions {
   idTokenSeconds?: number;
   /** Scope claims (email, groups) only from userinfo, not in the ID token, as the spec has it. */
   claimsInUserinfoOnly?: boolean;
+  /** Serve HTTPS with this certificate (an issuer `https://127.0.0.1:<port>`), e.g. from a private CA. */
+  tls?: { cert: Buffer | string; key: Buffer | string };
 }
 
 export interface TestProvider {
@@ -35,8 +42,12 @@ export interface TestProvider {
   down: boolean;
   /** Token endpoint grants that succeeded, by grant type. */
   readonly grants: Record<string, number>;
-  /** Signs an access token-shaped JWT with the provider's own keys (aud = client_id). */
   provider: Provider;
+  /**
+   * Signs a JWT with the provider's own signing key: `claims` as given (iss, aud, exp filled in when
+   * absent: the issuer, client_id, an hour), `header` beside alg and kid (a `typ`, say).
+   */
+  sign(claims: Record<string, unknown>, header?: Partial<JWTHeaderParameters>): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -46,10 +57,10 @@ export interface TestProvider {
  * a form (the test decides who logs in, the protocol is untouched).
  */
 export async function startTestProvider(options: TestProviderOptions): Promise<TestProvider> {
-  const server = http.createServer();
+  const server = options.tls ? https.createServer(options.tls) : http.createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const issuer = `${options.tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const clientId = options.clientId ?? 'tollgate';
   const clientSecret = options.clientSecret ?? 'test-client-secret-0123456789';
   const accounts = new Map<string, TestAccount>();
@@ -86,7 +97,7 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
         claims: async () => ({
           sub: account.sub,
           email: account.email,
-          email_verified: account.emailVerified ?? true,
+          ...(account.emailVerified === null ? {} : { email_verified: account.emailVerified ?? true }),
           groups: account.groups,
         }),
       };
@@ -120,6 +131,12 @@ export async function startTestProvider(options: TestProviderOptions): Promise<T
     down: false,
     grants,
     provider,
+    sign: (claims, header = {}) =>
+      new SignJWT({ iss: issuer, aud: clientId, ...claims })
+        .setProtectedHeader({ ...header, alg: 'RS256', kid: signingKey.kid })
+        .setIssuedAt()
+        .setExpirationTime(typeof claims.exp === 'number' ? claims.exp : '1h')
+        .sign(privateKey),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 

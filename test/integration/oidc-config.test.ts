@@ -126,6 +126,27 @@ const CASES: BrokenCase[] = [
       /upstreams\.yaml:5:\d+: authorization\.provider: a route under DEFAULT needs oidc_providers\.corp\.redirect_url/,
   },
   {
+    name: 'require_verified_email that is not a boolean',
+    main: [...PROVIDER, '    require_verified_email: "yes"', 'session_secret_file: secrets'],
+    authorization: OIDC_ROUTE,
+    files: GOOD_FILES,
+    expected: /main\.yaml:9:29: oidc_providers\.corp\.require_verified_email: expected true or false/,
+  },
+  {
+    name: 'a ca_file that holds no certificate',
+    main: [...PROVIDER, '    ca_file: client-secret', 'session_secret_file: secrets'],
+    authorization: OIDC_ROUTE,
+    files: GOOD_FILES,
+    expected: /main\.yaml:9:14: oidc_providers\.corp\.ca_file: \S+\/client-secret holds no PEM certificate/,
+  },
+  {
+    name: 'a cookie_domain that is not a domain of two labels',
+    main: [...PROVIDER, '    cookie_domain: .localhost', 'session_secret_file: secrets'],
+    authorization: OIDC_ROUTE,
+    files: GOOD_FILES,
+    expected: /main\.yaml:9:20: oidc_providers\.corp\.cookie_domain: '\.localhost' is not a domain name/,
+  },
+  {
     name: 'an allow rule on groups for a basic route',
     main: [],
     authorization: '{ type: basic, creds: "alice:secret", allow: { groups: [admins] } }',
@@ -179,7 +200,13 @@ describe('OpenID and allow-rule config: validate and start refuse alike, at the 
     await mkdir(dir, { recursive: true });
     await writeFile(
       join(dir, 'main.yaml'),
-      [...LISTENERS, ...PROVIDER, 'session_secret_file: secrets', ''].join('\n'),
+      [
+        ...LISTENERS,
+        ...PROVIDER,
+        '    require_verified_email: true',
+        'session_secret_file: secrets',
+        '',
+      ].join('\n'),
     );
     await writeFile(
       join(dir, 'upstreams.yaml'),

@@ -148,7 +148,7 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
       { headers: { accept: 'application/json' } },
       { headers: { accept: 'text/html', 'x-requested-with': 'XMLHttpRequest' } },
       { headers: { accept: 'text/html', 'sec-fetch-mode': 'cors' } },
-      { method: 'POST', headers: { accept: 'text/html' } },
+      { method: 'POST', headers: { accept: 'application/json' } },
     ];
     const before = await failures('login_required');
     for (const { method, headers } of cases) {
@@ -157,7 +157,13 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
       assert.equal(JSON.parse(res.body).error, 'login_required');
       assert.equal(res.headers['www-authenticate'], 'Bearer realm="tollgate"');
     }
-    assert.equal(await failures('login_required'), before + cases.length);
+    // A browser's form post cannot be sent to the login: a 401 page with a sign-in link instead.
+    const form = await request(`${origin}/api`, { method: 'POST', headers: { accept: 'text/html' } });
+    assert.equal(form.status, 401);
+    assert.match(String(form.headers['content-type']), /^text\/html/);
+    assert.match(form.body, /href="\/\.tollgate\/oidc\/switch\?rd=%2Fapi"/);
+    assert.equal(form.headers['www-authenticate'], 'Bearer realm="tollgate"');
+    assert.equal(await failures('login_required'), before + cases.length + 1);
   });
 
   it('gRPC without a session: status 16 UNAUTHENTICATED, never a redirect', async () => {
@@ -302,11 +308,17 @@ describe('OpenID Connect login through the proxy process (oidc-provider on loopb
     const allowed = await alice.jar.fetch(`${origin}/admin/panel`);
     assert.equal(allowed.status, 200);
     const before = await failures('forbidden', '127.0.0.1/admin');
+    // A browser gets a page (who you are, sign out, another account), a script JSON: both 403.
     const refused = await bob.jar.fetch(`${origin}/admin/panel`);
     assert.equal(refused.status, 403);
-    assert.equal(((await refused.json()) as { error: string }).error, 'forbidden');
+    assert.match(await refused.text(), /signed in as <strong>bob<\/strong>/);
     assert.equal(refused.headers.get('www-authenticate'), null);
-    assert.equal(await failures('forbidden', '127.0.0.1/admin'), before + 1);
+    const scripted = await bob.jar.fetch(`${origin}/admin/panel`, {
+      headers: { accept: 'application/json', 'sec-fetch-mode': 'cors' },
+    });
+    assert.equal(scripted.status, 403);
+    assert.equal(((await scripted.json()) as { error: string }).error, 'forbidden');
+    assert.equal(await failures('forbidden', '127.0.0.1/admin'), before + 2);
     // Keys AND, values OR: both pass subjects and the domain.
     assert.equal((await bob.jar.fetch(`${origin}/mail`)).status, 200);
   });

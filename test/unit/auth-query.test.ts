@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { takeQueryParam } from '../../src/auth/query.ts';
+import { recordableQuery, takeQueryParam } from '../../src/auth/query.ts';
 
 const NAME = 'tollgatetoken';
 
@@ -44,4 +44,33 @@ test('a custom parameter name', () => {
     value: 't',
     rest: 'tollgatetoken=u',
   });
+});
+
+test('spaces around the name (plain, + or encoded) are the parameter itself, token included', () => {
+  for (const spelled of [
+    '%20tollgatetoken',
+    'tollgatetoken%20',
+    '+tollgatetoken',
+    ' tollgatetoken',
+    '%09tollgatetoken+',
+  ])
+    assert.deepEqual(
+      takeQueryParam(`a=1&${spelled}=abc&b=2`, NAME),
+      { value: 'abc', rest: 'a=1&b=2' },
+      spelled,
+    );
+  // Variants with spaces are removed (never accepted), in matrix form too.
+  assert.deepEqual(takeQueryParam('%20TOLLGATETOKEN[]=x&a=1;+tollgatetoken=y', NAME), {
+    value: null,
+    rest: 'a=1',
+  });
+  // A space inside the name is another name.
+  assert.deepEqual(takeQueryParam('tollgate%20token=x', NAME), { value: null, rest: 'tollgate%20token=x' });
+});
+
+test("recordableQuery: the token parameter everywhere, a login callback's code and state on login paths", () => {
+  const query = 'code=c&state=s&iss=i&%20tollgatetoken=t';
+  assert.equal(recordableQuery(query, '/.tollgate/oidc/callback', NAME), 'iss=i');
+  assert.equal(recordableQuery('CODE=c&state[]=s', '/.tollgate/oidc/other', NAME), '');
+  assert.equal(recordableQuery(query, '/app/callback', NAME), 'code=c&state=s&iss=i');
 });

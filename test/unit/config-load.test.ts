@@ -161,12 +161,12 @@ describe('loadConfig', () => {
   it('a relative --config path gives relative file names in messages', async () => {
     const mainPath = await writeConfig('relative', {
       'main.yaml': 'log_level: info\n',
-      'upstreams.yaml': 'upstreams: {}\n',
+      'upstreams.yaml': 'upstreams:\n',
     });
     const shown = relative(process.cwd(), mainPath);
     const shownUpstreams = relative(process.cwd(), join(dir, 'relative/upstreams.yaml'));
     assert.deepEqual(problems(await loadConfig(shown)), [
-      `${shownUpstreams}:1:1: upstreams: has no hosts: at least one is needed`,
+      `${shownUpstreams}:1:1: upstreams: has no hosts: name at least one, or write \`upstreams: {}\` when Ingresses or Gateway API routes serve every host`,
     ]);
   });
 

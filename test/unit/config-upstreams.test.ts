@@ -474,13 +474,15 @@ describe('upstreams.yaml: each kind of error names file:line:column and path', (
     ]);
   });
 
-  it('at least one host, and at least one path per host', () => {
+  it('at least one host (or `upstreams: {}` on purpose), and at least one path per host', () => {
     assert.deepEqual(problems(parse('provider: file\n')), [
       "upstreams.yaml:1:1: missing 'upstreams': at least one host is needed",
     ]);
-    assert.deepEqual(problems(parse('upstreams: {}\n')), [
-      'upstreams.yaml:1:1: upstreams: has no hosts: at least one is needed',
+    assert.deepEqual(problems(parse('upstreams:\n')), [
+      'upstreams.yaml:1:1: upstreams: has no hosts: name at least one, or write `upstreams: {}` when Ingresses or Gateway API routes serve every host',
     ]);
+    // Every host from Ingresses or Gateway API routes: an empty map, written on purpose, is valid.
+    assert.deepEqual(valid(parse('upstreams: {}\n')).hosts, []);
     assert.deepEqual(problems(parse('upstreams:\n  a:\n    paths: {}\n')), [
       'upstreams.yaml:3:5: upstreams.a.paths: has no paths: at least one is needed',
     ]);

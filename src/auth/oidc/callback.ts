@@ -4,8 +4,9 @@ import type { ProxyRequest } from '../../pipeline/request.ts';
 import type { AuthAnswer, AuthDenial, AuthFailureReason, OidcFailureReason } from '../authenticator.ts';
 import { safeEqual } from '../compare.ts';
 import { sameHostTarget } from '../redirect.ts';
-import { type Sealer, sessionCookies, setCookie } from '../session-cookie.ts';
+import { type Sealer, sessionCookieAttributes, sessionCookies, setCookie } from '../session-cookie.ts';
 import { isLoginState, type LoginState, stateCookieName } from './login.ts';
+import { PAGE_SECURITY_HEADERS } from './pages.ts';
 import type { OidcProvider } from './provider.ts';
 import { type SessionStore, sessionFromTokens } from './session.ts';
 
@@ -102,17 +103,21 @@ export async function handleCallback(
   }
   const userinfo = await userinfoIfNeeded(provider, configuration, tokens, deps.logger);
   let sessionCookieLines: string[];
+  let subject: string;
   try {
     const session = sessionFromTokens(provider, tokens, nowSeconds, deps.maxAgeSeconds, null, userinfo);
+    subject = session.sub;
     const sealedSession = await deps.sessions.seal(session);
-    sessionCookieLines = sessionCookies(sealedSession, cookies, {
-      secure: request.secure,
-      maxAge: session.max - nowSeconds,
-    });
+    sessionCookieLines = sessionCookies(
+      sealedSession,
+      cookies,
+      sessionCookieAttributes(request, provider.settings.cookieDomain, session.max - nowSeconds),
+    );
   } catch (failure) {
     return refuse('id_token_invalid', (failure as Error).message);
   }
-  deps.logger.info({ event: 'oidc_login', provider: provider.settings.name }, 'OpenID login');
+  // Who logged in, as the access log names them (the subject, never a token or the email).
+  deps.logger.info({ event: 'oidc_login', provider: provider.settings.name, subject }, 'OpenID login');
   return {
     local: {
       status: 303,
@@ -191,6 +196,7 @@ function failurePage(reason: OidcFailureReason, cookies: string[]): AuthDenial {
       headers: {
         'content-type': 'text/html; charset=utf-8',
         'cache-control': 'no-store',
+        ...PAGE_SECURITY_HEADERS,
         ...(cookies.length > 0 ? { 'set-cookie': cookies } : {}),
       },
       body: Buffer.from(body),

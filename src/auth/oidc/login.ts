@@ -59,6 +59,7 @@ export async function loginRedirect(
   nowSeconds: number,
   pendingStateCookies: readonly string[],
   redirectUri: string,
+  options: { returnTo?: string; prompt?: string } = {},
 ): Promise<AuthAnswer> {
   const verifier = client.randomPKCECodeVerifier();
   const state = client.randomState();
@@ -71,8 +72,10 @@ export async function loginRedirect(
     code_challenge_method: 'S256',
     state,
     nonce,
+    ...(options.prompt === undefined ? {} : { prompt: options.prompt }),
   });
-  const original = request.query === '' ? request.path : `${request.path}?${request.query}`;
+  const original =
+    options.returnTo ?? (request.query === '' ? request.path : `${request.path}?${request.query}`);
   const loginState: LoginState = {
     k: 'state',
     s: state,

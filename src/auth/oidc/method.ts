@@ -1,10 +1,10 @@
-import * as client from 'openid-client';
+import type * as client from 'openid-client';
 import { readSessionSecrets } from '../../config/file-checks.ts';
 import type { AuthorizationConfig, MainConfig } from '../../config/types.ts';
 import { DEFAULT_SESSION_MAX_AGE_SECONDS, OIDC_CALLBACK_PATH } from '../../config/validate-oidc.ts';
 import type { Logger } from '../../log.ts';
 import type { ProxyRequest } from '../../pipeline/request.ts';
-import { type Identity, identityFromClaims } from '../allow-rules.ts';
+import { createAllowCheck, type Identity, identityFromClaims } from '../allow-rules.ts';
 import {
   type Authenticator,
   type AuthOutcome,
@@ -12,19 +12,30 @@ import {
   subjectHeaderValue,
 } from '../authenticator.ts';
 import type { Clock } from '../clock.ts';
+import { sameHostTarget } from '../redirect.ts';
 import {
-  clearedSessionCookies,
   cookiesStartingWith,
   createSealer,
   readSessionValue,
   removeLoginCookies,
   type Sealer,
   STATE_COOKIE_PREFIX,
+  sessionCookieAttributes,
   sessionCookies,
 } from '../session-cookie.ts';
 import type { TokenCheck } from '../tokens.ts';
 import { handleCallback } from './callback.ts';
+import {
+  type EndpointContext,
+  logout,
+  OIDC_LOGOUT_PATH,
+  OIDC_USERINFO_PATH,
+  SWITCH_ACCOUNT_PATH,
+  switchAccount,
+  userinfo,
+} from './endpoints.ts';
 import { isLoginNavigation, loginRedirect, redirectUriFor } from './login.ts';
+import { forbiddenPage, signInPage, wantsPage } from './pages.ts';
 import { createOidcProvider, type OidcProvider } from './provider.ts';
 import {
   createSessionStore,
@@ -34,7 +45,14 @@ import {
   type SessionStore,
 } from './session.ts';
 
-export const OIDC_LOGOUT_PATH = '/.tollgate/oidc/logout';
+const OIDC_PATH_PREFIX = '/.tollgate/oidc/';
+const NOT_OURS: AuthOutcome = Object.freeze({
+  local: {
+    status: 404,
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+    body: '{"error":"not_found"}\n',
+  },
+});
 /** Every cookie Tollgate's logins set starts with this (read here; see removeLoginCookies). */
 const OUR_COOKIES = 'tollgate_';
 
@@ -87,6 +105,7 @@ export function createOidcMethod(deps: OidcMethodDeps): OidcMethod {
         now,
         maxAgeSeconds,
         providerNamed: (name) => providers.get(name),
+        allowed: policy.allow === undefined ? null : createAllowCheck(policy.allow),
       });
     },
     close() {
@@ -104,6 +123,8 @@ function createOidcAuthenticator(
     now: Clock;
     maxAgeSeconds: number;
     providerNamed: (name: string) => OidcProvider | undefined;
+    /** The policy's allow rules (the pipeline applies them too): who gets the refusal page. */
+    allowed: ((request: ProxyRequest) => boolean) | null;
   },
 ): Authenticator {
   const { settings } = provider;
@@ -157,7 +178,11 @@ function createOidcAuthenticator(
     request.upstreamHeaders = admission.headers as string[];
     if (resealed !== null) {
       request.responseCookies.push(
-        ...sessionCookies(resealed, cookies, { secure: request.secure, maxAge: session.max - deps.now() }),
+        ...sessionCookies(
+          resealed,
+          cookies,
+          sessionCookieAttributes(request, settings.cookieDomain, session.max - deps.now()),
+        ),
       );
     }
     return null;
@@ -200,7 +225,12 @@ function createOidcAuthenticator(
         return check.reason;
       }
       request.subject = subjectHeaderValue(check.owner);
-      request.identity = identityFromClaims(check.owner, check.claims ?? {}, settings.groupsClaim);
+      request.identity = identityFromClaims(
+        check.owner,
+        check.claims ?? {},
+        settings.groupsClaim,
+        settings.requireVerifiedEmail,
+      );
       request.consumedHeaders.push('authorization');
       return null;
     };
@@ -208,32 +238,32 @@ function createOidcAuthenticator(
     return check instanceof Promise ? check.then(settle) : settle(check);
   };
 
-  const logout = (request: ProxyRequest, cookies: ReadonlyMap<string, string>): Promise<AuthOutcome> => {
-    const sealed = readSessionValue(cookies);
-    const cleared = clearedSessionCookies(cookies, request.secure);
-    const answer = (location: string): AuthOutcome => ({
-      local: {
-        status: 303,
-        headers: { location, 'set-cookie': cleared, 'cache-control': 'no-store' },
-        body: '',
-      },
-    });
-    return (async () => {
-      const session = sealed === null ? null : await sessions.peek(sealed);
-      // The provider that logged this person in (several may serve one host), else the route's.
-      const loggedInWith = (session === null ? undefined : deps.providerNamed(session.p)) ?? provider;
-      const configuration = await loggedInWith.configuration();
-      const callback = redirectUriFor(request, loggedInWith);
-      if (configuration === null || callback === null) return answer('/');
-      if (typeof configuration.serverMetadata().end_session_endpoint !== 'string') return answer('/');
-      const parameters: Record<string, string> = {
-        post_logout_redirect_uri: new URL('/', callback).href,
-        client_id: loggedInWith.settings.clientId,
-      };
-      if (session?.idt !== undefined) parameters.id_token_hint = session.idt;
-      return answer(client.buildEndSessionUrl(configuration, parameters).href);
-    })();
+  const endpoints: EndpointContext = {
+    provider,
+    sealer,
+    sessions,
+    now: deps.now,
+    providerNamed: deps.providerNamed,
+    configurationThen,
   };
+
+  /**
+   * A person's browser gets a page instead of JSON (docs/authentication.md#openid-connect): who they
+   * are, sign out, another account. The allow rules are checked here for that page only; the
+   * pipeline checks them for everyone.
+   */
+  const asPage = (request: ProxyRequest, outcome: AuthOutcome): AuthOutcome => {
+    if (!wantsPage(request.req)) return outcome;
+    const returnTo = request.query === '' ? request.path : `${request.path}?${request.query}`;
+    if (outcome === null && deps.allowed !== null && !deps.allowed(request))
+      return forbiddenPage(request.identity, sameHostTarget(returnTo));
+    if (outcome === 'login_required') return signInPage(sameHostTarget(returnTo));
+    return outcome;
+  };
+  const withPages = (request: ProxyRequest, outcome: AuthOutcome | Promise<AuthOutcome>) =>
+    outcome instanceof Promise
+      ? outcome.then((settled) => asPage(request, settled))
+      : asPage(request, outcome);
 
   return (request) => {
     const cookies = cookiesStartingWith(request.req.headers.cookie, OUR_COOKIES);
@@ -248,14 +278,19 @@ function createOidcAuthenticator(
         logger: deps.logger,
       });
     }
-    if (path === OIDC_LOGOUT_PATH) return logout(request, cookies);
+    if (path === OIDC_LOGOUT_PATH) return logout(request, cookies, endpoints);
+    if (path === OIDC_USERINFO_PATH) return userinfo(request, cookies, endpoints);
+    if (path === SWITCH_ACCOUNT_PATH) return switchAccount(request, cookies, endpoints);
+    // Any other path of Tollgate's own login space is ours too (routed here by pipeline/1-route):
+    // never forwarded, whatever the session says.
+    if (path.startsWith(OIDC_PATH_PREFIX)) return NOT_OURS;
     const sealed = readSessionValue(cookies);
-    if (sealed === null) return withoutSession(request, cookies);
+    if (sealed === null) return withPages(request, withoutSession(request, cookies));
     const settle = (opened: OpenedSession | null): AuthOutcome | Promise<AuthOutcome> =>
       opened === null
         ? withoutSession(request, cookies)
         : admit(request, opened.session, cookies, opened.resealed);
     const opened = sessions.use(sealed, provider);
-    return opened instanceof Promise ? opened.then(settle) : settle(opened);
+    return withPages(request, opened instanceof Promise ? opened.then(settle) : settle(opened));
   };
 }

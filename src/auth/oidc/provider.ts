@@ -6,6 +6,8 @@ import type { Clock } from '../clock.ts';
 import { createExternalChecker } from '../issuers.ts';
 import { createRemoteKeySet } from '../jwks.ts';
 import type { TokenChecker } from '../jwt.ts';
+import { type ProviderFetch, providerFetch } from './provider-fetch.ts';
+import { createProviderHealth, discoveryProblem, type ProviderProblem } from './provider-health.ts';
 
 /** Seconds each provider request may take (discovery, token exchange, refresh). */
 const REQUEST_TIMEOUT_SECONDS = 10;
@@ -47,6 +49,7 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
   let timer: NodeJS.Timeout | null = null;
   let retryMs = 1000;
   let closed = false;
+  const health = createProviderHealth(settings.name);
 
   const schedule = (delayMs: number) => {
     if (closed) return;
@@ -57,9 +60,23 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
   };
 
   const attempt = async (): Promise<void> => {
+    let problem: ProviderProblem | null = null;
     try {
-      const secret = readClientSecret(settings.clientSecretFile);
+      let secret: string;
+      try {
+        secret = readClientSecret(settings.clientSecretFile);
+      } catch (error) {
+        problem = 'client_secret';
+        throw error;
+      }
       const issuer = new URL(settings.issuer);
+      let fetchWithCa: ProviderFetch | undefined;
+      try {
+        fetchWithCa = providerFetch(settings.caFile);
+      } catch (error) {
+        problem = 'ca_file';
+        throw error;
+      }
       const configuration = await discover(
         issuer,
         settings.clientId,
@@ -69,6 +86,7 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
           timeout: REQUEST_TIMEOUT_SECONDS,
           // Only loopback issuers may be http:// (config/validate-oidc refuses any other).
           ...(issuer.protocol === 'http:' ? { execute: [client.allowInsecureRequests] } : {}),
+          ...(fetchWithCa === undefined ? {} : { [client.customFetch]: fetchWithCa }),
         },
       );
       const metadata = configuration.serverMetadata();
@@ -87,19 +105,27 @@ export function createOidcProvider(settings: OidcProviderSettings, deps: Provide
                 jwksFile: null,
                 subjectClaim: settings.subjectClaim,
               },
-              createRemoteKeySet(metadata.jwks_uri, { issuer: metadata.issuer, logger }),
-              { now: deps.now },
+              createRemoteKeySet(metadata.jwks_uri, {
+                issuer: metadata.issuer,
+                logger,
+                ...(fetchWithCa === undefined ? {} : { fetch: fetchWithCa }),
+              }),
+              { now: deps.now, idTokenFor: settings.clientId },
             )
           : null;
       retryMs = 1000;
+      health.discovered();
       schedule(REDISCOVER_MS);
     } catch (error) {
+      problem ??= discoveryProblem(error);
+      health.failed(problem, current !== null);
       // A provider that was known keeps serving with what it last said; one never reached stays 503.
       logger.warn(
         {
           event: 'oidc_provider_unavailable',
           provider: settings.name,
           issuer: settings.issuer,
+          problem,
           err: (error as Error).message,
           retryInSeconds: retryMs / 1000,
         },

@@ -1,5 +1,6 @@
 import * as client from 'openid-client';
 import type { Logger } from '../../log.ts';
+import { emailIsVerified } from '../allow-rules.ts';
 import type { Clock } from '../clock.ts';
 import type { Sealer } from '../session-cookie.ts';
 import type { OidcProvider } from './provider.ts';
@@ -85,7 +86,7 @@ export function sessionFromTokens(
   if (subject === undefined) throw new SessionError('no_subject');
   const email =
     typeof source.email === 'string'
-      ? source.email_verified !== false
+      ? emailIsVerified(source.email_verified, settings.requireVerifiedEmail)
         ? source.email
         : null
       : (previous?.em ?? null);
