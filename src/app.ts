@@ -13,6 +13,7 @@ import {
   safeConnectionCap,
   TOKEN_API_CONNECTIONS,
 } from './client-limits.ts';
+import { ResponseCache } from './cache/response-cache.ts';
 import { tlsPairsOf } from './config/file-checks.ts';
 import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';
@@ -181,6 +182,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   const worker = options.worker ?? null;
   // The token parameter never reaches the access log or a span, whatever the route (docs/tokens.md).
   const observe = createObserve(main, logger, (query) => takeQueryParam(query, main.tokenParam).rest);
+  // Each process has its own store (docs/traffic.md#response-cache); a purge reaches every worker.
+  const cache = new ResponseCache({ globalMaxBytes: main.cache?.maxBytes ?? null, forward });
+  runtime.onTableSwap((next) => cache.retainOnly(next));
   const pipeline = createPipeline({
     main,
     table: runtime.table,
@@ -191,6 +195,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     logger,
     rateLimitShared: worker ? 'cluster' : 'process',
     tracing: observe.tracing,
+    cache,
   });
   const { recorder } = observe;
   const handler = createProxyHandler({ pipeline, forward, recorder, logger });

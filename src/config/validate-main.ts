@@ -15,6 +15,7 @@ import {
   type WorkersSetting,
 } from './types.ts';
 import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
+import { readMainCache } from './validate-cache.ts';
 import { readTracing } from './validate-tracing.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 
@@ -58,6 +59,7 @@ export const MAIN_KEYS = [
   'workers',
   'kubernetes',
   'upstream_ca_file',
+  'cache',
   ...OIDC_MAIN_KEYS,
 ] as const;
 
@@ -195,6 +197,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     ...optional(
       'tracing',
       read('tracing', (f) => readTracing(r, f), null),
+    ),
+    ...optional(
+      'cache',
+      read('cache', (f) => readMainCache(r, f), null),
     ),
   };
   // Where each tls_certificates file was written, for the file checks run after validation.

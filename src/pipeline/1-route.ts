@@ -119,6 +119,7 @@ export function routeRequest(
       completed: null,
       cutShort: null,
       trace: null,
+      cacheTap: null,
     },
   };
 }
