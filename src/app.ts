@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import type { Http2SecureServer } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
-import { createAdminServer } from './admin/server.ts';
+import { createAdminServer, processSources } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
 import { takeQueryParam } from './auth/query.ts';
@@ -95,6 +95,8 @@ export interface Tollgate {
    * Calling it again returns the same promise.
    */
   close(reason?: string): Promise<void>;
+  /** Removes this process's cached responses of a host key under a path prefix (docs/traffic.md#response-cache). */
+  purgeCache(hostKey: string, prefix: string): number;
 }
 
 /** What a worker is sent with each config (docs/workers.md); see workers/messages. */
@@ -237,7 +239,12 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   const tlsServer = listeners.tls;
   if (tls && tlsServer) tls.attach(tlsServer);
   // A worker's primary answers admin and token API requests for the whole set.
-  const adminServer = worker ? null : createAdminServer(runtime);
+  const adminServer = worker
+    ? null
+    : createAdminServer(runtime, {
+        ...processSources(runtime),
+        purgeCache: async (hostKey, prefix) => ({ purged: cache.purge(hostKey, prefix) }),
+      });
   const tokenApiServer = worker
     ? null
     : createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
@@ -412,6 +419,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       return next.hash;
     },
     close,
+    purgeCache: (hostKey, prefix) => cache.purge(hostKey, prefix),
   };
 }
 

@@ -126,9 +126,10 @@ export class ResponseCache {
       settled: null,
     };
 
-    if (found !== null && storing) {
-      const evaluation = found.policy.evaluateRequest(libraryRequest);
-      if (evaluation.revalidation === undefined) return this.#serve(request, found, 'HIT');
+    const evaluation = found?.policy.evaluateRequest(libraryRequest);
+    if (found !== null && evaluation?.revalidation === undefined) return this.#serve(request, found, 'HIT');
+    // Only a request whose answer may be stored refreshes a copy (not a HEAD, not a token URL).
+    if (found !== null && evaluation?.revalidation !== undefined && storing) {
       const validators = plainHeaders(found.policy.revalidationHeaders(withoutClientValidators(libraryRequest)));
       if (!evaluation.revalidation.synchronous) {
         this.#revalidateInBackground(context, found, validators, pick);
