@@ -6,6 +6,7 @@ import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
 import { takeQueryParam } from './auth/query.ts';
 import { type LoadedRevocations, loadRevocationList, watchRevokedTokens } from './auth/revocation.ts';
+import { ResponseCache } from './cache/response-cache.ts';
 import {
   ADMIN_CONNECTIONS,
   applyClientLimits,
@@ -13,7 +14,6 @@ import {
   safeConnectionCap,
   TOKEN_API_CONNECTIONS,
 } from './client-limits.ts';
-import { ResponseCache } from './cache/response-cache.ts';
 import { tlsPairsOf } from './config/file-checks.ts';
 import { serviceRefText } from './config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from './config/types.ts';

@@ -111,7 +111,8 @@ export function createAdminServer(
 /** `DELETE /cache?host=<host key>&prefix=<path prefix>`: 200 with `{"purged": n}` (0 when nothing matched). */
 async function purgeCache(sources: AdminSources, req: http.IncomingMessage, res: http.ServerResponse) {
   if (req.method !== 'DELETE') return sendError(res, 'method_not_allowed', { allow: 'DELETE' });
-  if (sources.purgeCache === undefined) return sendError(res, 'not_found', undefined, 'no response cache here');
+  if (sources.purgeCache === undefined)
+    return sendError(res, 'not_found', undefined, 'no response cache here');
   const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
   const host = query.get('host')?.trim().toLowerCase() ?? '';
   const prefix = query.get('prefix') ?? '/';

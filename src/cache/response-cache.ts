@@ -130,7 +130,9 @@ export class ResponseCache {
     if (found !== null && evaluation?.revalidation === undefined) return this.#serve(request, found, 'HIT');
     // Only a request whose answer may be stored refreshes a copy (not a HEAD, not a token URL).
     if (found !== null && evaluation?.revalidation !== undefined && storing) {
-      const validators = plainHeaders(found.policy.revalidationHeaders(withoutClientValidators(libraryRequest)));
+      const validators = plainHeaders(
+        found.policy.revalidationHeaders(withoutClientValidators(libraryRequest)),
+      );
       if (!evaluation.revalidation.synchronous) {
         this.#revalidateInBackground(context, found, validators, pick);
         return this.#serve(request, found, 'STALE');
@@ -449,7 +451,8 @@ function askWithValidators(request: ProxyRequest, validators: Record<string, str
     if (value !== undefined) extra.push(name, value);
   }
   if (extra.length > 0)
-    request.upstreamHeaders = request.upstreamHeaders === null ? extra : [...request.upstreamHeaders, ...extra];
+    request.upstreamHeaders =
+      request.upstreamHeaders === null ? extra : [...request.upstreamHeaders, ...extra];
 }
 
 function markResult(request: ProxyRequest, result: CacheResult): void {

@@ -52,7 +52,15 @@ export function parseCacheControl(value: string | undefined): Map<string, string
     const equals = part.indexOf('=');
     const name = (equals === -1 ? part : part.slice(0, equals)).trim().toLowerCase();
     if (name === '') continue;
-    out.set(name, equals === -1 ? true : part.slice(equals + 1).trim().replace(/^"|"$/g, ''));
+    out.set(
+      name,
+      equals === -1
+        ? true
+        : part
+            .slice(equals + 1)
+            .trim()
+            .replace(/^"|"$/g, ''),
+    );
   }
   return out;
 }
@@ -102,7 +110,10 @@ function explicitFreshness(cc: Map<string, string | true>, headers: Record<strin
 }
 
 /** The headers the policy is built from: the upstream's, with the path's default TTL when it gave none. */
-export function withDefaultTtl(headers: Record<string, string>, config: Readonly<CacheConfig>): Record<string, string> {
+export function withDefaultTtl(
+  headers: Record<string, string>,
+  config: Readonly<CacheConfig>,
+): Record<string, string> {
   const cc = parseCacheControl(headers['cache-control']);
   if (explicitFreshness(cc, headers) || config.defaultTtlSeconds <= 0) return headers;
   const own = headers['cache-control'];
@@ -133,12 +144,18 @@ export function storageFor(
   let partition = SHARED;
   if (asker.authenticated && !cc.has('public') && !cc.has('s-maxage')) {
     const own = subjectPartition(asker);
-    if (own === null) return refused('an authenticated response, neither public nor s-maxage, with no subject');
+    if (own === null)
+      return refused('an authenticated response, neither public nor s-maxage, with no subject');
     partition = own;
   }
   const length = headers['content-length'];
-  if (length !== undefined && Number(length) > config.maxObjectBytes) return refused('larger than max_object_bytes');
-  const policy = new CachePolicy(request, { status, headers: withDefaultTtl(headers, config) }, POLICY_OPTIONS);
+  if (length !== undefined && Number(length) > config.maxObjectBytes)
+    return refused('larger than max_object_bytes');
+  const policy = new CachePolicy(
+    request,
+    { status, headers: withDefaultTtl(headers, config) },
+    POLICY_OPTIONS,
+  );
   if (!policy.storable()) return refused('not storable (RFC 9111)');
   // Stale at once and nothing to revalidate it with: it could never be used.
   if (policy.timeToLive() <= 0 && headers.etag === undefined && headers['last-modified'] === undefined)
@@ -156,7 +173,10 @@ export function revalidated(
   request: CachePolicy.Request,
   headers: Record<string, string>,
 ): { policy: CachePolicy; matches: boolean } {
-  const result = policy.revalidatedPolicy(request, { status: 304, headers }) as CachePolicy.RevalidationPolicy & {
+  const result = policy.revalidatedPolicy(request, {
+    status: 304,
+    headers,
+  }) as CachePolicy.RevalidationPolicy & {
     matches?: boolean;
   };
   return { policy: result.policy, matches: result.matches !== false && !result.modified };

@@ -88,7 +88,11 @@ export function readMainCache(r: YamlReader, field: Field): { maxBytes: number }
   const maxField = fields?.get('max_bytes');
   if (fields === null) return undefined;
   if (maxField === undefined || r.isNull(maxField.node)) {
-    r.report(field.keyNode, field.path, "missing 'max_bytes' (what all paths' caches hold together, e.g. 256m)");
+    r.report(
+      field.keyNode,
+      field.path,
+      "missing 'max_bytes' (what all paths' caches hold together, e.g. 256m)",
+    );
     return undefined;
   }
   const maxBytes = readSize(r, maxField);

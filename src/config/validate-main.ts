@@ -14,8 +14,8 @@ import {
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
-import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
 import { readMainCache } from './validate-cache.ts';
+import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
 import { readTracing } from './validate-tracing.ts';
 import type { Field, NumberRule, YamlReader } from './yaml-reader.ts';
 

@@ -1,8 +1,8 @@
 import { isMap, isScalar } from 'yaml';
 import { parseRange, policyProblems } from '../routing/policies.ts';
 import { parseByteSize } from './byte-size.ts';
-import { readPathCache } from './validate-cache.ts';
 import type { CorsConfig, PathPolicies, RewriteConfig } from './policy-types.ts';
+import { readPathCache } from './validate-cache.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
 
 /**

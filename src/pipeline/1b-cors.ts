@@ -44,7 +44,12 @@ export function withCorsHeaders(request: ProxyRequest, verdict: Answer | Redirec
   // A stored response's own Vary (the response cache's answers) is kept, with Origin added.
   const vary = verdict.headers?.vary;
   const added: Record<string, string> = {
-    vary: typeof vary === 'string' && /(^|,)\s*origin\s*(,|$)/i.test(vary) ? vary : vary ? `${vary}, Origin` : 'Origin',
+    vary:
+      typeof vary === 'string' && /(^|,)\s*origin\s*(,|$)/i.test(vary)
+        ? vary
+        : vary
+          ? `${vary}, Origin`
+          : 'Origin',
   };
   const extra = request.responseHeaders;
   if (extra !== null)

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { markIfUrlCarriesToken } from '../auth/browser-links.ts';
-import type { ResponseCache } from '../cache/response-cache.ts';
 import type { Clock } from '../auth/clock.ts';
 import type { RevocationList } from '../auth/revocation.ts';
+import type { ResponseCache } from '../cache/response-cache.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { type Tracing, withAuthOutcome } from '../observe/tracing.ts';

@@ -219,7 +219,11 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       state.done = () => {
         clearTimeout(timer);
         purgeWaiters.delete(id);
-        resolve(state.waiting.size === 0 ? { purged: state.purged } : { purged: state.purged, missing: state.waiting.size });
+        resolve(
+          state.waiting.size === 0
+            ? { purged: state.purged }
+            : { purged: state.purged, missing: state.waiting.size },
+        );
       };
       if (waiting.size === 0) return state.done();
       purgeWaiters.set(id, state);

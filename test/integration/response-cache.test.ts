@@ -6,7 +6,7 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 import { sumOf } from '../helpers/workers.ts';
 
 /**
- * The response cache (docs/traffic.md#response-cache, BEHAVIOUR §21) through the built process.
+ * The response cache (docs/traffic.md#response-cache) through the built process.
  *
  * The upstream answers what the query asks of it: `cc` its Cache-Control, `vary`, `etag`, `lm`
  * (Last-Modified), `age`, `cookie` (a Set-Cookie), `status`, `size` (body bytes), `cut` (a body cut
@@ -116,7 +116,8 @@ describe('response cache', () => {
     assert.equal(res.status, 200, res.body);
     return res.json<Body>();
   };
-  const metric = async (family: string, ...labels: string[]) => sumOf(await tollgate.metrics(), family, ...labels);
+  const metric = async (family: string, ...labels: string[]) =>
+    sumOf(await tollgate.metrics(), family, ...labels);
 
   before(async () => {
     upstream = await startUpstream({ name: 'origin', handler: origin.handle });
@@ -138,7 +139,10 @@ describe('response cache', () => {
                 cache,
                 authorization: {
                   type: 'basic',
-                  users: ['alice', 'bob', 'carol'].map((name) => ({ username: name, password: `${name}-pw` })),
+                  users: ['alice', 'bob', 'carol'].map((name) => ({
+                    username: name,
+                    password: `${name}-pw`,
+                  })),
                   allow: { subjects: ['alice', 'bob'] },
                 },
               },
@@ -358,9 +362,14 @@ describe('response cache', () => {
   });
 
   it('DELETE /cache on the admin port purges a host key under a path prefix, segment-wise', async () => {
-    const paths = ['/pub/tree/a?cc=max-age%3D60', '/pub/tree/b/c?cc=max-age%3D60', '/pub/treetop?cc=max-age%3D60'];
+    const paths = [
+      '/pub/tree/a?cc=max-age%3D60',
+      '/pub/tree/b/c?cc=max-age%3D60',
+      '/pub/treetop?cc=max-age%3D60',
+    ];
     for (const path of paths) await get(path);
-    const purge = (query: string, method = 'DELETE') => request(`${tollgate.adminUrl}/cache?${query}`, { method });
+    const purge = (query: string, method = 'DELETE') =>
+      request(`${tollgate.adminUrl}/cache?${query}`, { method });
     const purged = await purge(`host=${HOST}&prefix=/pub/tree`);
     assert.equal(purged.status, 200, purged.body);
     assert.deepEqual(purged.json(), { purged: 2 });
@@ -417,7 +426,9 @@ describe('response cache: memory stays within the budget under a flood of distin
     assert.ok(peak > 64 * 1024, `the store filled up (${peak} bytes)`);
     assert.ok(peak <= 96 * 1024, `${peak} bytes is over the global budget`);
     // The oldest URLs were evicted to make room; the newest are served from the store.
-    const oldest = await request(`${tollgate.proxyUrl}/a/0?cc=max-age%3D600&size=2000`, { headers: { host: HOST } });
+    const oldest = await request(`${tollgate.proxyUrl}/a/0?cc=max-age%3D600&size=2000`, {
+      headers: { host: HOST },
+    });
     assert.equal(oldest.headers['x-cache'], 'MISS');
     const newest = await request(`${tollgate.proxyUrl}/b/199?cc=max-age%3D600&size=2000`, {
       headers: { host: HOST },

@@ -41,13 +41,10 @@ describe('workers: the response cache', () => {
     // worker asks the upstream once, the first time it sees the URL.
     const fetchOnce = () =>
       request(`${tollgate.proxyUrl}/page`, { headers: { host: 'cache.test', connection: 'close' } });
-    await waitFor(
-      async () => {
-        await Promise.all(Array.from({ length: 8 }, fetchOnce));
-        return answered === 2;
-      },
-      PROCESS_START_MS,
-    );
+    await waitFor(async () => {
+      await Promise.all(Array.from({ length: 8 }, fetchOnce));
+      return answered === 2;
+    }, PROCESS_START_MS);
     const hit = await fetchOnce();
     assert.equal(hit.headers['x-cache'], 'HIT');
     assert.equal(answered, 2, 'one fetch per worker, never more');
@@ -56,15 +53,14 @@ describe('workers: the response cache', () => {
     assert.equal(purged.status, 200, purged.body);
     assert.deepEqual(purged.json(), { purged: 2 });
     // Both stores are empty: each worker asks again.
-    await waitFor(
-      async () => {
-        await Promise.all(Array.from({ length: 8 }, fetchOnce));
-        return answered === 4;
-      },
-      PROCESS_START_MS,
-    );
+    await waitFor(async () => {
+      await Promise.all(Array.from({ length: 8 }, fetchOnce));
+      return answered === 4;
+    }, PROCESS_START_MS);
     assert.deepEqual(
-      (await request(`${tollgate.adminUrl}/cache?host=cache.test&prefix=/nothing`, { method: 'DELETE' })).json(),
+      (
+        await request(`${tollgate.adminUrl}/cache?host=cache.test&prefix=/nothing`, { method: 'DELETE' })
+      ).json(),
       { purged: 0 },
     );
   });
