@@ -189,6 +189,11 @@ export async function startTollgate(
               `        rate_limit: ${RATE_LIMIT_NEVER_REACHED}`,
               ...issuerRouteYaml(server, issuer.jwksFile),
               ...policiesRouteYaml(server),
+              // The response cache (docs/traffic.md#response-cache): after the first request every
+              // GET is answered from the store (the bench upstream states no freshness: a default TTL).
+              '      "/cached":',
+              `        servers: [${server}]`,
+              '        cache: { max_bytes: 16m, default_ttl_seconds: 3600 }',
               ...oidcRouteYaml(server),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
             ];
