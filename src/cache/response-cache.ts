@@ -127,7 +127,8 @@ export class ResponseCache {
     };
 
     const evaluation = found?.policy.evaluateRequest(libraryRequest);
-    if (found !== null && evaluation?.revalidation === undefined) return this.#serve(request, found, 'HIT');
+    if (found !== null && evaluation?.revalidation === undefined)
+      return this.#serve(request, found, 'HIT', evaluation?.response?.headers);
     // Only a request whose answer may be stored refreshes a copy (not a HEAD, not a token URL).
     if (found !== null && evaluation?.revalidation !== undefined && storing) {
       const validators = plainHeaders(
@@ -135,7 +136,7 @@ export class ResponseCache {
       );
       if (!evaluation.revalidation.synchronous) {
         this.#revalidateInBackground(context, found, validators, pick);
-        return this.#serve(request, found, 'STALE');
+        return this.#serve(request, found, 'STALE', evaluation.response?.headers);
       }
       // Stale, or the client asked for a fresh answer: the upstream is asked, with our validators.
       cacheMissesTotal.inc({ route: route.id });
@@ -206,10 +207,15 @@ export class ResponseCache {
     return shared;
   }
 
-  #serve(request: ProxyRequest, entry: CachedResponse, result: CacheResult): CacheOutcome {
+  #serve(
+    request: ProxyRequest,
+    entry: CachedResponse,
+    result: CacheResult,
+    headers?: CachePolicy.Headers,
+  ): CacheOutcome {
     this.store.touch(request.route.id, entry);
     cacheHitsTotal.inc({ route: request.route.id, result: result === 'HIT' ? 'hit' : 'stale' });
-    return answerFromEntry(request, entry, result);
+    return answerFromEntry(request, entry, result, headers);
   }
 
   /** stale-while-revalidate: the stale copy is served now, and refreshed by one detached fetch. */
@@ -465,8 +471,14 @@ function markResult(request: ProxyRequest, result: CacheResult): void {
  * header rules, CORS, the token-URL marks of docs/tokens.md) and X-Cache. A 304 when the client's
  * own validators match.
  */
-function answerFromEntry(request: ProxyRequest, entry: CachedResponse, result: CacheResult): CacheOutcome {
-  const base = entry.policy.responseHeaders();
+function answerFromEntry(
+  request: ProxyRequest,
+  entry: CachedResponse,
+  result: CacheResult,
+  /** The policy's headers when the caller has them already (evaluateRequest made them). */
+  fromPolicy: CachePolicy.Headers = entry.policy.responseHeaders(),
+): CacheOutcome {
+  const base = fromPolicy as Record<string, string>;
   if (entry.cacheControl === undefined) delete base['cache-control'];
   else base['cache-control'] = entry.cacheControl;
   delete base['content-length'];

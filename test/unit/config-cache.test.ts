@@ -29,8 +29,16 @@ describe('cache keys', () => {
     );
     const table = compileRoutingTable(config);
     const cacheOf = (prefix: string) => table.routes.find((route) => route.prefix === prefix)?.policy?.cache;
-    assert.deepEqual(cacheOf('/docs'), { maxBytes: 64 * 1024 ** 2, maxObjectBytes: 1024 ** 2, defaultTtlSeconds: 0 });
-    assert.deepEqual(cacheOf('/api'), { maxBytes: 1024 ** 2, maxObjectBytes: 8 * 1024, defaultTtlSeconds: 30 });
+    assert.deepEqual(cacheOf('/docs'), {
+      maxBytes: 64 * 1024 ** 2,
+      maxObjectBytes: 1024 ** 2,
+      defaultTtlSeconds: 0,
+    });
+    assert.deepEqual(cacheOf('/api'), {
+      maxBytes: 1024 ** 2,
+      maxObjectBytes: 8 * 1024,
+      defaultTtlSeconds: 30,
+    });
     // The default max_object_bytes never exceeds the store it goes into.
     assert.equal(cacheOf('/small')?.maxObjectBytes, 4096);
     assert.equal(cacheOf('/none'), undefined);

@@ -1,0 +1,103 @@
+/**
+ * `node bench/cache-probe.ts [seconds] [rounds]`: a cached GET against a proxied GET of the same
+ * Tollgate process (docs/benchmark.md#response-cache), for a machine without wrk. The same routes as
+ * the `tollgate-cached` and `tollgate` targets of `npm run bench`, driven by a keep-alive Node
+ * client (32 requests in flight) in interleaved rounds; reports requests/s and Tollgate's CPU µs per
+ * request, and their ratios. The Node client competes with the proxy for the CPU, so quote ratios.
+ */
+import http from 'node:http';
+import { cpuSupported, startCpuMeter } from './cpu.ts';
+import { startNodeUpstream } from './node-targets.ts';
+import { freePort, stopAll } from './processes.ts';
+import { BENCH_HOST, startTollgate } from './tollgate.ts';
+
+const seconds = Number(process.argv[2] ?? 5);
+const rounds = Number(process.argv[3] ?? 3);
+const IN_FLIGHT = 32;
+
+interface Round {
+  requests: number;
+  cpuSeconds: number;
+  seconds: number;
+  hits: number;
+}
+
+async function drive(base: string, path: string, pid: number): Promise<Round> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
+  const url = new URL(path, base);
+  let requests = 0;
+  let hits = 0;
+  const deadline = performance.now() + seconds * 1000;
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const req = http.request(
+        { host: url.hostname, port: url.port, path, agent, headers: { host: BENCH_HOST } },
+        (res) => {
+          if (res.headers['x-cache'] === 'HIT') hits++;
+          res.resume();
+          res.on('end', () => {
+            if (res.statusCode !== 200) reject(new Error(`${path} answered ${res.statusCode}`));
+            else resolve();
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  const loop = async () => {
+    while (performance.now() < deadline) {
+      await one();
+      requests++;
+    }
+  };
+  const cpu = startCpuMeter([pid]);
+  const started = performance.now();
+  await Promise.all(Array.from({ length: IN_FLIGHT }, loop));
+  const elapsed = (performance.now() - started) / 1000;
+  const cpuSeconds = cpu();
+  agent.destroy();
+  return { requests, cpuSeconds, seconds: elapsed, hits };
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+};
+
+async function main(): Promise<void> {
+  if (!cpuSupported()) throw new Error('needs /proc to count CPU');
+  const upstreamPort = await freePort();
+  await startNodeUpstream(upstreamPort);
+  const tollgate = await startTollgate(upstreamPort);
+  const pid = tollgate.process.child.pid as number;
+  const targets = { proxied: '/', cached: '/cached' } as const;
+  const results: Record<keyof typeof targets, Round[]> = { proxied: [], cached: [] };
+  // Warm-up: JIT, connections, and the cached copy stored.
+  for (const path of Object.values(targets)) await drive(tollgate.base, path, pid);
+  for (let round = 0; round < rounds; round++)
+    for (const [name, path] of Object.entries(targets) as Array<[keyof typeof targets, string]>) {
+      const result = await drive(tollgate.base, path, pid);
+      results[name].push(result);
+      console.log(
+        `round ${round + 1} ${name}: ${(result.requests / result.seconds).toFixed(0)} req/s, ` +
+          `${((result.cpuSeconds / result.requests) * 1e6).toFixed(1)} µs CPU/request, hits ${result.hits}`,
+      );
+    }
+  const rate = (name: keyof typeof targets) => median(results[name].map((r) => r.requests / r.seconds));
+  const cpu = (name: keyof typeof targets) =>
+    median(results[name].map((r) => (r.cpuSeconds / r.requests) * 1e6));
+  console.log(
+    `median: proxied ${rate('proxied').toFixed(0)} req/s ${cpu('proxied').toFixed(1)} µs; ` +
+      `cached ${rate('cached').toFixed(0)} req/s ${cpu('cached').toFixed(1)} µs`,
+  );
+  console.log(
+    `cached / proxied: throughput ${(rate('cached') / rate('proxied')).toFixed(2)}, ` +
+      `CPU per request ${(cpu('cached') / cpu('proxied')).toFixed(2)}`,
+  );
+}
+
+try {
+  await main();
+} finally {
+  await stopAll();
+}
