@@ -53,8 +53,12 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   /** Defined once, not per request: the synchronous (common) path allocates no closure for it. */
   const admit = (request: ProxyRequest, verdict: Verdict, expectsContinue: boolean) => {
     // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
-    if (verdict.kind !== 'pass')
+    if (verdict.kind !== 'pass') {
+      // Refused after the response cache took the request (no healthy server): a stale copy the
+      // upstream allowed for errors (stale-if-error) answers instead (docs/traffic.md#response-cache).
+      if (request.cacheTap?.error(true) === true) return;
       return refuse(request.res, withCorsHeaders(request, verdict), expectsContinue);
+    }
     try {
       forward(request);
     } catch (error) {

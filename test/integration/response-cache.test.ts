@@ -194,6 +194,23 @@ describe('response cache', () => {
     assert.equal(again.headers['cache-control'], undefined);
   });
 
+  it('keys by the Vary headers: each variant stored and served to its own kind of request', async () => {
+    const path = '/pub/variants?cc=max-age%3D60&vary=Accept-Language';
+    const english = body(await get(path, { 'accept-language': 'en' }));
+    const french = body(await get(path, { 'accept-language': 'fr' }));
+    assert.notDeepEqual(english, french);
+    const again = await get(path, { 'accept-language': 'fr' });
+    assert.equal(again.headers['x-cache'], 'HIT');
+    assert.deepEqual(body(again), french);
+    assert.deepEqual(body(await get(path, { 'accept-language': 'en' })), english);
+    assert.equal(origin.count(path), 2);
+    // The token parameter is not part of the key: the query without it names the same copy.
+    assert.equal(
+      (await get(`${path}&tollgatetoken=x`, { 'accept-language': 'en' })).headers['x-cache'],
+      'HIT',
+    );
+  });
+
   it('HEAD is answered from the GET copy; a HEAD alone stores nothing', async () => {
     const path = '/pub/head?cc=max-age%3D60';
     const full = await get(path);
