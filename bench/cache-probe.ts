@@ -4,7 +4,10 @@
  * the `tollgate-cached` and `tollgate` targets of `npm run bench`, driven by a keep-alive Node
  * client (32 requests in flight) in interleaved rounds; reports requests/s and Tollgate's CPU µs per
  * request, and their ratios. The Node client competes with the proxy for the CPU, so quote ratios.
+ * Then the memory at the budget: distinct URLs until `/cached`'s 16 MiB store has been filled twice
+ * over, with the RSS of the process before and after, beside what the store counts.
  */
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { cpuSupported, startCpuMeter } from './cpu.ts';
 import { startNodeUpstream } from './node-targets.ts';
@@ -22,21 +25,26 @@ interface Round {
   hits: number;
 }
 
-async function drive(base: string, path: string, pid: number): Promise<Round> {
+async function drive(
+  base: string,
+  path: string | ((n: number) => string),
+  pid: number,
+  limit = Number.POSITIVE_INFINITY,
+): Promise<Round> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
-  const url = new URL(path, base);
+  const url = new URL(base);
   let requests = 0;
   let hits = 0;
-  const deadline = performance.now() + seconds * 1000;
-  const one = () =>
+  const deadline = limit === Number.POSITIVE_INFINITY ? performance.now() + seconds * 1000 : Infinity;
+  const one = (target: string) =>
     new Promise<void>((resolve, reject) => {
       const req = http.request(
-        { host: url.hostname, port: url.port, path, agent, headers: { host: BENCH_HOST } },
+        { host: url.hostname, port: url.port, path: target, agent, headers: { host: BENCH_HOST } },
         (res) => {
           if (res.headers['x-cache'] === 'HIT') hits++;
           res.resume();
           res.on('end', () => {
-            if (res.statusCode !== 200) reject(new Error(`${path} answered ${res.statusCode}`));
+            if (res.statusCode !== 200) reject(new Error(`${target} answered ${res.statusCode}`));
             else resolve();
           });
         },
@@ -44,9 +52,11 @@ async function drive(base: string, path: string, pid: number): Promise<Round> {
       req.on('error', reject);
       req.end();
     });
+  let issued = 0;
   const loop = async () => {
-    while (performance.now() < deadline) {
-      await one();
+    while (performance.now() < deadline && issued < limit) {
+      issued++;
+      await one(typeof path === 'string' ? path : path(issued));
       requests++;
     }
   };
@@ -94,6 +104,25 @@ async function main(): Promise<void> {
     `cached / proxied: throughput ${(rate('cached') / rate('proxied')).toFixed(2)}, ` +
       `CPU per request ${(cpu('cached') / cpu('proxied')).toFixed(2)}`,
   );
+
+  // Memory at the budget: 16 MiB of ~800-byte entries is about 21,000 URLs; twice that many.
+  const rssBefore = rssMiB(pid);
+  const counted = async () => {
+    const text = await (await fetch(`http://127.0.0.1:${tollgate.adminPort}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('tollgate_cache_bytes '));
+    return Number(line?.split(' ')[1] ?? Number.NaN) / 1024 ** 2;
+  };
+  const before = await counted();
+  await drive(tollgate.base, (n) => `/cached/${n}`, pid, 45_000);
+  console.log(
+    `memory at the budget (16 MiB): counted ${before.toFixed(1)} → ${(await counted()).toFixed(1)} MiB, ` +
+      `RSS ${rssBefore.toFixed(0)} → ${rssMiB(pid).toFixed(0)} MiB`,
+  );
+}
+
+function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? Number.NaN) / 1024;
 }
 
 try {

@@ -47,6 +47,7 @@ export interface RunningTollgate {
   /** https://127.0.0.1:<TLS port> when started with `tls`, else null. */
   readonly tlsBase: string | null;
   readonly apiPort: number;
+  readonly adminPort: number;
   readonly masterkey: string;
   /** A token of the external issuer that `/issuer` trusts. */
   readonly issuerToken: string;
@@ -220,6 +221,7 @@ export async function startTollgate(
     proxyPort,
     tlsBase: tlsPort === null ? null : `https://127.0.0.1:${tlsPort}`,
     apiPort,
+    adminPort,
     masterkey,
     issuerToken: issuer.token,
     oidcCookie: oidc.cookie,

@@ -379,7 +379,7 @@ class Fill implements ResponseTap {
 
   #store(storage: Storing): void {
     const { request, urlKey, config, cache } = this.#context;
-    const body = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : Buffer.concat(this.#chunks);
+    const body = ownCopy(this.#chunks, this.#bytes);
     const declared = storage.headers['content-length'];
     // A body shorter than announced is one the upstream cut (undici reports most, not every case).
     if (declared !== undefined && Number(declared) !== body.length) return;
@@ -397,7 +397,12 @@ class Fill implements ResponseTap {
       cacheControl: storage.headers['cache-control'],
       status: storage.status,
       body,
-      size: entrySize(key, storage.headers, body),
+      // The policy keeps the request's headers too when the response varies (to match them later).
+      size: entrySize(
+        key,
+        vary.length > 0 ? [storage.headers, this.#context.libraryRequest.headers] : [storage.headers],
+        body,
+      ),
     });
   }
 
@@ -406,6 +411,17 @@ class Fill implements ResponseTap {
     this.#context.settled = null;
     settled?.();
   }
+}
+
+/**
+ * The body in memory of its own: a chunk from the socket (or Buffer.concat's pooled result) is a
+ * view of a larger buffer, which a stored copy would keep alive whole, past what the budget counts.
+ */
+function ownCopy(chunks: readonly Buffer[], bytes: number): Buffer {
+  const body = Buffer.allocUnsafeSlow(bytes);
+  let at = 0;
+  for (const chunk of chunks) at += chunk.copy(body, at);
+  return body;
 }
 
 /** An unsafe request's tap: when it succeeds, the stored responses of its URL go. */

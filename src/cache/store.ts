@@ -26,12 +26,22 @@ export interface CachedResponse {
   readonly size: number;
 }
 
-/** What an entry costs beyond its bytes: the objects around it (policy, maps, LRU slots). */
-const ENTRY_OVERHEAD_BYTES = 512;
+/**
+ * What an entry costs beyond its bytes: the objects around it (the policy and its parsed headers,
+ * the entry, two LRU slots, the URL index, the body's ArrayBuffer). Measured at about 1.2 KiB of heap
+ * for a small response (docs/benchmark.md#response-cache); counted a little above, so the budget
+ * bounds the memory and not only the payload.
+ */
+const ENTRY_OVERHEAD_BYTES = 1536;
 
-export function entrySize(key: string, headers: Readonly<Record<string, string>>, body: Buffer): number {
+/** `headers`: every header map the entry keeps (the response's; the request's too when it has Vary). */
+export function entrySize(
+  key: string,
+  headers: ReadonlyArray<Readonly<Record<string, string | string[] | undefined>>>,
+  body: Buffer,
+): number {
   let size = ENTRY_OVERHEAD_BYTES + key.length + body.length;
-  for (const name in headers) size += name.length + (headers[name] as string).length + 4;
+  for (const map of headers) for (const name in map) size += name.length + String(map[name] ?? '').length + 4;
   return size;
 }
 

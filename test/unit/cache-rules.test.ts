@@ -32,14 +32,15 @@ describe('response cache rules', () => {
   });
 
   it('never: Set-Cookie, private, no-store, Vary * or Authorization, a body over max_object_bytes', () => {
-    for (const headers of [
+    const never: Array<Record<string, string>> = [
       { 'cache-control': 'public, max-age=60', 'set-cookie': 'a=1' },
       { 'cache-control': 'private, max-age=60' },
       { 'cache-control': 'no-store, max-age=60' },
       { 'cache-control': 'max-age=60', vary: 'Accept, *' },
       { 'cache-control': 'public, max-age=60', vary: 'authorization' },
       { 'cache-control': 'max-age=60', 'content-length': '1025' },
-    ])
+    ];
+    for (const headers of never)
       for (const asker of [anonymous, alice])
         assert.equal(decide(asker, headers).store, false, JSON.stringify(headers));
   });
