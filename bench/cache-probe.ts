@@ -112,11 +112,17 @@ async function main(): Promise<void> {
     const line = text.split('\n').find((l) => l.startsWith('tollgate_cache_bytes '));
     return Number(line?.split(' ')[1] ?? Number.NaN) / 1024 ** 2;
   };
+  // The same flood on the proxied route first: the RSS a flood leaves without a cache (heap grown
+  // for garbage), so the difference is what the store holds.
+  await drive(tollgate.base, (n) => `/flood/${n}`, pid, 45_000);
+  const rssProxied = rssMiB(pid);
   const before = await counted();
   await drive(tollgate.base, (n) => `/cached/${n}`, pid, 45_000);
+  const rssCached = rssMiB(pid);
   console.log(
-    `memory at the budget (16 MiB): counted ${before.toFixed(1)} → ${(await counted()).toFixed(1)} MiB, ` +
-      `RSS ${rssBefore.toFixed(0)} → ${rssMiB(pid).toFixed(0)} MiB`,
+    `memory at the budget (16 MiB): counted ${before.toFixed(1)} → ${(await counted()).toFixed(1)} MiB; ` +
+      `RSS ${rssBefore.toFixed(0)} MiB, after 45,000 proxied URLs ${rssProxied.toFixed(0)} MiB, ` +
+      `after 45,000 cached URLs ${rssCached.toFixed(0)} MiB (+${(rssCached - rssProxied).toFixed(0)})`,
   );
 }
 
