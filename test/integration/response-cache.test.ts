@@ -318,8 +318,8 @@ describe('response cache', () => {
     assert.equal(stale.headers['x-cache'], 'STALE');
     assert.equal(body(stale).n, 1);
     await waitFor(() => origin.count(path) === 2, 10_000);
-    // The refreshed copy is stale again at once (Age 60 > max-age 10): served as STALE, with body 2.
-    await waitFor(async () => body(await get(path)).n === 2, 10_000);
+    // The refreshed copy is served (stale again at once: Age 60 > max-age 10, so refreshed again).
+    await waitFor(async () => body(await get(path)).n >= 2, 10_000);
   });
 
   it('stale-if-error: a 5xx or an unreachable upstream gets the stale copy', async () => {
