@@ -111,7 +111,8 @@ export class ResponseCache {
     const own = subjectPartition(asker);
     const libraryRequest = policyRequest(request, url);
     const found = this.#find(route.id, urlKey, own, libraryRequest);
-    // A HEAD is answered from a GET's copy but never stored; a URL that carried the token never is (§15).
+    // A HEAD is answered from a GET's copy but never stored; a URL that carried the token never is
+    // (its answer is private, no-store: docs/tokens.md#links-in-a-browser).
     const storing = method === 'GET' && request.forwardQuery === request.query;
     const context: FillContext = {
       cache: this,
