@@ -9,6 +9,7 @@ import type { Started } from './processes.ts';
 export interface Answer {
   status: number;
   body: Buffer;
+  headers: Record<string, string | string[] | undefined>;
 }
 
 export function httpRequest(
@@ -33,7 +34,9 @@ export function httpRequest(
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.on('error', reject);
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks) }));
+      response.on('end', () =>
+        resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks), headers: response.headers }),
+      );
     });
     outgoing.end(options.body);
   });

@@ -382,6 +382,23 @@ export const TARGETS: readonly TargetDefinition[] = [
       },
     };
   }),
+  // A GET answered from the response cache (docs/traffic.md#response-cache), beside the proxied `/`
+  // of the same process: what a hit costs against a trip to the upstream.
+  tollgateTarget('tollgate-cached', async (context) => {
+    const tollgate = await sharedTollgate(context);
+    return {
+      label: 'tollgate, cache hit',
+      url: `${tollgate.base}/cached`,
+      headers: host,
+      processes: [tollgate.process],
+      verify: async () => {
+        await httpRequest(`${tollgate.base}/cached`, { headers: host });
+        const { headers } = await httpRequest(`${tollgate.base}/cached`, { headers: host });
+        if (headers['x-cache'] !== 'HIT')
+          throw new Error(`/cached answered X-Cache ${headers['x-cache']}, expected HIT`);
+      },
+    };
+  }),
   tollgateTarget('tollgate-rate-limit', async (context) => {
     const tollgate = await sharedTollgate(context);
     return {
@@ -712,6 +729,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     note: 'Node against Go',
   },
   {
+    name: 'tollgate cache hit / tollgate',
+    numerator: 'tollgate-cached',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    note: 'a GET from the response cache against the same GET proxied',
+  },
+  {
     name: 'tollgate+tracing / tollgate',
     numerator: 'tollgate-tracing',
     denominator: 'tollgate',
@@ -741,6 +765,13 @@ export const RATIOS: readonly RatioDefinition[] = [
   },
   // Throughput.
   { name: 'tollgate / nginx', numerator: 'tollgate', denominator: 'nginx', metric: 'throughput', goal: 0.45 },
+  {
+    name: 'tollgate cache hit / tollgate',
+    numerator: 'tollgate-cached',
+    denominator: 'tollgate',
+    metric: 'throughput',
+    note: 'a GET from the response cache against the same GET proxied',
+  },
   {
     name: 'tollgate / undici-minimal',
     numerator: 'tollgate',

@@ -47,6 +47,7 @@ export interface RunningTollgate {
   /** https://127.0.0.1:<TLS port> when started with `tls`, else null. */
   readonly tlsBase: string | null;
   readonly apiPort: number;
+  readonly adminPort: number;
   readonly masterkey: string;
   /** A token of the external issuer that `/issuer` trusts. */
   readonly issuerToken: string;
@@ -196,6 +197,11 @@ export async function startTollgate(
               `        rate_limit: ${RATE_LIMIT_NEVER_REACHED}`,
               ...issuerRouteYaml(server, issuer.jwksFile),
               ...policiesRouteYaml(server),
+              // The response cache (docs/traffic.md#response-cache): after the first request every
+              // GET is answered from the store (the bench upstream states no freshness: a default TTL).
+              '      "/cached":',
+              `        servers: [${server}]`,
+              '        cache: { max_bytes: 16m, default_ttl_seconds: 3600 }',
               ...oidcRouteYaml(server),
               ...(setup.forwardAuthPort === undefined ? [] : forwardRouteYaml(server, setup.forwardAuthPort)),
               ...(setup.extAuthzPort === undefined ? [] : extAuthzRouteYaml(server, setup.extAuthzPort)),
@@ -223,6 +229,7 @@ export async function startTollgate(
     proxyPort,
     tlsBase: tlsPort === null ? null : `https://127.0.0.1:${tlsPort}`,
     apiPort,
+    adminPort,
     masterkey,
     issuerToken: issuer.token,
     oidcCookie: oidc.cookie,

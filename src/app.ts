@@ -1,11 +1,12 @@
 import type http from 'node:http';
 import type { Http2SecureServer } from 'node:http2';
 import type { AddressInfo, Server } from 'node:net';
-import { createAdminServer } from './admin/server.ts';
+import { createAdminServer, processSources } from './admin/server.ts';
 import { createTokenApiServer } from './api/server.ts';
 import { type Clock, systemClock } from './auth/clock.ts';
 import { recordableQuery } from './auth/query.ts';
 import { type LoadedRevocations, loadRevocationList, watchRevokedTokens } from './auth/revocation.ts';
+import { ResponseCache } from './cache/response-cache.ts';
 import {
   ADMIN_CONNECTIONS,
   applyClientLimits,
@@ -94,6 +95,8 @@ export interface Tollgate {
    * Calling it again returns the same promise.
    */
   close(reason?: string): Promise<void>;
+  /** Removes this process's cached responses of a host key under a path prefix (docs/traffic.md#response-cache). */
+  purgeCache(hostKey: string, prefix: string): number;
 }
 
 /** What a worker is sent with each config (docs/workers.md); see workers/messages. */
@@ -182,6 +185,9 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   // The token parameter never reaches the access log or a span, whatever the route (docs/tokens.md),
   // nor a login callback's code and state (docs/observability.md).
   const observe = createObserve(main, logger, (query, path) => recordableQuery(query, path, main.tokenParam));
+  // Each process has its own store (docs/traffic.md#response-cache); a purge reaches every worker.
+  const cache = new ResponseCache({ globalMaxBytes: main.cache?.maxBytes ?? null, forward });
+  runtime.onTableSwap((next) => cache.retainOnly(next));
   const pipeline = createPipeline({
     main,
     table: runtime.table,
@@ -192,6 +198,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
     logger,
     rateLimitShared: worker ? 'cluster' : 'process',
     tracing: observe.tracing,
+    cache,
   });
   const { recorder } = observe;
   const handler = createProxyHandler({
@@ -240,7 +247,12 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
   const tlsServer = listeners.tls;
   if (tls && tlsServer) tls.attach(tlsServer);
   // A worker's primary answers admin and token API requests for the whole set.
-  const adminServer = worker ? null : createAdminServer(runtime);
+  const adminServer = worker
+    ? null
+    : createAdminServer(runtime, {
+        ...processSources(runtime),
+        purgeCache: async (hostKey, prefix) => ({ purged: cache.purge(hostKey, prefix) }),
+      });
   const tokenApiServer = worker
     ? null
     : createTokenApiServer({ main, masterkey: masterkeys.current, logger, now: clock });
@@ -415,6 +427,7 @@ export function createTollgate(config: TollgateConfig, options: TollgateOptions 
       return next.hash;
     },
     close,
+    purgeCache: (hostKey, prefix) => cache.purge(hostKey, prefix),
   };
 }
 

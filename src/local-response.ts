@@ -99,8 +99,9 @@ export function writeLocalResponse(
     written.set(res, { bytes: length, status, grpcStatus: null });
     res.writeHead(status, {
       ...(headers as Record<string, string | number | string[]>),
-      // RFC 9110 §8.6: a 204 (a CORS preflight's answer) carries no Content-Length.
-      ...(status === 204 ? {} : { 'content-length': length }),
+      // RFC 9110 §8.6: a 204 (a CORS preflight's answer) carries no Content-Length, and a 304 (the
+      // response cache's, docs/traffic.md#response-cache) none of its empty body.
+      ...(status === 204 || status === 304 ? {} : { 'content-length': length }),
       // HTTP/2 has no Connection header (RFC 9113 §8.2.2): the stream is reset below instead.
       ...(unreadBody && stream === null ? { connection: 'close' } : {}),
     });

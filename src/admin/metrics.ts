@@ -204,6 +204,34 @@ export const jwksRefreshesTotal = new Counter({
   registers: [registry],
 });
 
+// The response cache (docs/traffic.md#response-cache), per process; /metrics sums the workers.
+export const cacheHitsTotal = new Counter({
+  name: 'tollgate_cache_hits_total',
+  help: 'Responses served from the response cache, by route and result (hit: fresh; stale: stale-while-revalidate or stale-if-error).',
+  labelNames: ['route', 'result'] as const,
+  registers: [registry],
+});
+
+export const cacheMissesTotal = new Counter({
+  name: 'tollgate_cache_misses_total',
+  help: 'Cacheable requests of a cached route that went to the upstream (no copy, or one to revalidate), by route.',
+  labelNames: ['route'] as const,
+  registers: [registry],
+});
+
+export const cacheCoalescedTotal = new Counter({
+  name: 'tollgate_cache_coalesced_total',
+  help: "Cache misses that waited for another request's upstream fetch of the same URL instead of making their own, by route.",
+  labelNames: ['route'] as const,
+  registers: [registry],
+});
+
+export const cacheBytes = new Gauge({
+  name: 'tollgate_cache_bytes',
+  help: 'Bytes held by the response cache (bodies, headers and keys), summed over the workers.',
+  registers: [registry],
+});
+
 /**
  * The primary's own families (docs/workers.md), registered only when there is a primary, so a
  * single-process Tollgate exposes exactly the metrics it always did.

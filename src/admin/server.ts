@@ -23,13 +23,18 @@ export interface AdminSources {
   metrics(): Promise<string>;
   /** What /status and /status.json show (observe/status). */
   status(): Promise<StatusModel>;
+  /**
+   * `DELETE /cache`: removes the response cache's entries of a host key under a path prefix, in
+   * every process that has a store (docs/traffic.md#response-cache); resolves with how many.
+   */
+  purgeCache?(hostKey: string, prefix: string): Promise<{ purged: number; missing?: number }>;
 }
 
 /** How long one /status build is reused: a reload loop costs one build per second (see sharedFor). */
 const STATUS_REUSE_MS = 1_000;
 
 /** A single process: ready once its own listeners are bound; its own registry. */
-function processSources(runtime: Runtime): AdminSources {
+export function processSources(runtime: Runtime): AdminSources {
   return {
     readiness: () =>
       runtime.phase === 'ready'
@@ -51,7 +56,8 @@ function processSources(runtime: Runtime): AdminSources {
 /**
  * The admin listener: what the kubelet probes and Prometheus scrapes. Kept apart from the proxy port
  * so neither can be reached through a route, and so it stays up while the proxy drains. Nothing it
- * serves changes state (docs/security.md, "The admin port"): it only reports.
+ * serves changes state (docs/security.md, "The admin port"): it only reports, except `DELETE /cache`,
+ * which empties part of the response cache (docs/traffic.md#response-cache), as internal as /status.
  *
  * Its connections are capped (ADMIN_CONNECTIONS), and a probe must never find the cap taken by
  * connections that hold it open: at the cap, a new connection evicts the one that waited longest
@@ -72,6 +78,7 @@ export function createAdminServer(
     if (state) state.computing += 1;
     try {
       const path = (req.url ?? '/').split('?', 1)[0];
+      if (path === '/cache') return await purgeCache(served, req, res);
       const route = path !== undefined && Object.hasOwn(ADMIN_ROUTES, path) ? ADMIN_ROUTES[path] : undefined;
       if (route === undefined) return sendError(res, 'not_found', undefined, 'unknown admin path');
       if (req.method !== 'GET' && req.method !== 'HEAD')
@@ -99,6 +106,24 @@ export function createAdminServer(
     socket.once('close', () => open.delete(socket));
   });
   return server;
+}
+
+/** `DELETE /cache?host=<host key>&prefix=<path prefix>`: 200 with `{"purged": n}` (0 when nothing matched). */
+async function purgeCache(sources: AdminSources, req: http.IncomingMessage, res: http.ServerResponse) {
+  if (req.method !== 'DELETE') return sendError(res, 'method_not_allowed', { allow: 'DELETE' });
+  if (sources.purgeCache === undefined)
+    return sendError(res, 'not_found', undefined, 'no response cache here');
+  const query = new URLSearchParams((req.url ?? '').split('?')[1] ?? '');
+  const host = query.get('host')?.trim().toLowerCase() ?? '';
+  const prefix = query.get('prefix') ?? '/';
+  if (host === '')
+    return sendError(res, 'bad_request', undefined, "'host' is required: a host key of upstreams.yaml");
+  if (!prefix.startsWith('/') || /[\s?#]/.test(prefix))
+    return sendError(res, 'bad_request', undefined, "'prefix' must be a path starting with '/'");
+  const { purged, missing } = await sources.purgeCache(host === 'default' ? 'DEFAULT' : host, prefix);
+  json(res, 200, missing ? { purged, workers_not_answering: missing } : { purged }, {
+    'cache-control': 'no-store',
+  });
 }
 
 type AdminRoute = (sources: AdminSources, res: http.ServerResponse) => void | Promise<void>;

@@ -27,6 +27,16 @@ export interface CorsConfig {
   maxAgeSeconds: number | null;
 }
 
+/** `cache` (docs/traffic.md#response-cache): this path's response cache. */
+export interface CacheConfig {
+  /** What this path's store may hold, in bytes. */
+  maxBytes: number;
+  /** A response larger than this is served, not stored (default 1m). */
+  maxObjectBytes: number;
+  /** Freshness given to a response that states none; 0 = such a response is not stored. */
+  defaultTtlSeconds: number;
+}
+
 export interface PathPolicies {
   rewrite?: RewriteConfig;
   /** Request body limit in bytes; 0 = unlimited (overrides a global limit). Absent = the global one. */
@@ -45,4 +55,5 @@ export interface PathPolicies {
    * `use-regex`, case-insensitive as ingress-nginx's); the route's prefix is its literal beginning.
    */
   pathRegex?: string;
+  cache?: CacheConfig;
 }

@@ -167,6 +167,8 @@ export interface MainConfig {
   upstreamCaFile?: string | null;
   /** The `tracing:` block (docs/observability.md#tracing); absent when main.yaml has none. */
   tracing?: TracingSettings;
+  /** `cache: { max_bytes }`: what every path's response cache holds together (docs/traffic.md#response-cache). */
+  cache?: { maxBytes: number };
 }
 
 /** OpenTelemetry export settings (docs/observability.md#tracing), checked by config/validate-tracing. */

@@ -14,6 +14,7 @@ import {
   type UpstreamLimits,
   type WorkersSetting,
 } from './types.ts';
+import { readMainCache } from './validate-cache.ts';
 import { readClientCertificateSettings } from './validate-client-certificates.ts';
 import { OIDC_MAIN_KEYS, readOidcMain } from './validate-oidc.ts';
 import { readTracing } from './validate-tracing.ts';
@@ -60,6 +61,7 @@ export const MAIN_KEYS = [
   'workers',
   'kubernetes',
   'upstream_ca_file',
+  'cache',
   ...OIDC_MAIN_KEYS,
 ] as const;
 
@@ -201,6 +203,10 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
     ...optional(
       'tracing',
       read('tracing', (f) => readTracing(r, f), null),
+    ),
+    ...optional(
+      'cache',
+      read('cache', (f) => readMainCache(r, f), null),
     ),
   };
   // Where each tls_certificates file was written, for the file checks run after validation.

@@ -2,15 +2,16 @@ import { isMap, isScalar } from 'yaml';
 import { parseRange, policyProblems } from '../routing/policies.ts';
 import { parseByteSize } from './byte-size.ts';
 import type { CorsConfig, PathPolicies, RewriteConfig } from './policy-types.ts';
+import { readPathCache } from './validate-cache.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
 
 /**
  * upstreams.yaml's request policies (docs/policies.md): the path keys `rewrite`, `max_body_bytes`,
- * `cors`, `source_ranges`, `deny_ranges`, and the global `max_body_bytes`. Every problem is reported
+ * `cors`, `source_ranges`, `deny_ranges`, `cache` (config/validate-cache), and the global `max_body_bytes`. Every problem is reported
  * with its line; the checks themselves are routing/policies' policyProblems, which the Ingress
  * translation runs on annotations too, so both sources refuse exactly the same things.
  */
-export const POLICY_KEYS = ['rewrite', 'max_body_bytes', 'cors', 'source_ranges', 'deny_ranges'];
+export const POLICY_KEYS = ['rewrite', 'max_body_bytes', 'cors', 'source_ranges', 'deny_ranges', 'cache'];
 
 const REWRITE_KEYS = ['prefix', 'regex', 'replacement'];
 const CORS_KEYS = [
@@ -57,6 +58,9 @@ export function readPathPolicies(r: YamlReader, fields: Map<string, Field>): { p
   if (sourceField) policies.sourceRanges = readRanges(r, sourceField);
   const denyField = get('deny_ranges');
   if (denyField) policies.denyRanges = readRanges(r, denyField);
+  const cacheField = get('cache');
+  const cache = cacheField && readPathCache(r, cacheField);
+  if (cache) policies.cache = cache;
 
   // The shared checks, each reported at the key it is about.
   const where: Record<string, Field | undefined> = {

@@ -122,6 +122,7 @@ export function routeRequest(
       completed: null,
       cutShort: null,
       trace: null,
+      cacheTap: null,
     },
   };
 }

@@ -41,7 +41,16 @@ export function corsStage(request: ProxyRequest): Verdict {
  */
 export function withCorsHeaders(request: ProxyRequest, verdict: Answer | Redirect): Answer | Redirect {
   if (request.route.policy?.cors == null) return verdict;
-  const added: Record<string, string> = { vary: 'Origin' };
+  // A stored response's own Vary (the response cache's answers) is kept, with Origin added.
+  const vary = verdict.headers?.vary;
+  const added: Record<string, string> = {
+    vary:
+      typeof vary === 'string' && /(^|,)\s*origin\s*(,|$)/i.test(vary)
+        ? vary
+        : vary
+          ? `${vary}, Origin`
+          : 'Origin',
+  };
   const extra = request.responseHeaders;
   if (extra !== null)
     for (const name in extra) if (name.startsWith('access-control-')) added[name] = extra[name] as string;

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { markIfUrlCarriesToken } from '../auth/browser-links.ts';
 import type { Clock } from '../auth/clock.ts';
 import type { RevocationList } from '../auth/revocation.ts';
+import type { ResponseCache } from '../cache/response-cache.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { type Tracing, withAuthOutcome } from '../observe/tracing.ts';
@@ -17,6 +18,7 @@ import { createRateLimitStage } from './3-rate-limit.ts';
 import { createAuthStage } from './4-auth.ts';
 import { bodyLimitStage } from './4c-body-limit.ts';
 import { rewriteStage } from './4d-rewrite.ts';
+import { createCacheStage } from './4e-cache.ts';
 import { createPickServerStage } from './5-pick-server.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, refuse, type Verdict } from './verdict.ts';
@@ -36,11 +38,14 @@ export interface PipelineDeps {
   rateLimitShared?: 'process' | 'cluster';
   /** Starts each routed request's spans (docs/observability.md#tracing); null without tracing. */
   tracing?: Tracing | null;
+  /** The response cache of the routes with `cache` (docs/traffic.md#response-cache); null = none. */
+  cache?: ResponseCache | null;
 }
 
 /**
  * The request pipeline (docs/architecture.md): route → source ranges → CORS → to_https/redirects →
- * app root → rate limit → auth → body limit → rewrite → pick server (docs/policies.md for the policies).
+ * app root → rate limit → auth → body limit → rewrite → cache → pick server (docs/policies.md for the
+ * policies, docs/traffic.md#response-cache for the cache).
  * Each stage lives in its own file, numbered in this order, and only returns a Verdict; the first
  * verdict that is not PASS is the answer. Forwarding is not a stage: it comes after, in upstream/.
  */
@@ -67,6 +72,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     failureGuard: rateLimit.authFailures,
     main,
   });
+  const pickServer = createPickServerStage({ health: deps.health });
+  const cache = deps.cache ?? null;
   const stages: readonly Stage[] = Object.freeze([
     sourceRangesStage,
     corsStage,
@@ -76,7 +83,8 @@ export function createPipeline(deps: PipelineDeps): Pipeline {
     tracing === null ? auth.stage : withAuthOutcome(auth.stage),
     bodyLimitStage,
     rewriteStage,
-    createPickServerStage({ health: deps.health }),
+    ...(cache === null ? [] : [createCacheStage(cache, pickServer)]),
+    pickServer,
   ]);
   const failed = (error: unknown): Verdict => {
     logger.error({ err: error }, 'request failed inside the proxy');

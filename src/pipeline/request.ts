@@ -89,6 +89,26 @@ export interface ProxyRequest {
   cutShort: CutReason | null;
   /** The request's spans when tracing is on (docs/observability.md#tracing), else null. */
   trace: RequestTrace | null;
+  /** Set by the cache stage: sees the upstream's answer (to store it), and may answer for it. */
+  cacheTap: ResponseTap | null;
+}
+
+/**
+ * What the forwarder tells the response cache (docs/traffic.md#response-cache) about the upstream's
+ * answer. The cache may take the answer over (a 304 to its revalidation, a stale copy when the
+ * upstream fails): the forwarder then writes nothing to the client itself.
+ */
+export interface ResponseTap {
+  /** The final status and headers; true when the tap has answered the client in their place. */
+  head(status: number, headers: Record<string, string | string[] | undefined>): boolean;
+  data(chunk: Buffer): void;
+  /** The body arrived whole. */
+  end(): void;
+  /**
+   * The exchange failed. `canAnswer`: nothing was written to the client yet, and nothing else will
+   * be tried; true when the tap answered the client (stale-if-error), so no error is sent.
+   */
+  error(canAnswer: boolean): boolean;
 }
 
 /**

@@ -58,6 +58,9 @@ export function createProxyHandler(deps: ProxyHandlerDeps): ProxyHandler {
   const admit = (request: ProxyRequest, verdict: Verdict, expectsContinue: boolean) => {
     // Admitted: the forwarder sends `100 Continue` once a connection to the upstream is ready.
     if (verdict.kind !== 'pass') {
+      // Refused after the response cache took the request (no healthy server): a stale copy the
+      // upstream allowed for errors (stale-if-error) answers instead (docs/traffic.md#response-cache).
+      if (request.cacheTap?.error(true) === true) return;
       refuse(request.res, withCorsHeaders(request, verdict), expectsContinue);
       // Small, so written whole: it may still wait for a client whose HTTP/2 window is closed.
       watchEndedResponse(request, sendTimeoutMs);

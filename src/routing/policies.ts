@@ -1,4 +1,4 @@
-import type { PathPolicies, RewriteConfig } from '../config/policy-types.ts';
+import type { CacheConfig, PathPolicies, RewriteConfig } from '../config/policy-types.ts';
 import { type CorsPolicy, compileCors, corsProblems } from './cors.ts';
 import { compileSourceRanges, parseRange, type SourceRanges } from './ip-ranges.ts';
 import { normalisePrefix, normaliseTarget } from './normalise.ts';
@@ -31,6 +31,8 @@ export interface RoutePolicy {
   readonly forwardedPrefix: string | null;
   /** The whole path must match this (an Ingress regex path), else 404. */
   readonly pathPattern: PathPattern | null;
+  /** The response cache's settings (docs/traffic.md#response-cache); null = not cached. */
+  readonly cache: Readonly<CacheConfig> | null;
 }
 
 /**
@@ -76,6 +78,14 @@ export function policyProblems(policies: PathPolicies): Array<{ key: string; mes
     const pattern = compilePathPattern(policies.pathRegex, { caseInsensitive: true });
     if (!pattern.ok) problems.push({ key: 'path', message: `'${policies.pathRegex}' ${pattern.reason}` });
   }
+  const { cache } = policies;
+  if (cache !== undefined && !(cache.maxBytes >= 1 && cache.maxObjectBytes >= 1))
+    problems.push({ key: 'cache', message: 'max_bytes and max_object_bytes must be at least one byte' });
+  else if (cache !== undefined && cache.maxObjectBytes > cache.maxBytes)
+    problems.push({
+      key: 'cache',
+      message: `max_object_bytes (${cache.maxObjectBytes}) is more than max_bytes (${cache.maxBytes})`,
+    });
   if (policies.appRoot !== undefined) {
     const root = normaliseTarget(policies.appRoot);
     if (!root.ok || root.path === '/' || root.path !== policies.appRoot)
@@ -106,6 +116,7 @@ export function compileRoutePolicy(
     rewrite: own.rewrite === undefined ? null : compileRewrite(own.rewrite),
     forwardedPrefix: own.forwardedPrefix ?? null,
     pathPattern: own.pathRegex === undefined ? null : mustCompile(own.pathRegex, true),
+    cache: own.cache === undefined ? null : Object.freeze({ ...own.cache }),
   };
   if (Object.values(policy).every((value) => value === null)) return null;
   return Object.freeze(policy);

@@ -72,6 +72,7 @@ function attempt(
 ): void {
   const server = request.candidates[index];
   if (server === undefined) {
+    if (request.cacheTap?.error(true) === true) return;
     sendError(request.res, 'bad_gateway');
     return;
   }
@@ -98,6 +99,7 @@ function attempt(
     request.res.off('close', onClientGone);
     if (!outcome.ok) {
       upstreamRejectedTotal.inc({ route: request.route.id, server: server.address, reason: outcome.reason });
+      if (request.cacheTap?.error(true) === true) return;
       sendError(request.res, 'upstream_busy');
       return;
     }
@@ -126,6 +128,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #responded = false;
   #finished = false;
   #clientGone = false;
+  /** The response cache answered the client in place of this response (see ResponseTap). */
+  #tapped = false;
   /** This attempt's CLIENT span when the request is traced (docs/observability.md#tracing). */
   #span: ClientSpan | null = null;
   /** The client's `close`/`aborted` listener (one closure per exchange, so it can be removed). */
@@ -226,7 +230,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   /** The client went away: release the upstream request instead of reading a response nobody wants. */
   #clientClosed(): void {
-    if (this.#finished) return;
+    // Once the cache answered, the upstream's answer is still read whole: the cache stores it.
+    if (this.#finished || this.#tapped) return;
     this.#clientGone = true;
     this.controller?.abort(new Error('client closed the connection'));
   }
@@ -265,6 +270,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.#responded = true;
     this.#span?.responded(statusCode);
     this.deps.observer.onUpstreamSuccess(request, this.server);
+    if (request.cacheTap?.head(statusCode, headers) === true) {
+      this.#tapped = true;
+      return;
+    }
     if (res.destroyed) return;
     const outgoing = clientResponseHeaders(
       headers,
@@ -288,6 +297,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   onResponseData(ctrl: Dispatcher.DispatchController, chunk: Buffer): void {
     const { request } = this;
     const { res } = request;
+    request.cacheTap?.data(chunk);
+    if (this.#tapped) return;
     request.responseBytes += chunk.length;
     this.#call?.alive();
     if (this.#trailersOnly !== null) {
@@ -319,8 +330,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     _ctrl: Dispatcher.DispatchController,
     trailers: Record<string, string | string[] | undefined>,
   ): void {
-    const { res } = this.request;
+    const { res, cacheTap } = this.request;
     this.#done();
+    cacheTap?.end();
+    if (this.#tapped) return;
     if (this.#trailersOnly !== null) {
       endTrailersOnly(res, this.#trailersOnly.statusCode, this.#trailersOnly.outgoing);
       return;
@@ -371,10 +384,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_ctrl: Dispatcher.DispatchController, error: Error): void {
     const { request, deps, server } = this;
-    const { res } = request;
+    const { res, cacheTap } = request;
     this.#done(this.#span === null ? undefined : this.#spanError(error));
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'UND_ERR_INVALID_ARG') {
+      cacheTap?.error(false);
       // undici refused to send this request (a header it considers invalid): the client's fault,
       // not the upstream's, and the pool needs replacing (see UpstreamPools.replace).
       deps.pools.replace(server, this.wire, this.grpc);
@@ -383,8 +397,14 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     }
     // The client left first (mid-download or before the answer), or its body was refused on the way
     // (docs/policies.md#max_body_bytes, already answered): not the upstream's failure.
-    if (this.#clientGone || (res.destroyed && !this.#responded)) return;
-    if ((error as { clientSide?: boolean }).clientSide === true) return;
+    if (this.#clientGone || (res.destroyed && !this.#responded)) {
+      cacheTap?.error(false);
+      return;
+    }
+    if ((error as { clientSide?: boolean }).clientSide === true) {
+      cacheTap?.error(false);
+      return;
+    }
     if (this.#call?.expired) {
       // The call's own deadline (grpc-timeout): the caller's budget, not the server's failure.
       if (this.#responded) {
@@ -396,6 +416,9 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const failure = classifyUpstreamError(error);
     deps.observer.onUpstreamFailure(request, server, failure, error);
     if (this.#responded) {
+      // A body cut short is never stored; the cache may already have answered the client itself.
+      cacheTap?.error(false);
+      if (this.#tapped) return;
       // The upstream broke mid-body: the client must see a truncated response, not a clean end.
       res.destroy(error);
       return;
@@ -405,6 +428,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       attempt(request, deps, this.index + 1, this.upgrade);
       return;
     }
+    // The last server failed too: a stale copy the upstream allowed (stale-if-error) beats an error.
+    if (cacheTap?.error(true) === true) return;
     const answer: ErrorCode = failure.answer;
     sendError(res, answer);
   }

@@ -44,6 +44,8 @@ export type PrimaryMessage =
   | { tollgate: 'start'; main: MainConfig; config: ConfigSnapshot }
   | { tollgate: 'config'; config: ConfigSnapshot }
   | { tollgate: 'metrics-request'; id: number }
+  /** The admin port's `DELETE /cache` (docs/traffic.md#response-cache): each worker empties its own store. */
+  | { tollgate: 'cache-purge'; id: number; host: string; prefix: string }
   | { tollgate: 'shutdown' };
 
 export type WorkerMessage =
@@ -56,7 +58,8 @@ export type WorkerMessage =
   | { tollgate: 'start-failed'; error: string }
   /** Readiness off: the worker is draining after a shutdown. */
   | { tollgate: 'draining' }
-  | { tollgate: 'metrics'; id: number; snapshot: MetricsSnapshot };
+  | { tollgate: 'metrics'; id: number; snapshot: MetricsSnapshot }
+  | { tollgate: 'cache-purged'; id: number; count: number };
 
 export function isPrimaryMessage(message: unknown): message is PrimaryMessage {
   return typeof message === 'object' && message !== null && 'tollgate' in message;

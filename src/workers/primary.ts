@@ -207,7 +207,29 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       },
     });
   };
-  const adminServer = createAdminServer(runtime, { readiness, metrics, status });
+  // DELETE /cache: every worker empties its own store and says how much (docs/traffic.md#response-cache).
+  let purgeRequest = 0;
+  const purgeWaiters = new Map<number, { waiting: Set<Worker>; purged: number; done: () => void }>();
+  const purgeCache = (host: string, prefix: string) =>
+    new Promise<{ purged: number; missing?: number }>((resolve) => {
+      const id = ++purgeRequest;
+      const waiting = new Set(slots.flatMap((slot) => (slot.worker?.isConnected() ? [slot.worker] : [])));
+      const state = { waiting, purged: 0, done: () => {} };
+      const timer = setTimeout(() => state.done(), METRICS_TIMEOUT_MS);
+      state.done = () => {
+        clearTimeout(timer);
+        purgeWaiters.delete(id);
+        resolve(
+          state.waiting.size === 0
+            ? { purged: state.purged }
+            : { purged: state.purged, missing: state.waiting.size },
+        );
+      };
+      if (waiting.size === 0) return state.done();
+      purgeWaiters.set(id, state);
+      for (const worker of waiting) sendTo(worker, { tollgate: 'cache-purge', id, host, prefix });
+    });
+  const adminServer = createAdminServer(runtime, { readiness, metrics, status, purgeCache });
   // A rotated masterkey_file is applied here first (token API), then sent to every worker.
   const masterkeys: MasterkeySource = {
     ...prepared.masterkeys,
@@ -282,6 +304,13 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
       case 'draining':
         slot.state = 'draining';
         return;
+      case 'cache-purged': {
+        const waiter = purgeWaiters.get(message.id);
+        if (waiter === undefined || !waiter.waiting.delete(worker)) return;
+        waiter.purged += message.count;
+        if (waiter.waiting.size === 0) waiter.done();
+        return;
+      }
       case 'metrics': {
         clusterMetrics.update(worker.id, message.snapshot);
         const waiter = metricsWaiters.get(message.id);
@@ -297,7 +326,7 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     const slot = slotOf(worker);
     if (slot === undefined) return;
     clusterMetrics.retire(worker.id);
-    for (const waiter of metricsWaiters.values()) {
+    for (const waiter of [...metricsWaiters.values(), ...purgeWaiters.values()]) {
       waiter.waiting.delete(worker);
       if (waiter.waiting.size === 0) waiter.done();
     }

@@ -75,6 +75,11 @@ export async function runWorker(): Promise<number> {
   await send({ tollgate: 'serving', seq: start.config.seq, hash: tollgate.runtime.table().hash, ports });
 
   process.on('message', (message: unknown) => {
+    if (!isPrimaryMessage(message) || message.tollgate !== 'cache-purge') return;
+    const count = tollgate.purgeCache(message.host, message.prefix);
+    void send({ tollgate: 'cache-purged', id: message.id, count });
+  });
+  process.on('message', (message: unknown) => {
     if (!isPrimaryMessage(message) || message.tollgate !== 'config') return;
     const { seq, upstreams } = message.config;
     try {

@@ -1,17 +1,21 @@
 import { parseByteSize } from '../../../config/byte-size.ts';
 import type { CorsConfig, PathPolicies } from '../../../config/policy-types.ts';
+import { DEFAULT_MAX_OBJECT_BYTES } from '../../../config/validate-cache.ts';
 import { policyProblems } from '../../../routing/policies.ts';
 
 /**
  * The ingress-nginx annotations of the request policies (docs/ingress.md#request-policies):
  * `rewrite-target`, `use-regex`, `x-forwarded-prefix`, `app-root`, `proxy-body-size`, `enable-cors`
- * and `cors-*`, `whitelist-source-range`, `denylist-source-range`. annotations.ts reads them through
+ * and `cors-*`, `whitelist-source-range`, `denylist-source-range`, and Tollgate's own `cache-*`
+ * (docs/traffic.md#response-cache). annotations.ts reads them through
  * its table like every other annotation (a value that does not parse is reported there with the
  * annotation's name); policiesOf turns them into the same PathPolicies upstreams.yaml paths have,
  * with ingress-nginx's defaults, and runs the same checks as validation does.
  */
 
 const NGINX = 'nginx.ingress.kubernetes.io/';
+/** ingress-nginx has no cache annotations: the response cache's are Tollgate's own. */
+const TOLLGATE = 'tollgate.io/';
 
 export interface PolicySettings {
   rewriteTarget?: string;
@@ -29,6 +33,10 @@ export interface PolicySettings {
   corsMaxAge?: number;
   whitelistSourceRange?: string[];
   denylistSourceRange?: string[];
+  /** The response cache (docs/traffic.md#response-cache): bytes, bytes, seconds. */
+  cacheMaxBytes?: number;
+  cacheMaxObjectBytes?: number;
+  cacheDefaultTtlSeconds?: number;
 }
 
 type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };
@@ -66,8 +74,14 @@ function entry<K extends keyof PolicySettings>(
   parse: (value: string) => Parsed<PolicySettings[K]>,
   closes = false,
 ): PolicyAnnotation<K> {
-  return { target, names: [`${NGINX}${name}`], parse, auth: closes };
+  return { target, names: [name.startsWith(TOLLGATE) ? name : `${NGINX}${name}`], parse, auth: closes };
 }
+
+const size = (value: string): Parsed<number> => {
+  const parsed = parseByteSize(value);
+  if (!parsed.ok) return bad(parsed.reason);
+  return parsed.bytes < 1 ? bad('must be at least one byte') : ok(parsed.bytes);
+};
 
 /** Rows for annotations.ts's table. */
 export const POLICY_ANNOTATIONS: ReadonlyArray<PolicyAnnotation<keyof PolicySettings>> = [
@@ -94,6 +108,13 @@ export const POLICY_ANNOTATIONS: ReadonlyArray<PolicyAnnotation<keyof PolicySett
   // Access rules, like authentication: one that cannot be honoured closes the paths (see policiesOf).
   entry('whitelistSourceRange', 'whitelist-source-range', list, true),
   entry('denylistSourceRange', 'denylist-source-range', list, true),
+  entry('cacheMaxBytes', `${TOLLGATE}cache-max-bytes`, size),
+  entry('cacheMaxObjectBytes', `${TOLLGATE}cache-max-object-bytes`, size),
+  entry('cacheDefaultTtlSeconds', `${TOLLGATE}cache-default-ttl-seconds`, (value) =>
+    /^[0-9]{1,8}$/.test(value) && Number(value) <= 31_536_000
+      ? ok(Number(value))
+      : bad('expected a whole number of seconds up to 31536000'),
+  ),
 ];
 
 /** ingress-nginx's defaults for `enable-cors: "true"` without the other cors-* annotations. */
@@ -160,6 +181,15 @@ export function policiesOf(
   if (settings.denylistSourceRange !== undefined) policies.denyRanges = settings.denylistSourceRange;
   const cors = corsOf(settings);
   if (cors !== null) policies.cors = cors;
+  if (settings.cacheMaxBytes !== undefined)
+    policies.cache = {
+      maxBytes: settings.cacheMaxBytes,
+      maxObjectBytes:
+        settings.cacheMaxObjectBytes ?? Math.min(DEFAULT_MAX_OBJECT_BYTES, settings.cacheMaxBytes),
+      defaultTtlSeconds: settings.cacheDefaultTtlSeconds ?? 0,
+    };
+  else if (settings.cacheMaxObjectBytes !== undefined || settings.cacheDefaultTtlSeconds !== undefined)
+    problems.push(`${TOLLGATE}cache-max-bytes: required by the other cache-* annotations`);
 
   for (const problem of policyProblems(policies))
     if (problem.key !== 'source_ranges' && problem.key !== 'deny_ranges')
@@ -209,5 +239,6 @@ function annotationOf(key: string): string {
   if (key === 'source_ranges') return `${NGINX}whitelist-source-range`;
   if (key === 'deny_ranges') return `${NGINX}denylist-source-range`;
   if (key === 'app_root') return `${NGINX}app-root`;
+  if (key === 'cache') return `${TOLLGATE}cache-*`;
   return key;
 }
