@@ -78,13 +78,84 @@ export function compileRoutingTable(
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const match = buildMatcher(routes);
 
-  return Object.freeze({
+  const table: RoutingTable = Object.freeze({
     hash: configIdentity(config),
     sourceHash: config.hash,
     routes: Object.freeze(routes),
     servers: Object.freeze([...servers.values()]),
     match,
   });
+  compiledFrom.set(table, config);
+  return table;
+}
+
+/** The config object each table was compiled from: what recompileServers may start from. */
+const compiledFrom = new WeakMap<RoutingTable, UpstreamsConfig>();
+
+/**
+ * The table compileRoutingTable(config, endpoints) would give when only the endpoints of the
+ * Services `changed` names differ from those `previous` was compiled with: the routes of those
+ * Services get their new servers (and weights), every other route is kept as it was. An endpoint
+ * change then costs what it touches, not the whole config again (docs/kubernetes.md); the identity
+ * stays (endpoints are not config). Null when `previous` was not compiled from this very config
+ * object: the caller compiles in full.
+ */
+export function recompileServers(
+  previous: RoutingTable,
+  config: UpstreamsConfig,
+  endpoints: EndpointLookup,
+  changed: (ref: ServiceRef) => boolean,
+): RoutingTable | null {
+  if (compiledFrom.get(previous) !== config) return null;
+  const known = new Map(
+    previous.servers.map((server) => [`${server.address} ${server.transport.key}`, server]),
+  );
+  const servers = new Map<string, UpstreamServer>();
+  const routes: Route[] = [];
+  let index = 0;
+  for (const host of config.hosts) {
+    for (const path of host.paths) {
+      const before = previous.routes[index++] as Route;
+      const affected =
+        (path.service != null && changed(path.service)) ||
+        (path.canary?.service != null && changed(path.canary.service));
+      if (!affected) {
+        for (const server of before.servers) {
+          const key = `${server.address} ${server.transport.key}`;
+          if (!servers.has(key)) servers.set(key, server);
+        }
+        routes.push(before);
+        continue;
+      }
+      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
+      const routeServers = addresses.map((address) => {
+        const transport = upstreamTransport(path, address);
+        const key = `${address.raw} ${transport.key}`;
+        const reused = servers.get(key) ?? known.get(key);
+        if (reused !== undefined) {
+          servers.set(key, reused);
+          return reused;
+        }
+        return sharedServer(address, transport, servers);
+      });
+      routes.push(
+        Object.freeze({
+          ...before,
+          servers: Object.freeze(routeServers),
+          ...compileBackendPolicies(path, addresses, canaryFrom),
+        }),
+      );
+    }
+  }
+  const table: RoutingTable = Object.freeze({
+    hash: previous.hash,
+    sourceHash: previous.sourceHash,
+    routes: Object.freeze(routes),
+    servers: Object.freeze([...servers.values()]),
+    match: buildMatcher(routes),
+  });
+  compiledFrom.set(table, config);
+  return table;
 }
 
 /**

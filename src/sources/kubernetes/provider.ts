@@ -1,8 +1,8 @@
 import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
-import { resolveServiceRef, serviceRefKey, serviceRefText } from '../../config/service-ref.ts';
+import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
-import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
+import { compileRoutingTable, type EndpointLookup, recompileServers } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
@@ -14,6 +14,7 @@ import { type CertificatePem, createIngressCertificates } from './ingress/certif
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
+import { createRebuilds } from './rebuilds.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import {
   type ConfigMapContent,
@@ -89,13 +90,25 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastGatewayServed: string | null = null;
   let lastIngressClaims: string | null = null;
   let lastRouteClaims: string | null = null;
+  // The hosts each source serves now: replaced only when what they serve changed, so that the
+  // effective config stays the same object between changes (and an endpoint change can keep it).
+  let ingressHosts: IngressTranslation['hosts'] = [];
+  let gatewayHosts: GatewayTranslation['hosts'] = [];
+  let merged: {
+    base: UpstreamsConfig;
+    ingress: IngressTranslation['hosts'];
+    gateway: GatewayTranslation['hosts'];
+    config: UpstreamsConfig;
+  } | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
-  const effective = (config: UpstreamsConfig) =>
-    mergeIngressRoutes(
-      mergeIngressRoutes(config, ingress?.translation()?.hosts ?? []),
-      gateway?.translation()?.hosts ?? [],
-    );
+  const effective = (config: UpstreamsConfig) => {
+    if (merged?.base === config && merged.ingress === ingressHosts && merged.gateway === gatewayHosts)
+      return merged.config;
+    const next = mergeIngressRoutes(mergeIngressRoutes(config, ingressHosts), gatewayHosts);
+    merged = { base: config, ingress: ingressHosts, gateway: gatewayHosts, config: next };
+    return next;
+  };
   const allCertificates = (): CertificatePem[] => {
     const fromIngress = ingress?.translation();
     const fromGateway = gateway?.translation();
@@ -105,6 +118,26 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     ];
   };
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
+  const rebuilds = createRebuilds({
+    logger,
+    rebuild: (why) => {
+      const config = effective(live);
+      const keyOf = (ref: ServiceRef) => serviceRefKey(resolveServiceRef(ref, connection.namespace));
+      // Only endpoints changed: the routes of those Services get their servers, the rest stays.
+      const partial =
+        why.sources.size === 0
+          ? recompileServers(runtime.table(), config, endpointsOf, (ref) => why.services.has(keyOf(ref)))
+          : null;
+      const table = partial ?? compileRoutingTable(config, endpointsOf);
+      runtime.swapTable(table);
+      return {
+        routes: table.routes.length,
+        servers: table.servers.length,
+        hash: table.hash,
+        partial: partial !== null,
+      };
+    },
+  });
 
   const applyConfigMap = (content: ConfigMapContent) => {
     if (applier === null) {
@@ -129,17 +162,9 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     upstreamsConfigMap: main.kubernetes?.upstreamsConfigMap ?? null,
     tuning: options.tuning,
     ownListeners: options.ownListeners,
-    onEndpoints: (snapshot) => {
+    onEndpoints: (snapshot, changed) => {
       endpoints = snapshot;
-      const table = compile(live);
-      runtime.swapTable(table);
-      logger.info(
-        {
-          services: Object.fromEntries([...snapshot].map(([key, servers]) => [key, servers.length])),
-          servers: table.servers.length,
-        },
-        'kubernetes endpoints changed; routing table rebuilt',
-      );
+      rebuilds.request({ services: changed });
     },
     onConfigMap: applyConfigMap,
   });
@@ -171,18 +196,10 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         const served = JSON.stringify([translation.hosts, translation.certificates]);
         if (served === lastServed) return;
         lastServed = served;
+        ingressHosts = translation.hosts;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
-        const table = compile(live);
-        runtime.swapTable(table);
-        logger.info(
-          {
-            ingresses: translation.reports.size,
-            routes: table.routes.length,
-            hash: table.hash,
-          },
-          'ingress routes changed; routing table rebuilt',
-        );
+        rebuilds.request({ source: 'ingresses' });
       },
     });
   }
@@ -209,14 +226,10 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         const served = JSON.stringify([translation.hosts, translation.certificates]);
         if (served === lastGatewayServed) return;
         lastGatewayServed = served;
+        gatewayHosts = translation.hosts;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
-        const table = compile(live);
-        runtime.swapTable(table);
-        logger.info(
-          { routes: translation.routes.length, paths: table.routes.length, hash: table.hash },
-          'gateway api routes changed; routing table rebuilt',
-        );
+        rebuilds.request({ source: 'gateway api routes' });
       },
     });
   }
@@ -225,7 +238,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     {
       credentials: connection.origin,
       namespace: connection.namespace,
-      services: serviceRefs(live).map(serviceRefText),
+      // A count: with thousands of Services a list would make one enormous line.
+      services: serviceRefs(live).length,
     },
     'kubernetes provider started',
   );
@@ -259,10 +273,17 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       await Promise.all([source.whenSynced(), ingress?.whenSynced(), gateway?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
       await source.whenSynced();
+      // Ready means served: the table with every source's first state went live.
+      await rebuilds.idle();
     },
     synced: () =>
-      source.synced() && (ingress?.synced() ?? true) && (gateway?.synced() ?? true) && configArrived === null,
+      source.synced() &&
+      (ingress?.synced() ?? true) &&
+      (gateway?.synced() ?? true) &&
+      configArrived === null &&
+      !rebuilds.pending(),
     close: async () => {
+      rebuilds.close();
       await Promise.all([source.close(), ingress?.close(), gateway?.close()]);
     },
   };

@@ -113,8 +113,9 @@ export type StartWatch = <T extends KubernetesObject>(
 ) => ResourceWatch;
 
 export function watchStarter(context: WatchContext): StartWatch {
-  return (resource, description, path, list, onObjects, fieldSelector) =>
-    startResourceWatch({
+  return (resource, description, path, list, onObjects, fieldSelector) => {
+    const changes = GENERATION_KINDS.has(resource) ? desiredChanges() : () => true;
+    return startResourceWatch({
       kubeConfig: context.kubeConfig,
       resource,
       description,
@@ -123,12 +124,61 @@ export function watchStarter(context: WatchContext): StartWatch {
       fieldSelector,
       onObjects: (objects) => {
         onObjects(objects);
-        context.onChange();
+        if (changes(objects)) context.onChange();
       },
       health: context.health,
       logger: context.logger,
       tuning: context.tuning,
     });
+  };
+}
+
+/**
+ * Kinds whose `metadata.generation` the API server bumps on every change of what they ask for (their
+ * spec): a change of these that leaves generation, labels and annotations alone is a status write
+ * (often Tollgate's own) and cannot change a translation. Other kinds count every change.
+ */
+const GENERATION_KINDS: ReadonlySet<WatchedResource> = new Set([
+  'ingresses',
+  'gateways',
+  'httproutes',
+  'grpcroutes',
+  'referencegrants',
+  'tollgatepolicies',
+  'gatewayclasses',
+]);
+
+/**
+ * Tells whether a new set of objects differs from the last in anything but status: Tollgate writes
+ * the status of every object it serves, and translating everything again after each of those writes
+ * made start-up quadratic in the number of objects (docs/benchmark.md#control-plane-at-scale).
+ */
+function desiredChanges(): (objects: readonly KubernetesObject[]) => boolean {
+  let seen = new Map<string, { object: KubernetesObject; desired: string }>();
+  return (objects) => {
+    let changed = objects.length !== seen.size;
+    const next = new Map<string, { object: KubernetesObject; desired: string }>();
+    for (const object of objects) {
+      const key = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+      const before = seen.get(key);
+      if (before?.object === object) {
+        next.set(key, before);
+        continue;
+      }
+      const metadata = object.metadata;
+      const desired = JSON.stringify([
+        metadata?.generation ?? null,
+        metadata?.labels ?? null,
+        metadata?.annotations ?? null,
+        metadata?.deletionTimestamp ?? null,
+      ]);
+      // Without a generation nothing tells a status write apart: the change counts.
+      if (before === undefined || before.desired !== desired || metadata?.generation == null) changed = true;
+      next.set(key, { object, desired });
+    }
+    seen = next;
+    return changed;
+  };
 }
 
 export interface ResourceWatch {
@@ -152,6 +202,8 @@ export function startResourceWatch<T extends KubernetesObject>(
   const member = health.register(resource);
   let stopped = false;
   let synced = false;
+  /** A list succeeded and its objects are not handed over yet. */
+  let listed = false;
   let failures = 0;
   let retryTimer: NodeJS.Timeout | undefined;
   let emitScheduled = false;
@@ -189,8 +241,10 @@ export function startResourceWatch<T extends KubernetesObject>(
     async () => {
       try {
         const list = await options.list(timeoutOptions(tuning.listTimeoutMs));
-        synced = true;
-        member.synced();
+        // Synced once the objects were handed over (below), not before: a source that sees every
+        // watch synced must also hold every watch's objects (else a Service listed a moment ago
+        // reads as missing, and readiness comes before the routes).
+        listed = true;
         markUp();
         scheduleEmit();
         return list;
@@ -224,7 +278,13 @@ export function startResourceWatch<T extends KubernetesObject>(
     // After the current burst: a relist delivers its adds and deletes synchronously, one by one.
     setImmediate(() => {
       emitScheduled = false;
-      if (!stopped && synced) options.onObjects(listWatch.list());
+      if (stopped || (!synced && !listed)) return;
+      if (listed) {
+        listed = false;
+        synced = true;
+        member.synced();
+      }
+      options.onObjects(listWatch.list());
     });
   };
   listWatch.on('add', scheduleEmit);

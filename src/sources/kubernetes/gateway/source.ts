@@ -80,6 +80,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const health = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
+  /** The stored objects of a kind by `namespace/name` (name alone when cluster-scoped), built when asked. */
+  const byName = new Map<string, Map<string, Stored>>();
   let namespaceObjects: readonly V1Namespace[] = [];
   let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
@@ -136,7 +138,10 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
           }
           return { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items: [] };
         }),
-      (objects) => stores.set(key, objects),
+      (objects) => {
+        stores.set(key, objects);
+        byName.delete(resource);
+      },
     );
   };
 
@@ -185,12 +190,21 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const writer = createStatusWriter({
     custom,
     logger,
-    current: (status: DesiredStatus) =>
-      objectsOf<Stored>(status.resource).find(
-        (item) =>
-          item.metadata?.name === status.name &&
-          (API_OF[status.resource].clusterScoped || item.metadata?.namespace === status.namespace),
-      ),
+    current: (status: DesiredStatus) => {
+      // Looked up by name, not searched: a translation writes the status of every object.
+      const clusterScoped = API_OF[status.resource].clusterScoped === true;
+      let index = byName.get(status.resource);
+      if (index === undefined) {
+        index = new Map();
+        for (const item of objectsOf<Stored>(status.resource)) {
+          const name = item.metadata?.name ?? '';
+          const id = clusterScoped ? name : `${item.metadata?.namespace}/${name}`;
+          if (!index.has(id)) index.set(id, item);
+        }
+        byName.set(status.resource, index);
+      }
+      return index.get(clusterScoped ? status.name : `${status.namespace}/${status.name}`);
+    },
   });
 
   function schedule(): void {
