@@ -79,7 +79,9 @@ export function compileRoutingTable(
   const match = buildMatcher(routes);
 
   const table: RoutingTable = Object.freeze({
-    hash: configIdentity(config),
+    get hash() {
+      return identityOf(config);
+    },
     sourceHash: config.hash,
     routes: Object.freeze(routes),
     servers: Object.freeze([...servers.values()]),
@@ -87,6 +89,22 @@ export function compileRoutingTable(
   });
   compiledFrom.set(table, config);
   return table;
+}
+
+/**
+ * The config identity (routing/identity), computed the first time something reads a table's `hash`
+ * and kept per config object: a rebuild from Kubernetes changes does not hash the whole config
+ * (a SHA-256 over its canonical form, the larger part of compiling thousands of routes) unless the
+ * identity is asked for (/readyz, a reload's log line, workers), and tables of one config share it.
+ */
+const identities = new WeakMap<UpstreamsConfig, string>();
+function identityOf(config: UpstreamsConfig): string {
+  let identity = identities.get(config);
+  if (identity === undefined) {
+    identity = configIdentity(config);
+    identities.set(config, identity);
+  }
+  return identity;
 }
 
 /** The config object each table was compiled from: what recompileServers may start from. */
@@ -107,10 +125,17 @@ export function recompileServers(
   changed: (ref: ServiceRef) => boolean,
 ): RoutingTable | null {
   if (compiledFrom.get(previous) !== config) return null;
-  const known = new Map(
+  // One object per address and transport, as compile makes them: the table's distinct servers by key.
+  const byKey = new Map(
     previous.servers.map((server) => [`${server.address} ${server.transport.key}`, server]),
   );
-  const servers = new Map<string, UpstreamServer>();
+  const used = new Set<UpstreamServer>();
+  const servers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    servers.push(server);
+  };
   const routes: Route[] = [];
   let index = 0;
   for (const host of config.hosts) {
@@ -120,10 +145,7 @@ export function recompileServers(
         (path.service != null && changed(path.service)) ||
         (path.canary?.service != null && changed(path.canary.service));
       if (!affected) {
-        for (const server of before.servers) {
-          const key = `${server.address} ${server.transport.key}`;
-          if (!servers.has(key)) servers.set(key, server);
-        }
+        for (const server of before.servers) use(server);
         routes.push(before);
         continue;
       }
@@ -131,12 +153,13 @@ export function recompileServers(
       const routeServers = addresses.map((address) => {
         const transport = upstreamTransport(path, address);
         const key = `${address.raw} ${transport.key}`;
-        const reused = servers.get(key) ?? known.get(key);
-        if (reused !== undefined) {
-          servers.set(key, reused);
-          return reused;
+        let server = byKey.get(key);
+        if (server === undefined) {
+          server = upstreamServerFor(address, transport);
+          byKey.set(key, server);
         }
-        return sharedServer(address, transport, servers);
+        use(server);
+        return server;
       });
       routes.push(
         Object.freeze({
@@ -148,10 +171,12 @@ export function recompileServers(
     }
   }
   const table: RoutingTable = Object.freeze({
-    hash: previous.hash,
+    get hash() {
+      return identityOf(config);
+    },
     sourceHash: previous.sourceHash,
     routes: Object.freeze(routes),
-    servers: Object.freeze([...servers.values()]),
+    servers: Object.freeze(servers),
     match: buildMatcher(routes),
   });
   compiledFrom.set(table, config);

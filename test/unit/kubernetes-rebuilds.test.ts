@@ -17,7 +17,7 @@ function harness(options: { costMs?: number; now?: () => number } = {}) {
       const until = performance.now() + (options.costMs ?? 0);
       while (performance.now() < until);
       built.push({ cause, version: state.version });
-      return { routes: 1, servers: 1, hash: 'h', partial: cause.sources.size === 0 };
+      return { routes: 1, servers: 1, partial: cause.sources.size === 0 };
     },
   });
   return { lines, state, built, rebuilds };

@@ -133,7 +133,6 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       return {
         routes: table.routes.length,
         servers: table.servers.length,
-        hash: table.hash,
         partial: partial !== null,
       };
     },

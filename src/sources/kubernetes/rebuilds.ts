@@ -11,7 +11,6 @@ export interface RebuildCause {
 export interface RebuildOutcome {
   routes: number;
   servers: number;
-  hash: string;
   /** Only the routes of the changed Services were rebuilt. */
   partial: boolean;
 }
@@ -40,7 +39,8 @@ export interface RebuildOptions {
  * as the last one took (at most `maxGapMs`), so a flood of events (a rollout, a relist of thousands
  * of objects) costs at most about a third of a core and each change is still live well within the
  * 1 s the contract allows. Everything waiting is folded into that one rebuild, whose log line counts
- * what it carried rather than listing it.
+ * what it carried rather than listing it (and names no config identity: computing one hashes the
+ * whole config; /readyz shows it).
  */
 export function createRebuilds(options: RebuildOptions): Rebuilds {
   const { logger } = options;
@@ -74,7 +74,6 @@ export function createRebuilds(options: RebuildOptions): Rebuilds {
           routes: outcome.routes,
           servers: outcome.servers,
           partial: outcome.partial,
-          hash: outcome.hash,
           took_ms: Math.round(tookMs),
         },
         'kubernetes changes applied; routing table rebuilt',
