@@ -13,6 +13,8 @@
  * --upstream/BENCH_UPSTREAM (nginx | node), --workers/BENCH_WORKERS (the machine's CPUs: N of the
  * every-core targets), --paced-connections/BENCH_PACED_CONNECTIONS (32),
  * --paced-pause/BENCH_PACED_PAUSE_MS (5; 0 skips the paced run).
+ *
+ * `npm run bench -- scale` runs the Kubernetes control plane at many objects instead (bench/scale.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';

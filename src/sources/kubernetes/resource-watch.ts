@@ -85,8 +85,12 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   list: (options: ConfigurationOptions) => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
   fieldSelector?: string;
-  /** The full current set of objects, after the first list and after every change (coalesced). */
-  onObjects: (objects: readonly T[]) => void;
+  /**
+   * The full current set of objects, after the first list and after every change (coalesced);
+   * `desired` is false when every change since the last call only touched objects' status (kinds of
+   * GENERATION_KINDS only; always true for the others).
+   */
+  onObjects: (objects: readonly T[], desired: boolean) => void;
   health: WatchHealth;
   logger: Logger;
   tuning?: Partial<WatchTuning>;
@@ -113,30 +117,30 @@ export type StartWatch = <T extends KubernetesObject>(
 ) => ResourceWatch;
 
 export function watchStarter(context: WatchContext): StartWatch {
-  return (resource, description, path, list, onObjects, fieldSelector) => {
-    const changes = GENERATION_KINDS.has(resource) ? desiredChanges() : () => true;
-    return startResourceWatch({
+  return (resource, description, path, list, onObjects, fieldSelector) =>
+    startResourceWatch({
       kubeConfig: context.kubeConfig,
       resource,
       description,
       path,
       list,
       fieldSelector,
-      onObjects: (objects) => {
+      onObjects: (objects, desired) => {
         onObjects(objects);
-        if (changes(objects)) context.onChange();
+        if (desired) context.onChange();
       },
       health: context.health,
       logger: context.logger,
       tuning: context.tuning,
     });
-  };
 }
 
 /**
  * Kinds whose `metadata.generation` the API server bumps on every change of what they ask for (their
  * spec): a change of these that leaves generation, labels and annotations alone is a status write
- * (often Tollgate's own) and cannot change a translation. Other kinds count every change.
+ * (often Tollgate's own, for every object it serves) and cannot change a translation; translating
+ * everything again after each of those made start-up quadratic in the number of objects
+ * (docs/benchmark.md#control-plane-at-scale). Other kinds count every change.
  */
 const GENERATION_KINDS: ReadonlySet<WatchedResource> = new Set([
   'ingresses',
@@ -148,42 +152,23 @@ const GENERATION_KINDS: ReadonlySet<WatchedResource> = new Set([
   'gatewayclasses',
 ]);
 
-/**
- * Tells whether a new set of objects differs from the last in anything but status: Tollgate writes
- * the status of every object it serves, and translating everything again after each of those writes
- * made start-up quadratic in the number of objects (docs/benchmark.md#control-plane-at-scale).
- */
-function desiredChanges(): (objects: readonly KubernetesObject[]) => boolean {
-  let seen = new Map<string, { object: KubernetesObject; desired: string }>();
-  return (objects) => {
-    let changed = objects.length !== seen.size;
-    const next = new Map<string, { object: KubernetesObject; desired: string }>();
-    for (const object of objects) {
-      const key = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
-      const before = seen.get(key);
-      if (before?.object === object) {
-        next.set(key, before);
-        continue;
-      }
-      const metadata = object.metadata;
-      const desired = JSON.stringify([
-        metadata?.generation ?? null,
-        metadata?.labels ?? null,
-        metadata?.annotations ?? null,
-        metadata?.deletionTimestamp ?? null,
-      ]);
-      // Without a generation nothing tells a status write apart: the change counts.
-      if (before === undefined || before.desired !== desired || metadata?.generation == null) changed = true;
-      next.set(key, { object, desired });
-    }
-    seen = next;
-    return changed;
-  };
+/** What of an object a translation can read, besides status; null: no generation to tell by. */
+function desiredOf(object: KubernetesObject): string | null {
+  const metadata = object.metadata;
+  if (metadata?.generation == null) return null;
+  return JSON.stringify([
+    metadata.generation,
+    metadata.labels ?? null,
+    metadata.annotations ?? null,
+    metadata.deletionTimestamp ?? null,
+  ]);
 }
 
 export interface ResourceWatch {
   /** True once a list succeeded; stays true (the last objects keep serving while the API is away). */
   readonly synced: boolean;
+  /** The object as last received (a status writer's current copy), looked up, not searched. */
+  get(name: string, namespace?: string): KubernetesObject | undefined;
   stop(): Promise<void>;
 }
 
@@ -207,6 +192,8 @@ export function startResourceWatch<T extends KubernetesObject>(
   let failures = 0;
   let retryTimer: NodeJS.Timeout | undefined;
   let emitScheduled = false;
+  /** Since the last emit, some change touched more than status (or a list came in). */
+  let desiredChange = true;
   const pendingDelays = new Set<NodeJS.Timeout>();
 
   const markUp = () => {
@@ -245,6 +232,7 @@ export function startResourceWatch<T extends KubernetesObject>(
         // watch synced must also hold every watch's objects (else a Service listed a moment ago
         // reads as missing, and readiness comes before the routes).
         listed = true;
+        desiredChange = true;
         markUp();
         scheduleEmit();
         return list;
@@ -284,12 +272,42 @@ export function startResourceWatch<T extends KubernetesObject>(
         synced = true;
         member.synced();
       }
-      options.onObjects(listWatch.list());
+      const desired = desiredChange;
+      desiredChange = false;
+      options.onObjects(listWatch.list(), desired);
     });
   };
-  listWatch.on('add', scheduleEmit);
-  listWatch.on('update', scheduleEmit);
-  listWatch.on('delete', scheduleEmit);
+  // Per object, what a translation reads of it (GENERATION_KINDS), kept from event to event.
+  const tracked = GENERATION_KINDS.has(resource) ? new Map<string, string | null>() : null;
+  const idOf = (object: KubernetesObject) =>
+    `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+  const noteChange = (object: KubernetesObject, deleted: boolean) => {
+    if (tracked === null) {
+      desiredChange = true;
+      return;
+    }
+    const id = idOf(object);
+    if (deleted) {
+      tracked.delete(id);
+      desiredChange = true;
+      return;
+    }
+    const desired = desiredOf(object);
+    if (desired === null || tracked.get(id) !== desired) desiredChange = true;
+    tracked.set(id, desired);
+  };
+  listWatch.on('add', (object) => {
+    noteChange(object, false);
+    scheduleEmit();
+  });
+  listWatch.on('update', (object) => {
+    noteChange(object, false);
+    scheduleEmit();
+  });
+  listWatch.on('delete', (object) => {
+    noteChange(object, true);
+    scheduleEmit();
+  });
   listWatch.on('error', () => {
     // ListWatch stops at the first error (counted by the list or watch wrapper): retry later.
     if (stopped) return;
@@ -308,6 +326,7 @@ export function startResourceWatch<T extends KubernetesObject>(
     get synced() {
       return synced;
     },
+    get: (name, namespace) => listWatch.get(name, namespace),
     async stop() {
       stopped = true;
       clearTimeout(retryTimer);

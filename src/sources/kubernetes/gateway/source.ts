@@ -80,8 +80,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const health = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
-  /** The stored objects of a kind by `namespace/name` (name alone when cluster-scoped), built when asked. */
-  const byName = new Map<string, Map<string, Stored>>();
+  /** The watches of each custom kind: a status write finds its object through them by name. */
+  const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
   let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
@@ -109,7 +109,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   ) => {
     const base = `/apis/${api.group}/${api.version}`;
     const key = `${resource} ${namespace ?? '*'}`;
-    return watch<Stored>(
+    const started = watch<Stored>(
       resource,
       `${api.plural} in ${api.clusterScoped ? 'the cluster' : (namespace ?? 'every namespace')}`,
       namespace && !api.clusterScoped
@@ -138,11 +138,10 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
           }
           return { apiVersion: 'v1', kind: 'List', metadata: { resourceVersion: '' }, items: [] };
         }),
-      (objects) => {
-        stores.set(key, objects);
-        byName.delete(resource);
-      },
+      (objects) => stores.set(key, objects),
     );
+    watchesOf.set(resource, [...(watchesOf.get(resource) ?? []), started]);
+    return started;
   };
 
   watches.push(
@@ -191,19 +190,14 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     custom,
     logger,
     current: (status: DesiredStatus) => {
-      // Looked up by name, not searched: a translation writes the status of every object.
-      const clusterScoped = API_OF[status.resource].clusterScoped === true;
-      let index = byName.get(status.resource);
-      if (index === undefined) {
-        index = new Map();
-        for (const item of objectsOf<Stored>(status.resource)) {
-          const name = item.metadata?.name ?? '';
-          const id = clusterScoped ? name : `${item.metadata?.namespace}/${name}`;
-          if (!index.has(id)) index.set(id, item);
-        }
-        byName.set(status.resource, index);
+      // Looked up by name in the watches' caches, not searched: a translation writes the status of
+      // every object, and each write brings the object back changed.
+      const namespace = API_OF[status.resource].clusterScoped ? undefined : status.namespace;
+      for (const watched of watchesOf.get(status.resource) ?? []) {
+        const found = watched.get(status.name, namespace) as Stored | undefined;
+        if (found !== undefined) return found;
       }
-      return index.get(clusterScoped ? status.name : `${status.namespace}/${status.name}`);
+      return undefined;
     },
   });
 
