@@ -118,11 +118,21 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     ];
   };
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
+  // The key of each `service:` reference of the effective config, kept per reference object: an
+  // endpoint change asks it of every path, and the config stays the same objects between changes.
+  const refKeys = new WeakMap<ServiceRef, string>();
+  const keyOf = (ref: ServiceRef) => {
+    let key = refKeys.get(ref);
+    if (key === undefined) {
+      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
+      refKeys.set(ref, key);
+    }
+    return key;
+  };
   const rebuilds = createRebuilds({
     logger,
     rebuild: (why) => {
       const config = effective(live);
-      const keyOf = (ref: ServiceRef) => serviceRefKey(resolveServiceRef(ref, connection.namespace));
       // Only endpoints changed: the routes of those Services get their servers, the rest stays.
       const partial =
         why.sources.size === 0
