@@ -3,13 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
 import { resolveServiceRef } from '../../src/config/service-ref.ts';
 import { createLogger } from '../../src/log.ts';
 import { connectKube } from '../../src/sources/kubernetes/kubeconfig.ts';
-import type {
-  RestartReason,
-  WatchedResource,
-  WatchTuning,
+import {
+  type RestartReason,
+  startResourceWatch,
+  type WatchedResource,
+  type WatchTuning,
 } from '../../src/sources/kubernetes/resource-watch.ts';
 import {
   type ConfigMapContent,
@@ -17,7 +19,7 @@ import {
   type EndpointSnapshot,
   type KubernetesSourceOptions,
 } from '../../src/sources/kubernetes/source.ts';
-import type { WatchMetricsSink } from '../../src/sources/kubernetes/watch-health.ts';
+import { createWatchHealth, type WatchMetricsSink } from '../../src/sources/kubernetes/watch-health.ts';
 import { configMap, endpointSlice, type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 
 // Short delays so retries happen within a test; the logic under test is the same as with defaults.
@@ -182,6 +184,43 @@ test('thousands of Services: one EndpointSlice watch per namespace, a change rec
   assert.deepEqual([...(h.changes.at(-1) ?? [])], ['svc-7.apps:http'], 'naming the one Service changed');
   assert.deepEqual(h.servers('svc-8.apps:http'), ['10.0.0.8:8080'], 'the other Services keep theirs');
   assert.equal(api.openWatches('endpointslices'), 2, 'still two watches');
+});
+
+test('a watch counts as synced only once its objects were handed over (readiness waits for them)', async (t) => {
+  const api = await startFakeKubeApi({ tls: false });
+  t.after(() => api.stop());
+  api.apply(webSlice([{ ip: '10.0.0.1' }]));
+  const connection = connectKube({
+    kubeconfig: api.writeKubeconfig(mkdtempSync(join(dir, 'case-')), 'apps'),
+    env: {},
+  });
+  const discovery = connection.kubeConfig.makeApiClient(DiscoveryV1Api);
+  const health = createWatchHealth(recordingMetrics().sink);
+  let delivered = 0;
+  const watch = startResourceWatch<V1EndpointSlice>({
+    kubeConfig: connection.kubeConfig,
+    resource: 'endpointslices',
+    description: 'EndpointSlices in apps',
+    path: '/apis/discovery.k8s.io/v1/namespaces/apps/endpointslices',
+    list: (options) => discovery.listNamespacedEndpointSlice({ namespace: 'apps' }, options),
+    onObjects: () => {
+      delivered += 1;
+    },
+    health,
+    logger: createLogger('error', { write: () => {} }),
+    tuning: TUNING,
+  });
+  t.after(() => watch.stop());
+  // Checked on every turn of the event loop: a source that sees the watch synced translates at once,
+  // and must then already hold its objects (else every Service it names reads as missing).
+  const seenSynced = await new Promise<number>((resolve) => {
+    const check = () => {
+      if (watch.synced || health.allSynced()) resolve(delivered);
+      else setImmediate(check);
+    };
+    check();
+  });
+  assert.equal(seenSynced, 1, 'the objects were handed over before the watch said synced');
 });
 
 test('410 Gone: the watch relists and catches up with what changed meanwhile', async (t) => {
