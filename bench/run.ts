@@ -13,6 +13,8 @@
  * --upstream/BENCH_UPSTREAM (nginx | node), --workers/BENCH_WORKERS (the machine's CPUs: N of the
  * every-core targets), --paced-connections/BENCH_PACED_CONNECTIONS (32),
  * --paced-pause/BENCH_PACED_PAUSE_MS (5; 0 skips the paced run).
+ *
+ * `npm run bench -- scale` runs the Kubernetes control plane at many objects instead (bench/scale.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -477,7 +479,11 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 try {
-  process.exitCode = await main();
+  // `npm run bench -- scale`: the Kubernetes control plane at many objects (bench/scale.ts), its own run.
+  if (process.argv[2] === 'scale') {
+    const { runScale } = await import('./scale.ts');
+    process.exitCode = await runScale(process.argv.slice(3));
+  } else process.exitCode = await main();
 } catch (error) {
   if (!stopping)
     process.stderr.write(`bench failed: ${error instanceof Error ? error.message : String(error)}\n`);

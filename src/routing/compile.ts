@@ -78,13 +78,109 @@ export function compileRoutingTable(
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const match = buildMatcher(routes);
 
-  return Object.freeze({
-    hash: configIdentity(config),
+  const table: RoutingTable = Object.freeze({
+    get hash() {
+      return identityOf(config);
+    },
     sourceHash: config.hash,
     routes: Object.freeze(routes),
     servers: Object.freeze([...servers.values()]),
     match,
   });
+  compiledFrom.set(table, config);
+  return table;
+}
+
+/**
+ * The config identity (routing/identity), computed the first time something reads a table's `hash`
+ * and kept per config object: a rebuild from Kubernetes changes does not hash the whole config
+ * (a SHA-256 over its canonical form, the larger part of compiling thousands of routes) unless the
+ * identity is asked for (/readyz, a reload's log line, workers), and tables of one config share it.
+ */
+const identities = new WeakMap<UpstreamsConfig, string>();
+function identityOf(config: UpstreamsConfig): string {
+  let identity = identities.get(config);
+  if (identity === undefined) {
+    identity = configIdentity(config);
+    identities.set(config, identity);
+  }
+  return identity;
+}
+
+/** The config object each table was compiled from: what recompileServers may start from. */
+const compiledFrom = new WeakMap<RoutingTable, UpstreamsConfig>();
+
+/**
+ * The table compileRoutingTable(config, endpoints) would give when only the endpoints of the
+ * Services `changed` names differ from those `previous` was compiled with: the routes of those
+ * Services get their new servers (and weights), every other route is kept as it was. An endpoint
+ * change then costs what it touches, not the whole config again (docs/kubernetes.md); the identity
+ * stays (endpoints are not config). Null when `previous` was not compiled from this very config
+ * object: the caller compiles in full.
+ */
+export function recompileServers(
+  previous: RoutingTable,
+  config: UpstreamsConfig,
+  endpoints: EndpointLookup,
+  changed: (ref: ServiceRef) => boolean,
+): RoutingTable | null {
+  if (compiledFrom.get(previous) !== config) return null;
+  // One object per address and transport, as compile makes them: the table's distinct servers by key.
+  const byKey = new Map(
+    previous.servers.map((server) => [`${server.address} ${server.transport.key}`, server]),
+  );
+  const used = new Set<UpstreamServer>();
+  const servers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    servers.push(server);
+  };
+  const routes: Route[] = [];
+  let index = 0;
+  for (const host of config.hosts) {
+    for (const path of host.paths) {
+      const before = previous.routes[index++] as Route;
+      const affected =
+        (path.service != null && changed(path.service)) ||
+        (path.canary?.service != null && changed(path.canary.service));
+      if (!affected) {
+        for (const server of before.servers) use(server);
+        routes.push(before);
+        continue;
+      }
+      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
+      const routeServers = addresses.map((address) => {
+        const transport = upstreamTransport(path, address);
+        const key = `${address.raw} ${transport.key}`;
+        let server = byKey.get(key);
+        if (server === undefined) {
+          server = upstreamServerFor(address, transport);
+          byKey.set(key, server);
+        }
+        use(server);
+        return server;
+      });
+      routes.push(
+        Object.freeze({
+          ...before,
+          servers: Object.freeze(routeServers),
+          ...compileBackendPolicies(path, addresses, canaryFrom),
+        }),
+      );
+    }
+  }
+  const table: RoutingTable = Object.freeze({
+    get hash() {
+      return identityOf(config);
+    },
+    sourceHash: previous.sourceHash,
+    routes: Object.freeze(routes),
+    servers: Object.freeze(servers),
+    match: buildMatcher(routes),
+  });
+  compiledFrom.set(table, config);
+  return table;
 }
 
 /**

@@ -340,6 +340,9 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     if (checker.timer !== null) clearTimeout(checker.timer);
   }
 
+  /** The routes of the last table synced. */
+  let syncedRoutes: ReadonlySet<Route> = new Set();
+
   function sync(table: RoutingTable): void {
     if (closed) return;
     const nextRoutesByAddress = new Map<string, Route[]>();
@@ -388,7 +391,15 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     for (const [key, labels] of exported) if (!nextExported.has(key)) upstreamUp.remove(labels);
     exported = nextExported;
     routesByAddress = nextRoutesByAddress;
-    for (const route of table.routes) for (const server of route.servers) refreshGauge(route, server);
+    // A route object the last table had too is unchanged, servers included (tables are frozen; an
+    // endpoint change keeps every other route, routing/compile recompileServers): its gauges are
+    // current already, and passive or active changes refresh theirs themselves.
+    const routes = new Set(table.routes);
+    for (const route of table.routes) {
+      if (syncedRoutes.has(route)) continue;
+      for (const server of route.servers) refreshGauge(route, server);
+    }
+    syncedRoutes = routes;
   }
 
   async function close(): Promise<void> {

@@ -156,7 +156,7 @@ describe('upstreams.yaml from a ConfigMap through the API (real process, fake AP
     );
     await waitFor(async () => (await serverFor(tollgate.proxyPort, 'cm.test')) === 'c', 10_000);
     assert.ok(
-      api.requests.some((r) => r.query.labelSelector === 'kubernetes.io/service-name=web'),
+      api.requests.some((r) => r.path.endsWith('/namespaces/apps/endpointslices')),
       'the EndpointSlice watch started',
     );
   });

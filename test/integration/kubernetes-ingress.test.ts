@@ -162,6 +162,30 @@ describe('Ingress objects through the built process (fake API server)', () => {
     assert.equal(serverOf(await get('web.test', '/taken')), 'c');
   });
 
+  it('a burst of edits (rebuilds coalesced) ends in the last state, live within 1 s of the last', async () => {
+    const edits = 25;
+    for (let i = 1; i <= edits; i++) {
+      api.apply(
+        ingress({
+          name: 'burst',
+          namespace: 'apps',
+          rules: [
+            {
+              host: 'burst.test',
+              paths: [{ path: `/v${i}`, service: i % 2 === 1 ? 'web' : 'other', port: 80 }],
+            },
+          ],
+        }),
+      );
+      // Each edit its own watch event, as a controller updating an object in a loop sends them.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await liveWithin('burst.test', `/v${edits}`, (res) => serverOf(res) === 'a');
+    for (const earlier of [1, edits - 1]) assert.equal((await get('burst.test', `/v${earlier}`)).status, 404);
+    api.delete('ingresses', 'apps', 'burst');
+    await settled('burst.test', `/v${edits}`, (res) => res.status === 404);
+  });
+
   it('a Service whose only port is unnamed, Exact paths and the default backend', async () => {
     api.apply(
       ingress({

@@ -3,13 +3,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
 import { resolveServiceRef } from '../../src/config/service-ref.ts';
 import { createLogger } from '../../src/log.ts';
 import { connectKube } from '../../src/sources/kubernetes/kubeconfig.ts';
-import type {
-  RestartReason,
-  WatchedResource,
-  WatchTuning,
+import {
+  type RestartReason,
+  startResourceWatch,
+  type WatchedResource,
+  type WatchTuning,
 } from '../../src/sources/kubernetes/resource-watch.ts';
 import {
   type ConfigMapContent,
@@ -17,7 +19,7 @@ import {
   type EndpointSnapshot,
   type KubernetesSourceOptions,
 } from '../../src/sources/kubernetes/source.ts';
-import type { WatchMetricsSink } from '../../src/sources/kubernetes/watch-health.ts';
+import { createWatchHealth, type WatchMetricsSink } from '../../src/sources/kubernetes/watch-health.ts';
 import { configMap, endpointSlice, type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 
 // Short delays so retries happen within a test; the logic under test is the same as with defaults.
@@ -49,18 +51,22 @@ async function harness(api: FakeKubeApi, options: Partial<KubernetesSourceOption
   const logger = createLogger('info', { write: (line: string) => lines.push(JSON.parse(line)) });
   const metrics = recordingMetrics();
   const snapshots: EndpointSnapshot[] = [];
+  const changes: Array<ReadonlySet<string>> = [];
   const contents: ConfigMapContent[] = [];
   const source = createKubernetesSource({
     connection,
     logger,
     metrics: metrics.sink,
     tuning: TUNING,
-    onEndpoints: (snapshot) => snapshots.push(snapshot),
+    onEndpoints: (snapshot, changed) => {
+      snapshots.push(snapshot);
+      changes.push(changed);
+    },
     onConfigMap: (content) => contents.push(content),
     ...options,
   });
   const servers = (key: string) => (source.endpoints().get(key) ?? []).map((s) => s.raw);
-  return { source, lines, metrics, snapshots, contents, servers };
+  return { source, lines, metrics, snapshots, changes, contents, servers };
 }
 
 const webSlice = (endpoints: Parameters<typeof endpointSlice>[0]['endpoints'], name = 'web-abcde') =>
@@ -72,11 +78,12 @@ const webSlice = (endpoints: Parameters<typeof endpointSlice>[0]['endpoints'], n
     endpoints,
   });
 
-test('lists and watches only the named Services, namespaced and label-selected, and follows changes', async (t) => {
+test("lists and watches the named Services' namespace (Service slices only) and follows their changes", async (t) => {
   const api = await startFakeKubeApi();
   t.after(() => api.stop());
   api.apply(webSlice([{ ip: '10.0.0.1' }, { ip: '10.0.0.2', ready: false }]));
-  // Objects the watch must never see: another Service, and the same name in another namespace.
+  // Objects that must change nothing: another Service of the namespace (seen by the namespace's
+  // watch, not used), and the same name in another namespace (never asked for).
   api.apply(
     endpointSlice({
       service: 'db',
@@ -104,7 +111,8 @@ test('lists and watches only the named Services, namespaced and label-selected, 
 
   for (const request of api.requests) {
     assert.equal(request.path, '/apis/discovery.k8s.io/v1/namespaces/apps/endpointslices');
-    assert.equal(request.query.labelSelector, 'kubernetes.io/service-name=web');
+    // One watch for the namespace: every slice that belongs to a Service, indexed by Service here.
+    assert.equal(request.query.labelSelector, 'kubernetes.io/service-name');
     assert.equal(request.authorization, `Bearer ${api.token}`);
   }
   await api.waitFor(() => api.openWatches('endpointslices') === 1, 'the watch');
@@ -143,6 +151,76 @@ test('lists and watches only the named Services, namespaced and label-selected, 
   await api.waitFor(() => h.servers('web.apps:http').join() === '10.0.0.4:8080', 'the next change');
   assert.equal(h.snapshots.length, published + 1);
   assert.equal(api.requests.filter((r) => r.query.watch !== 'true').length, 1, 'a single list');
+});
+
+test('thousands of Services: one EndpointSlice watch per namespace, a change recomputes its Service only', async (t) => {
+  const api = await startFakeKubeApi({ tls: false });
+  t.after(() => api.stop());
+  const count = 300;
+  const slice = (name: string, namespace: string, ip: string) =>
+    endpointSlice({ service: name, namespace, ports: [{ name: 'http', port: 8080 }], endpoints: [{ ip }] });
+  for (let i = 0; i < count; i++) api.apply(slice(`svc-${i}`, 'apps', `10.0.${i >> 8}.${i & 255}`));
+  api.apply(slice('api', 'team', '10.9.0.1'));
+  const h = await harness(api);
+  t.after(() => h.source.close());
+  const refs = [
+    ...Array.from({ length: count }, (_, i) =>
+      resolveServiceRef({ name: `svc-${i}`, namespace: null, port: 'http' }, 'apps'),
+    ),
+    resolveServiceRef({ name: 'api', namespace: 'team', port: 'http' }, 'apps'),
+  ];
+  h.source.watchServices(refs);
+  await h.source.whenSynced();
+  assert.equal(h.source.endpoints().size, count + 1);
+  assert.deepEqual(h.servers(`svc-${count - 1}.apps:http`), [`10.0.1.${(count - 1) & 255}:8080`]);
+  await api.waitFor(() => api.openWatches('endpointslices') === 2, 'the watches');
+  const lists = api.requests.filter((r) => r.path.endsWith('/endpointslices') && r.query.watch !== 'true');
+  assert.equal(lists.length, 2, 'one list per namespace, not one per Service');
+
+  const published = h.snapshots.length;
+  api.apply(slice('svc-7', 'apps', '10.8.0.7'));
+  await api.waitFor(() => h.servers('svc-7.apps:http').join() === '10.8.0.7:8080', 'the change');
+  assert.equal(h.snapshots.length, published + 1, 'one snapshot for one change');
+  assert.deepEqual([...(h.changes.at(-1) ?? [])], ['svc-7.apps:http'], 'naming the one Service changed');
+  assert.deepEqual(h.servers('svc-8.apps:http'), ['10.0.0.8:8080'], 'the other Services keep theirs');
+  assert.equal(api.openWatches('endpointslices'), 2, 'still two watches');
+});
+
+test('a watch counts as synced only once its objects were handed over (readiness waits for them)', async (t) => {
+  const api = await startFakeKubeApi({ tls: false });
+  t.after(() => api.stop());
+  api.apply(webSlice([{ ip: '10.0.0.1' }]));
+  const connection = connectKube({
+    kubeconfig: api.writeKubeconfig(mkdtempSync(join(dir, 'case-')), 'apps'),
+    env: {},
+  });
+  const discovery = connection.kubeConfig.makeApiClient(DiscoveryV1Api);
+  const health = createWatchHealth(recordingMetrics().sink);
+  let delivered = 0;
+  const watch = startResourceWatch<V1EndpointSlice>({
+    kubeConfig: connection.kubeConfig,
+    resource: 'endpointslices',
+    description: 'EndpointSlices in apps',
+    path: '/apis/discovery.k8s.io/v1/namespaces/apps/endpointslices',
+    list: (options) => discovery.listNamespacedEndpointSlice({ namespace: 'apps' }, options),
+    onObjects: () => {
+      delivered += 1;
+    },
+    health,
+    logger: createLogger('error', { write: () => {} }),
+    tuning: TUNING,
+  });
+  t.after(() => watch.stop());
+  // Checked on every turn of the event loop: a source that sees the watch synced translates at once,
+  // and must then already hold its objects (else every Service it names reads as missing).
+  const seenSynced = await new Promise<number>((resolve) => {
+    const check = () => {
+      if (watch.synced || health.allSynced()) resolve(delivered);
+      else setImmediate(check);
+    };
+    check();
+  });
+  assert.equal(seenSynced, 1, 'the objects were handed over before the watch said synced');
 });
 
 test('410 Gone: the watch relists and catches up with what changed meanwhile', async (t) => {

@@ -8,7 +8,7 @@ import type {
   ServerAddress,
   UpstreamsConfig,
 } from '../../src/config/types.ts';
-import { compileRoutingTable } from '../../src/routing/compile.ts';
+import { compileRoutingTable, recompileServers } from '../../src/routing/compile.ts';
 import {
   normaliseHost,
   normaliseHostKey,
@@ -475,5 +475,72 @@ describe('compileRoutingTable: upstream servers', () => {
     // a pinned value, so an accidental change to the derivation (which would break sticky cookies
     // across an upgrade) fails here
     assert.equal(again.servers[1]?.id, '81cf7ef9db205d1f');
+  });
+});
+
+describe("recompileServers: an endpoint change touches only its Services' routes", () => {
+  const ref = (name: string) => ({ name, namespace: 'apps', port: 'http' as const });
+  const canary = {
+    service: ref('web-canary'),
+    origin: 'ingress/apps/web-canary',
+    weight: 20,
+    weightTotal: 100,
+    header: null,
+    headerValue: null,
+    cookie: null,
+  };
+  const source = config([
+    host('a.test', path('/', [], { service: ref('web') }), path('/static', ['10.0.0.9:80'])),
+    host('b.test', path('/', [], { service: ref('api'), canary }), path('/web', [], { service: ref('web') })),
+    host('c.test', path('/', [], { service: ref('other') })),
+  ]);
+  const before = new Map<string, string[]>([
+    ['web', ['10.1.0.1:8080', '10.1.0.2:8080']],
+    ['api', ['10.2.0.1:8080']],
+    ['web-canary', ['10.3.0.1:8080']],
+    ['other', ['10.0.0.9:80']],
+  ]);
+  const lookup = (servers: Map<string, string[]>) => (service: { name: string }) =>
+    (servers.get(service.name) ?? []).map(address);
+  /** What a request-time reader sees of a table: every field of every route, servers by address. */
+  const shape = (table: RoutingTable) =>
+    JSON.stringify({
+      hash: table.hash,
+      servers: table.servers.map((server) => server.poolKey),
+      routes: table.routes.map((route) => ({ ...route, servers: route.servers.map((s) => s.poolKey) })),
+    });
+
+  for (const changedService of ['web', 'web-canary', 'other']) {
+    it(`equals a full compile when ${changedService} changed, and keeps every other route as it was`, () => {
+      const previous = compileRoutingTable(source, lookup(before));
+      const after = new Map(before);
+      after.set(changedService, ['10.9.0.1:8080', '10.0.0.9:80']);
+      const next = recompileServers(
+        previous,
+        source,
+        lookup(after),
+        (service) => service.name === changedService,
+      );
+      assert.ok(next !== null);
+      assert.equal(shape(next), shape(compileRoutingTable(source, lookup(after))));
+      for (const [index, route] of next.routes.entries()) {
+        const touched =
+          route.service === `${changedService}.apps:http` ||
+          (changedService === 'web-canary' && route.hostKey === 'b.test' && route.prefix === '/');
+        assert.equal(route === previous.routes[index], !touched, `${route.id} kept: ${!touched}`);
+      }
+      // A server another route already had stays one object (one connection pool).
+      const shared = next.servers.filter((server) => server.address === '10.0.0.9:80');
+      assert.equal(shared.length, 1);
+      assert.equal(routeOf(next, 'b.test', '/x'), 'b.test/');
+    });
+  }
+
+  it('refuses a table compiled from another config object: the caller compiles in full', () => {
+    const previous = compileRoutingTable(source, lookup(before));
+    assert.equal(
+      recompileServers(previous, { ...source }, lookup(before), () => true),
+      null,
+    );
   });
 });

@@ -1,8 +1,8 @@
 import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
-import { resolveServiceRef, serviceRefKey, serviceRefText } from '../../config/service-ref.ts';
+import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
-import { compileRoutingTable, type EndpointLookup } from '../../routing/compile.ts';
+import { compileRoutingTable, type EndpointLookup, recompileServers } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
@@ -15,6 +15,7 @@ import { byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ingress/
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
 import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
+import { createRebuilds } from './rebuilds.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import {
   type ConfigMapContent,
@@ -90,6 +91,11 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   let lastGatewayServed: string | null = null;
   let lastIngressClaims: string | null = null;
   let lastRouteClaims: string | null = null;
+  // The translation each source serves now: replaced only when what it serves (hosts, certificates,
+  // claims) changed, so that the effective config stays the same object between changes (and an
+  // endpoint change can keep it and recompile only its servers).
+  let ingressServed: IngressTranslation | null = null;
+  let gatewayServed: GatewayTranslation | null = null;
   // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
   // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
   // Each keeps only the hosts its namespace owns by both sources' claims now (one translation may
@@ -104,8 +110,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     result: UpstreamsConfig;
   } | null = null;
   const effective = (config: UpstreamsConfig) => {
-    const fromIngress = ingress?.translation() ?? null;
-    const fromGateway = gateway?.translation() ?? null;
+    const fromIngress = ingressServed;
+    const fromGateway = gatewayServed;
     // Until both sources listed their objects, the other's claims are unknown: serve neither yet.
     if ((ingress !== null && fromIngress === null) || (gateway !== null && fromGateway === null))
       return config;
@@ -135,6 +141,35 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     ];
   };
   const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
+  // The key of each `service:` reference of the effective config, kept per reference object: an
+  // endpoint change asks it of every path, and the config stays the same objects between changes.
+  const refKeys = new WeakMap<ServiceRef, string>();
+  const keyOf = (ref: ServiceRef) => {
+    let key = refKeys.get(ref);
+    if (key === undefined) {
+      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
+      refKeys.set(ref, key);
+    }
+    return key;
+  };
+  const rebuilds = createRebuilds({
+    logger,
+    rebuild: (why) => {
+      const config = effective(live);
+      // Only endpoints changed: the routes of those Services get their servers, the rest stays.
+      const partial =
+        why.sources.size === 0
+          ? recompileServers(runtime.table(), config, endpointsOf, (ref) => why.services.has(keyOf(ref)))
+          : null;
+      const table = partial ?? compileRoutingTable(config, endpointsOf);
+      runtime.swapTable(table);
+      return {
+        routes: table.routes.length,
+        servers: table.servers.length,
+        partial: partial !== null,
+      };
+    },
+  });
 
   const applyConfigMap = (content: ConfigMapContent) => {
     if (applier === null) {
@@ -159,17 +194,9 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     upstreamsConfigMap: main.kubernetes?.upstreamsConfigMap ?? null,
     tuning: options.tuning,
     ownListeners: options.ownListeners,
-    onEndpoints: (snapshot) => {
+    onEndpoints: (snapshot, changed) => {
       endpoints = snapshot;
-      const table = compile(live);
-      runtime.swapTable(table);
-      logger.info(
-        {
-          services: Object.fromEntries([...snapshot].map(([key, servers]) => [key, servers.length])),
-          servers: table.servers.length,
-        },
-        'kubernetes endpoints changed; routing table rebuilt',
-      );
+      rebuilds.request({ services: changed });
     },
     onConfigMap: applyConfigMap,
   });
@@ -202,18 +229,10 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastServed) return;
         lastServed = served;
+        ingressServed = translation;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
-        const table = compile(live);
-        runtime.swapTable(table);
-        logger.info(
-          {
-            ingresses: translation.reports.size,
-            routes: table.routes.length,
-            hash: table.hash,
-          },
-          'ingress routes changed; routing table rebuilt',
-        );
+        rebuilds.request({ source: 'ingresses' });
       },
     });
   }
@@ -240,14 +259,10 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
         if (served === lastGatewayServed) return;
         lastGatewayServed = served;
+        gatewayServed = translation;
         if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
         watchServicesOf(live);
-        const table = compile(live);
-        runtime.swapTable(table);
-        logger.info(
-          { routes: translation.routes.length, paths: table.routes.length, hash: table.hash },
-          'gateway api routes changed; routing table rebuilt',
-        );
+        rebuilds.request({ source: 'gateway api routes' });
       },
     });
   }
@@ -256,7 +271,8 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     {
       credentials: connection.origin,
       namespace: connection.namespace,
-      services: serviceRefs(live).map(serviceRefText),
+      // A count: with thousands of Services a list would make one enormous line.
+      services: serviceRefs(live).length,
     },
     'kubernetes provider started',
   );
@@ -290,10 +306,17 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       await Promise.all([source.whenSynced(), ingress?.whenSynced(), gateway?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
       await source.whenSynced();
+      // Ready means served: the table with every source's first state went live.
+      await rebuilds.idle();
     },
     synced: () =>
-      source.synced() && (ingress?.synced() ?? true) && (gateway?.synced() ?? true) && configArrived === null,
+      source.synced() &&
+      (ingress?.synced() ?? true) &&
+      (gateway?.synced() ?? true) &&
+      configArrived === null &&
+      !rebuilds.pending(),
     close: async () => {
+      rebuilds.close();
       await Promise.all([source.close(), ingress?.close(), gateway?.close()]);
     },
   };

@@ -85,8 +85,12 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   list: (options: ConfigurationOptions) => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
   fieldSelector?: string;
-  /** The full current set of objects, after the first list and after every change (coalesced). */
-  onObjects: (objects: readonly T[]) => void;
+  /**
+   * The full current set of objects, after the first list and after every change (coalesced);
+   * `desired` is false when every change since the last call only touched objects' status (kinds of
+   * GENERATION_KINDS only; always true for the others).
+   */
+  onObjects: (objects: readonly T[], desired: boolean) => void;
   health: WatchHealth;
   logger: Logger;
   tuning?: Partial<WatchTuning>;
@@ -121,9 +125,9 @@ export function watchStarter(context: WatchContext): StartWatch {
       path,
       list,
       fieldSelector,
-      onObjects: (objects) => {
+      onObjects: (objects, desired) => {
         onObjects(objects);
-        context.onChange();
+        if (desired) context.onChange();
       },
       health: context.health,
       logger: context.logger,
@@ -131,12 +135,40 @@ export function watchStarter(context: WatchContext): StartWatch {
     });
 }
 
+/**
+ * Kinds whose `metadata.generation` the API server bumps on every change of what they ask for (their
+ * spec): a change of these that leaves generation, labels and annotations alone is a status write
+ * (often Tollgate's own, for every object it serves) and cannot change a translation; translating
+ * everything again after each of those made start-up quadratic in the number of objects
+ * (docs/benchmark.md#control-plane-at-scale). Other kinds count every change.
+ */
+const GENERATION_KINDS: ReadonlySet<WatchedResource> = new Set([
+  'ingresses',
+  'gateways',
+  'httproutes',
+  'grpcroutes',
+  'referencegrants',
+  'tollgatepolicies',
+  'gatewayclasses',
+]);
+
+/** What of an object a translation can read, besides status; null: no generation to tell by. */
+function desiredOf(object: KubernetesObject): string | null {
+  const metadata = object.metadata;
+  if (metadata?.generation == null) return null;
+  return JSON.stringify([
+    metadata.generation,
+    metadata.labels ?? null,
+    metadata.annotations ?? null,
+    metadata.deletionTimestamp ?? null,
+  ]);
+}
+
 export interface ResourceWatch {
-  /**
-   * True once a list succeeded and its objects were handed to onObjects; stays true (the last
-   * objects keep serving while the API is away).
-   */
+  /** True once a list succeeded; stays true (the last objects keep serving while the API is away). */
   readonly synced: boolean;
+  /** The object as last received (a status writer's current copy), looked up, not searched. */
+  get(name: string, namespace?: string): KubernetesObject | undefined;
   stop(): Promise<void>;
 }
 
@@ -154,15 +186,14 @@ export function startResourceWatch<T extends KubernetesObject>(
   const { health, logger, resource, description } = options;
   const member = health.register(resource);
   let stopped = false;
-  // A list succeeded: ListWatch's cache holds its objects (fresh: not yet handed over).
-  let listed = false;
-  let freshList = false;
-  // onObjects has been handed them. Only then may a source conclude that an object is missing
-  // (`Service … does not exist`): between the two, another watch's change can run its translation.
   let synced = false;
+  /** A list succeeded and its objects are not handed over yet. */
+  let listed = false;
   let failures = 0;
   let retryTimer: NodeJS.Timeout | undefined;
   let emitScheduled = false;
+  /** Since the last emit, some change touched more than status (or a list came in). */
+  let desiredChange = true;
   const pendingDelays = new Set<NodeJS.Timeout>();
 
   const markUp = () => {
@@ -197,8 +228,11 @@ export function startResourceWatch<T extends KubernetesObject>(
     async () => {
       try {
         const list = await options.list(timeoutOptions(tuning.listTimeoutMs));
+        // Synced once the objects were handed over (below), not before: a source that sees every
+        // watch synced must also hold every watch's objects (else a Service listed a moment ago
+        // reads as missing, and readiness comes before the routes).
         listed = true;
-        freshList = true;
+        desiredChange = true;
         markUp();
         scheduleEmit();
         return list;
@@ -232,19 +266,48 @@ export function startResourceWatch<T extends KubernetesObject>(
     // After the current burst: a relist delivers its adds and deletes synchronously, one by one.
     setImmediate(() => {
       emitScheduled = false;
-      if (stopped || !listed) return;
-      const objects = listWatch.list();
-      if (freshList) {
-        freshList = false;
+      if (stopped || (!synced && !listed)) return;
+      if (listed) {
+        listed = false;
         synced = true;
         member.synced();
       }
-      options.onObjects(objects);
+      const desired = desiredChange;
+      desiredChange = false;
+      options.onObjects(listWatch.list(), desired);
     });
   };
-  listWatch.on('add', scheduleEmit);
-  listWatch.on('update', scheduleEmit);
-  listWatch.on('delete', scheduleEmit);
+  // Per object, what a translation reads of it (GENERATION_KINDS), kept from event to event.
+  const tracked = GENERATION_KINDS.has(resource) ? new Map<string, string | null>() : null;
+  const idOf = (object: KubernetesObject) =>
+    `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+  const noteChange = (object: KubernetesObject, deleted: boolean) => {
+    if (tracked === null) {
+      desiredChange = true;
+      return;
+    }
+    const id = idOf(object);
+    if (deleted) {
+      tracked.delete(id);
+      desiredChange = true;
+      return;
+    }
+    const desired = desiredOf(object);
+    if (desired === null || tracked.get(id) !== desired) desiredChange = true;
+    tracked.set(id, desired);
+  };
+  listWatch.on('add', (object) => {
+    noteChange(object, false);
+    scheduleEmit();
+  });
+  listWatch.on('update', (object) => {
+    noteChange(object, false);
+    scheduleEmit();
+  });
+  listWatch.on('delete', (object) => {
+    noteChange(object, true);
+    scheduleEmit();
+  });
   listWatch.on('error', () => {
     // ListWatch stops at the first error (counted by the list or watch wrapper): retry later.
     if (stopped) return;
@@ -263,6 +326,7 @@ export function startResourceWatch<T extends KubernetesObject>(
     get synced() {
       return synced;
     },
+    get: (name, namespace) => listWatch.get(name, namespace),
     async stop() {
       stopped = true;
       clearTimeout(retryTimer);

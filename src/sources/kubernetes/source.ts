@@ -35,8 +35,11 @@ export interface KubernetesSourceOptions {
   logger: Logger;
   /** main.yaml `kubernetes.upstreams_configmap`: watch this ConfigMap for upstreams.yaml. */
   upstreamsConfigMap?: string | null;
-  /** Called after the ready endpoints of a watched Service changed (coalesced, never for a no-op). */
-  onEndpoints?: (snapshot: EndpointSnapshot) => void;
+  /**
+   * Called after the ready endpoints of watched Services changed (coalesced, never for a no-op), with
+   * the keys (serviceRefKey) whose servers changed: only their routes need new servers.
+   */
+  onEndpoints?: (snapshot: EndpointSnapshot, changed: ReadonlySet<string>) => void;
   /** Called when the ConfigMap's upstreams.yaml changed, appeared or went away. */
   onConfigMap?: (content: ConfigMapContent) => void;
   metrics?: WatchMetricsSink;
@@ -48,11 +51,11 @@ export interface KubernetesSourceOptions {
 export interface KubernetesSource {
   readonly namespace: string;
   /**
-   * Watches exactly the Services these references name: starts the missing watches and stops the
-   * ones no reference names any more. Call it with every config that goes live.
+   * Watches exactly the Services these references name: starts the missing namespace watches and
+   * stops the ones no reference needs any more. Call it with every config that goes live.
    */
   watchServices(refs: readonly ResolvedServiceRef[]): void;
-  /** Ready servers of every watched reference whose Service has been listed at least once. */
+  /** Ready servers of every watched reference whose namespace has been listed at least once. */
   endpoints(): EndpointSnapshot;
   /** The ConfigMap's upstreams.yaml as last seen, or null before the first successful list. */
   configMap(): ConfigMapContent | null;
@@ -63,15 +66,23 @@ export interface KubernetesSource {
   close(): Promise<void>;
 }
 
-interface ServiceWatch {
+/** One namespace's EndpointSlices (every slice that belongs to a Service), by Service name. */
+interface NamespaceSlices {
   readonly watch: ResourceWatch;
-  slices: readonly V1EndpointSlice[];
+  byService: ReadonlyMap<string, readonly V1EndpointSlice[]>;
+  listed: boolean;
 }
+
+type Drop = DroppedEndpoint & { service: string };
 
 /**
  * Servers and config from the Kubernetes API (docs/kubernetes.md): one EndpointSlice informer per
- * watched Service (namespaced, label-selected), and one for the upstreams ConfigMap (namespaced,
- * field-selected by name). It never compiles anything: it hands snapshots to the apply path.
+ * namespace holding watched Services (label-selected on the `kubernetes.io/service-name` label's
+ * presence), indexed by Service, and one for the upstreams ConfigMap (namespaced, field-selected by
+ * name). A watch per Service would open thousands of streams in a cluster with thousands of
+ * Services, each list answering on its own; one per namespace keeps the API's load and Tollgate's
+ * start-up flat (docs/benchmark.md#control-plane-at-scale). A slice change recomputes the servers of
+ * that slice's Service only. It never compiles anything: it hands snapshots to the apply path.
  */
 export function createKubernetesSource(options: KubernetesSourceOptions): KubernetesSource {
   const { connection, logger } = options;
@@ -79,15 +90,23 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
   const discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const health: WatchHealth = createWatchHealth(options.metrics ?? prometheusWatchMetrics);
-  const serviceWatches = new Map<string, ServiceWatch>();
-  let refs: readonly ResolvedServiceRef[] = [];
+  const sliceWatches = new Map<string, NamespaceSlices>();
+  /** The watched references by Service (`namespace/name`): what a change of its slices concerns. */
+  let refsByService = new Map<string, ResolvedServiceRef[]>();
+  /** The servers of every reference whose namespace was listed, by serviceRefKey. */
+  const servers = new Map<string, readonly ServerAddress[]>();
   let lastSnapshot: EndpointSnapshot = new Map();
   let configMapContent: ConfigMapContent | null = null;
   let closed = false;
   const syncWaiters: Array<() => void> = [];
   const warnedPorts = new Set<string>();
-  // Dropped endpoints are warned about once while they stay in the API, again if they come back.
-  let warnedDrops = new Set<string>();
+  // Dropped endpoints per reference: warned about once while they stay in the API, again if they
+  // come back; the gauge counts them all by reason.
+  const dropsByRef = new Map<string, ReadonlyMap<string, Drop>>();
+  const dropCounts = new Map(DROP_REASONS.map((reason) => [reason, 0]));
+  for (const reason of DROP_REASONS) endpointsDropped.set({ reason }, 0);
+  /** References whose servers changed since the last publish. */
+  const changedKeys = new Set<string>();
 
   // Port lists of Services whose `service:` number matched no pod port, read with a GET (no watch:
   // a Service's ports rarely change; they are read again whenever its EndpointSlices change).
@@ -115,7 +134,10 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
         )
         .finally(() => {
           pending.done = true;
-          if (servicePorts.get(id) === pending) publishEndpoints();
+          if (servicePorts.get(id) === pending && !closed) {
+            recompute([id]);
+            publishEndpoints();
+          }
         });
       return null;
     }
@@ -130,85 +152,121 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
     for (const resolve of syncWaiters.splice(0)) resolve();
   };
 
-  const computeSnapshot = (): EndpointSnapshot => {
-    const snapshot = new Map<string, readonly ServerAddress[]>();
-    const drops = new Map<string, DroppedEndpoint & { service: string }>();
-    for (const ref of refs) {
-      const serviceWatch = serviceWatches.get(`${ref.namespace}/${ref.name}`);
-      if (!serviceWatch?.watch.synced) continue;
-      const key = serviceRefKey(ref);
-      const filter = {
-        ownListeners: options.ownListeners,
-        onDrop: (drop: DroppedEndpoint) =>
-          drops.set(`${drop.slice} ${drop.reason} ${drop.value}`, { ...drop, service: key }),
-      };
-      let servers = readyServers(serviceWatch.slices, ref.port, filter);
-      if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
-        // No pod port has this number: it may be the Service's own port (`web:80` in front of pods
-        // on 8080), as an Ingress backend means it. The Service says which slice port that is.
-        const mapped = servicePortName(ref.namespace, ref.name, ref.port);
-        if (mapped !== null) servers = readyServers(serviceWatch.slices, mapped, filter);
-      }
-      if (servers.length === 0 && serviceWatch.slices.length > 0 && typeof ref.port === 'number') {
-        const offered = offeredPorts(serviceWatch.slices);
-        if (offered.length > 0 && !warnedPorts.has(key) && servicePortsKnown(ref.namespace, ref.name)) {
-          warnedPorts.add(key);
-          logger.warn(
-            { kubernetes_service: key, offered },
-            'neither a pod port of the EndpointSlices nor a port of the Service has this number',
-          );
-        }
-      }
-      snapshot.set(key, Object.freeze(servers));
+  /** The ready servers of one reference from its Service's slices, and what was dropped. */
+  const serversOf = (ref: ResolvedServiceRef, slices: readonly V1EndpointSlice[]) => {
+    const key = serviceRefKey(ref);
+    const drops = new Map<string, Drop>();
+    const filter = {
+      ownListeners: options.ownListeners,
+      onDrop: (drop: DroppedEndpoint) =>
+        drops.set(`${drop.slice} ${drop.reason} ${drop.value}`, { ...drop, service: key }),
+    };
+    let found = readyServers(slices, ref.port, filter);
+    if (found.length === 0 && slices.length > 0 && typeof ref.port === 'number') {
+      // No pod port has this number: it may be the Service's own port (`web:80` in front of pods
+      // on 8080), as an Ingress backend means it. The Service says which slice port that is.
+      const mapped = servicePortName(ref.namespace, ref.name, ref.port);
+      if (mapped !== null) found = readyServers(slices, mapped, filter);
     }
-    reportDrops(drops);
-    return snapshot;
+    if (found.length === 0 && slices.length > 0 && typeof ref.port === 'number') {
+      const offered = offeredPorts(slices);
+      if (offered.length > 0 && !warnedPorts.has(key) && servicePortsKnown(ref.namespace, ref.name)) {
+        warnedPorts.add(key);
+        logger.warn(
+          { kubernetes_service: key, offered },
+          'neither a pod port of the EndpointSlices nor a port of the Service has this number',
+        );
+      }
+    }
+    return { key, found: Object.freeze(found), drops };
   };
 
-  const reportDrops = (drops: ReadonlyMap<string, DroppedEndpoint & { service: string }>) => {
-    const counts = new Map(DROP_REASONS.map((reason) => [reason, 0]));
-    for (const [id, drop] of drops) {
-      counts.set(drop.reason, (counts.get(drop.reason) ?? 0) + 1);
-      if (!warnedDrops.has(id))
+  /** A reference's drops replace its previous ones: new ones are warned about, the gauge follows. */
+  const setDrops = (key: string, drops: ReadonlyMap<string, Drop> | null) => {
+    const before = dropsByRef.get(key);
+    for (const drop of before?.values() ?? [])
+      dropCounts.set(drop.reason, (dropCounts.get(drop.reason) ?? 1) - 1);
+    if (drops === null || drops.size === 0) dropsByRef.delete(key);
+    else dropsByRef.set(key, drops);
+    for (const [id, drop] of drops ?? []) {
+      dropCounts.set(drop.reason, (dropCounts.get(drop.reason) ?? 0) + 1);
+      if (!before?.has(id))
         logger.warn(
           { kubernetes_service: drop.service, slice: drop.slice, reason: drop.reason, endpoint: drop.value },
           'EndpointSlice entry ignored: not a usable server (docs/security.md)',
         );
     }
-    warnedDrops = new Set(drops.keys());
-    for (const [reason, count] of counts) endpointsDropped.set({ reason }, count);
+    if (before !== undefined || (drops?.size ?? 0) > 0)
+      for (const [reason, count] of dropCounts) endpointsDropped.set({ reason }, count);
+  };
+
+  /** Recomputes the servers of every reference to these Services (`namespace/name`). */
+  const recompute = (services: Iterable<string>) => {
+    for (const id of services) {
+      for (const ref of refsByService.get(id) ?? []) {
+        const watched = sliceWatches.get(ref.namespace);
+        const key = serviceRefKey(ref);
+        if (!watched?.listed) {
+          if (servers.delete(key)) changedKeys.add(key);
+          setDrops(key, null);
+          continue;
+        }
+        const result = serversOf(ref, watched.byService.get(ref.name) ?? []);
+        if (!sameServers(servers.get(key), result.found)) {
+          servers.set(key, result.found);
+          changedKeys.add(key);
+        }
+        setDrops(key, result.drops);
+      }
+    }
   };
 
   const publishEndpoints = () => {
-    if (closed) return;
-    const next = computeSnapshot();
-    if (sameSnapshot(next, lastSnapshot)) return;
-    lastSnapshot = next;
-    options.onEndpoints?.(next);
+    if (closed || changedKeys.size === 0) return;
+    const changed = new Set(changedKeys);
+    changedKeys.clear();
+    lastSnapshot = new Map(servers);
+    options.onEndpoints?.(lastSnapshot, changed);
   };
 
-  const startServiceWatch = (name: string, serviceNamespace: string): ServiceWatch => {
-    const labelSelector = `${SERVICE_NAME_LABEL}=${name}`;
-    const entry: { watch?: ResourceWatch; slices: readonly V1EndpointSlice[] } = { slices: [] };
+  const startNamespaceWatch = (sliceNamespace: string): NamespaceSlices => {
+    // Every slice the EndpointSlice controller made for a Service carries the label.
+    const labelSelector = SERVICE_NAME_LABEL;
+    const entry: { watch?: ResourceWatch } & Omit<NamespaceSlices, 'watch'> = {
+      byService: new Map(),
+      listed: false,
+    };
     entry.watch = startResourceWatch<V1EndpointSlice>({
       kubeConfig,
       resource: 'endpointslices',
-      description: `EndpointSlices of ${name}.${serviceNamespace}`,
-      path: `/apis/discovery.k8s.io/v1/namespaces/${serviceNamespace}/endpointslices`,
+      description: `EndpointSlices in ${sliceNamespace}`,
+      path: `/apis/discovery.k8s.io/v1/namespaces/${sliceNamespace}/endpointslices`,
       list: (callOptions) =>
-        discovery.listNamespacedEndpointSlice({ namespace: serviceNamespace, labelSelector }, callOptions),
+        discovery.listNamespacedEndpointSlice({ namespace: sliceNamespace, labelSelector }, callOptions),
       labelSelector,
       onObjects: (slices) => {
-        entry.slices = slices;
-        servicePorts.delete(`${serviceNamespace}/${name}`);
+        const next = slicesByService(slices);
+        const changed = new Set<string>();
+        for (const [name, list] of next)
+          if (!sameSlices(entry.byService.get(name), list)) changed.add(`${sliceNamespace}/${name}`);
+        for (const name of entry.byService.keys())
+          if (!next.has(name)) changed.add(`${sliceNamespace}/${name}`);
+        entry.byService = next;
+        for (const id of changed) servicePorts.delete(id);
+        if (!entry.listed) {
+          // First list: every watched Service of the namespace gets its servers, slices or none.
+          entry.listed = true;
+          for (const id of refsByService.keys()) if (id.startsWith(`${sliceNamespace}/`)) changed.add(id);
+        }
         checkSynced();
+        recompute(changed);
         publishEndpoints();
       },
       health,
       logger,
       tuning: options.tuning,
     });
-    return entry as ServiceWatch;
+    return entry as NamespaceSlices;
   };
 
   function startConfigMapWatch(name: string): ResourceWatch {
@@ -242,17 +300,38 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
   return {
     namespace,
     watchServices(next) {
-      refs = [...next];
-      const wanted = new Map(next.map((ref) => [`${ref.namespace}/${ref.name}`, ref]));
-      for (const [key, serviceWatch] of serviceWatches) {
-        if (!wanted.has(key)) {
-          serviceWatches.delete(key);
-          void serviceWatch.watch.stop();
-        }
+      const previous = refsByService;
+      refsByService = new Map();
+      for (const ref of next) {
+        const id = `${ref.namespace}/${ref.name}`;
+        const list = refsByService.get(id) ?? [];
+        refsByService.set(id, list);
+        list.push(ref);
       }
-      for (const [key, ref] of wanted) {
-        if (!serviceWatches.has(key)) serviceWatches.set(key, startServiceWatch(ref.name, ref.namespace));
+      // References no longer named lose their servers; new ones get theirs.
+      const wantedKeys = new Set(next.map(serviceRefKey));
+      for (const key of [...servers.keys()]) {
+        if (wantedKeys.has(key)) continue;
+        servers.delete(key);
+        changedKeys.add(key);
+        setDrops(key, null);
       }
+      const touched: string[] = [];
+      for (const [id, list] of refsByService) {
+        const before = previous.get(id);
+        if (before === undefined || list.some((ref) => !servers.has(serviceRefKey(ref)))) touched.push(id);
+      }
+      const namespaces = new Set(next.map((ref) => ref.namespace));
+      for (const [sliceNamespace, watched] of sliceWatches) {
+        if (namespaces.has(sliceNamespace)) continue;
+        sliceWatches.delete(sliceNamespace);
+        void watched.watch.stop();
+      }
+      for (const sliceNamespace of namespaces) {
+        if (!sliceWatches.has(sliceNamespace))
+          sliceWatches.set(sliceNamespace, startNamespaceWatch(sliceNamespace));
+      }
+      recompute(touched);
       checkSynced();
       publishEndpoints();
     },
@@ -267,12 +346,36 @@ export function createKubernetesSource(options: KubernetesSourceOptions): Kubern
     async close() {
       closed = true;
       await Promise.all([
-        ...[...serviceWatches.values()].map((serviceWatch) => serviceWatch.watch.stop()),
+        ...[...sliceWatches.values()].map((watched) => watched.watch.stop()),
         configMapWatch?.stop(),
       ]);
-      serviceWatches.clear();
+      sliceWatches.clear();
     },
   };
+}
+
+/** Slices by the Service their label names. */
+function slicesByService(slices: readonly V1EndpointSlice[]): Map<string, V1EndpointSlice[]> {
+  const byService = new Map<string, V1EndpointSlice[]>();
+  for (const slice of slices) {
+    const name = (slice as { metadata?: { labels?: Record<string, unknown> } } | null)?.metadata?.labels?.[
+      SERVICE_NAME_LABEL
+    ];
+    if (typeof name !== 'string' || name === '') continue;
+    const list = byService.get(name) ?? [];
+    byService.set(name, list);
+    list.push(slice);
+  }
+  return byService;
+}
+
+/** The same slice objects (the informer keeps an unchanged object as it was). */
+function sameSlices(a: readonly V1EndpointSlice[] | undefined, b: readonly V1EndpointSlice[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((slice, i) => slice === b[i]);
+}
+
+function sameServers(a: readonly ServerAddress[] | undefined, b: readonly ServerAddress[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((server, i) => server.raw === b[i]?.raw);
 }
 
 function configMapText(map: V1ConfigMap | undefined, name: string): ConfigMapContent {
@@ -285,14 +388,4 @@ function configMapText(map: V1ConfigMap | undefined, name: string): ConfigMapCon
 
 function sameContent(a: ConfigMapContent, b: ConfigMapContent): boolean {
   return a.ok && b.ok ? a.text === b.text : !a.ok && !b.ok && a.problem === b.problem;
-}
-
-function sameSnapshot(a: EndpointSnapshot, b: EndpointSnapshot): boolean {
-  if (a.size !== b.size) return false;
-  for (const [key, servers] of a) {
-    const other = b.get(key);
-    if (!other || other.length !== servers.length) return false;
-    if (servers.some((server, i) => server.raw !== other[i]?.raw)) return false;
-  }
-  return true;
 }

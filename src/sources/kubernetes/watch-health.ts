@@ -27,7 +27,8 @@ export interface WatchHealth {
 
 /**
  * Folds the state of every watch into one value per resource, as the metrics expose it: a resource is
- * up when all its watches are, and its last sync is that of its stalest watch.
+ * up when all its watches are, and its last sync is that of its stalest watch. Kept per resource,
+ * with counts, so that an event costs the same with five watches as with five thousand.
  */
 export function createWatchHealth(sink: WatchMetricsSink, now: () => number = Date.now): WatchHealth {
   interface State {
@@ -37,49 +38,86 @@ export function createWatchHealth(sink: WatchMetricsSink, now: () => number = Da
     synced: boolean;
     lastSeen: number;
   }
-  const members = new Set<State>();
-  const publish = (resource: WatchedResource) => {
-    const mine = [...members].filter((m) => m.resource === resource);
-    if (mine.length === 0) return;
-    sink.setUp(
-      resource,
-      mine.every((m) => m.up === true),
-    );
-    const seen = mine.filter((m) => m.synced).map((m) => m.lastSeen);
-    if (seen.length === mine.length) sink.setLastSync(resource, Math.min(...seen) / 1000);
+  interface Group {
+    members: Set<State>;
+    /** Members whose state is up: the resource is up when all are. */
+    upCount: number;
+    /** Members that listed at least once. */
+    syncedCount: number;
+    /** What was last published (null: nothing yet), to skip writes that change nothing. */
+    published: { up: boolean; lastSync: number | null } | null;
+  }
+  const groups = new Map<WatchedResource, Group>();
+  let unsynced = 0;
+  const groupOf = (resource: WatchedResource): Group => {
+    let group = groups.get(resource);
+    if (group === undefined) {
+      group = { members: new Set(), upCount: 0, syncedCount: 0, published: null };
+      groups.set(resource, group);
+    }
+    return group;
+  };
+  const publish = (resource: WatchedResource, group: Group) => {
+    if (group.members.size === 0) return;
+    const up = group.upCount === group.members.size;
+    // The stalest watch's time: a scan of this resource's watches, only once all have synced.
+    let lastSync: number | null = null;
+    if (group.syncedCount === group.members.size) {
+      lastSync = Number.POSITIVE_INFINITY;
+      for (const member of group.members) if (member.lastSeen < lastSync) lastSync = member.lastSeen;
+    }
+    if (group.published?.up !== up) sink.setUp(resource, up);
+    if (lastSync !== null && group.published?.lastSync !== lastSync)
+      sink.setLastSync(resource, lastSync / 1000);
+    group.published = { up, lastSync };
   };
   return {
     register(resource) {
       const state: State = { resource, up: null, synced: false, lastSeen: 0 };
-      members.add(state);
-      publish(resource);
+      const group = groupOf(resource);
+      group.members.add(state);
+      unsynced += 1;
+      publish(resource, group);
       return {
         setUp(up) {
           if (state.up === up) return false;
+          if (state.up === true) group.upCount -= 1;
           state.up = up;
-          publish(resource);
+          if (up) group.upCount += 1;
+          publish(resource, group);
           return true;
         },
         synced() {
-          state.synced = true;
+          if (!state.synced) {
+            state.synced = true;
+            group.syncedCount += 1;
+            unsynced -= 1;
+          }
           state.lastSeen = now();
-          publish(resource);
+          publish(resource, group);
         },
         touch() {
           if (!state.synced) return;
+          const last = group.published?.lastSync ?? null;
+          const wasStalest = last === null || state.lastSeen <= last;
           state.lastSeen = now();
-          publish(resource);
+          // Only the stalest watch moving on can move the resource's last sync.
+          if (wasStalest) publish(resource, group);
         },
         restarted(reason) {
           sink.restarted(resource, reason);
         },
         unregister() {
-          members.delete(state);
-          publish(resource);
+          if (!group.members.delete(state)) return;
+          if (state.up === true) group.upCount -= 1;
+          if (state.synced) group.syncedCount -= 1;
+          else unsynced -= 1;
+          group.published = null;
+          publish(resource, group);
         },
       };
     },
-    allSynced: () => [...members].every((m) => m.synced),
+    allSynced: () => unsynced === 0,
   };
 }
 

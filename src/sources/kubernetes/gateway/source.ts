@@ -80,6 +80,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const health = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
+  /** The watches of each custom kind: a status write finds its object through them by name. */
+  const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
   let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
@@ -107,7 +109,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   ) => {
     const base = `/apis/${api.group}/${api.version}`;
     const key = `${resource} ${namespace ?? '*'}`;
-    return watch<Stored>(
+    const started = watch<Stored>(
       resource,
       `${api.plural} in ${api.clusterScoped ? 'the cluster' : (namespace ?? 'every namespace')}`,
       namespace && !api.clusterScoped
@@ -138,6 +140,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
         }),
       (objects) => stores.set(key, objects),
     );
+    watchesOf.set(resource, [...(watchesOf.get(resource) ?? []), started]);
+    return started;
   };
 
   watches.push(
@@ -185,12 +189,16 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const writer = createStatusWriter({
     custom,
     logger,
-    current: (status: DesiredStatus) =>
-      objectsOf<Stored>(status.resource).find(
-        (item) =>
-          item.metadata?.name === status.name &&
-          (API_OF[status.resource].clusterScoped || item.metadata?.namespace === status.namespace),
-      ),
+    current: (status: DesiredStatus) => {
+      // Looked up by name in the watches' caches, not searched: a translation writes the status of
+      // every object, and each write brings the object back changed.
+      const namespace = API_OF[status.resource].clusterScoped ? undefined : status.namespace;
+      for (const watched of watchesOf.get(status.resource) ?? []) {
+        const found = watched.get(status.name, namespace) as Stored | undefined;
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    },
   });
 
   function schedule(): void {

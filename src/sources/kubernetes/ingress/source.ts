@@ -12,6 +12,7 @@ import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../.
 import type { Logger } from '../../../log.ts';
 import { reaches } from '../endpoints.ts';
 import { recordEvent } from '../events.ts';
+import { createLimiter } from '../limit.ts';
 import { ingressRejected } from '../metrics.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
 import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
@@ -53,6 +54,9 @@ export interface IngressSource {
   close(): Promise<void>;
 }
 
+/** Ingress status writes in flight at once (kubernetes/limit.ts). */
+const STATUS_WRITES_AT_ONCE = 8;
+
 const EMPTY: IngressTranslation = { hosts: [], certificates: [], reports: new Map() };
 
 /**
@@ -75,6 +79,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let last: IngressTranslation | null = null;
   let reported = new Map<string, string>();
   const statusWritten = new Map<string, string>();
+  const limitWrites = createLimiter(STATUS_WRITES_AT_ONCE);
   let closed = false;
   let scheduled = false;
   const waiters: Array<() => void> = [];
@@ -242,12 +247,15 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     const addresses = publishedAddresses();
     if (addresses === null) return;
     const wanted = JSON.stringify(addresses);
+    // Looked up by name, not searched: every served Ingress is checked on every translation.
+    const byName = new Map<string, V1Ingress>();
+    for (const candidate of allIngresses()) {
+      const id = `${candidate.metadata?.namespace}/${candidate.metadata?.name}`;
+      if (!byName.has(id)) byName.set(id, candidate);
+    }
     for (const [key, item] of reports) {
       if (!item.served) continue;
-      const ingress = allIngresses().find(
-        (candidate) =>
-          candidate.metadata?.namespace === item.namespace && candidate.metadata?.name === item.name,
-      );
+      const ingress = byName.get(`${item.namespace}/${item.name}`);
       const current = JSON.stringify(
         (ingress?.status?.loadBalancer?.ingress ?? []).map((entry) =>
           entry.ip ? { ip: entry.ip } : { hostname: entry.hostname },
@@ -255,25 +263,25 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       );
       if (current === wanted || statusWritten.get(key) === wanted) continue;
       statusWritten.set(key, wanted);
-      networking
-        .patchNamespacedIngressStatus(
+      limitWrites(() =>
+        networking.patchNamespacedIngressStatus(
           {
             name: item.name,
             namespace: item.namespace,
             body: { status: { loadBalancer: { ingress: addresses } } },
           },
           setHeaderOptions('Content-Type', 'application/merge-patch+json'),
-        )
-        .then(
-          () => logger.info({ ingress: key, addresses }, 'ingress status written'),
-          (error: Error) => {
-            statusWritten.delete(key);
-            logger.warn(
-              { ingress: key, error: error.message?.split('\n', 1)[0] },
-              'could not write the Ingress status',
-            );
-          },
-        );
+        ),
+      ).then(
+        () => logger.info({ ingress: key, addresses }, 'ingress status written'),
+        (error: Error) => {
+          statusWritten.delete(key);
+          logger.warn(
+            { ingress: key, error: error.message?.split('\n', 1)[0] },
+            'could not write the Ingress status',
+          );
+        },
+      );
     }
   }
 
