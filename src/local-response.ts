@@ -77,6 +77,11 @@ export function writeLocalResponse(
   status: number,
   headers: Readonly<Record<string, string | number | readonly string[]>>,
   body: string | Buffer,
+  /**
+   * The body is a representation (a cached response), not a message about the request: a HEAD
+   * then gets the headers a GET would, its Content-Type and Content-Length included (RFC 9110 §9.3.2).
+   */
+  representation = false,
 ): void {
   const req = res.req as IncomingMessage | undefined;
   // An answer given before the request body arrived (401, 429, 404…): stop the client sending it
@@ -89,8 +94,14 @@ export function writeLocalResponse(
     // A HEAD answer has no content (RFC 9110 §9.3.2): none is sent, so nothing describes one — no
     // Content-Type, and no Content-Length, which would have to be the GET's (§8.6).
     written.set(res, { bytes: 0, status, grpcStatus: null });
+    const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     res.writeHead(status, {
-      ...withoutContentHeaders(headers),
+      ...(representation
+        ? {
+            ...(headers as Record<string, string | number | string[]>),
+            ...(status === 204 || status === 304 ? {} : { 'content-length': length }),
+          }
+        : withoutContentHeaders(headers)),
       ...(unreadBody && stream === null ? { connection: 'close' } : {}),
     });
     res.end();

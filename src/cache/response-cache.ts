@@ -535,5 +535,5 @@ function clientHasIt(request: IncomingHttpHeaders, response: IncomingHttpHeaders
 
 function writeAnswer(res: ServerResponse, outcome: CacheOutcome): void {
   if (outcome.kind !== 'answer' || res.headersSent || res.destroyed) return;
-  writeLocalResponse(res, outcome.status, outcome.headers, outcome.body);
+  writeLocalResponse(res, outcome.status, outcome.headers, outcome.body, true);
 }

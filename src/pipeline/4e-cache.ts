@@ -19,5 +19,5 @@ export function createCacheStage(cache: ResponseCache, pickServer: Stage): Stage
 }
 
 function toVerdict(outcome: CacheOutcome): Verdict {
-  return outcome.kind === 'pass' ? PASS : answer(outcome.status, outcome.headers, outcome.body);
+  return outcome.kind === 'pass' ? PASS : answer(outcome.status, outcome.headers, outcome.body, true);
 }

@@ -22,6 +22,8 @@ export interface Answer {
   readonly body: string | Buffer;
   /** The catalogue code when this is one of Tollgate's errors (docs/errors.md). */
   readonly error?: ErrorCode;
+  /** A stored representation (the response cache's): a HEAD gets its Content-Type and -Length. */
+  readonly representation?: boolean;
 }
 
 export interface Redirect {
@@ -61,8 +63,11 @@ export function answer(
   status: number,
   headers: Readonly<Record<string, string | readonly string[]>>,
   body: string | Buffer,
+  representation = false,
 ): Answer {
-  return { kind: 'answer', status, headers, body };
+  return representation
+    ? { kind: 'answer', status, headers, body, representation }
+    : { kind: 'answer', status, headers, body };
 }
 
 export function redirect(status: Redirect['status'], location: string): Redirect {
@@ -84,5 +89,5 @@ export function respond(res: ServerResponse, verdict: Answer | Redirect): void {
     writeLocalResponse(res, verdict.status, headers, `Redirecting to ${verdict.location}\n`);
     return;
   }
-  writeLocalResponse(res, verdict.status, verdict.headers, verdict.body);
+  writeLocalResponse(res, verdict.status, verdict.headers, verdict.body, verdict.representation === true);
 }

@@ -193,7 +193,7 @@ describe('failure classes of TLS and HTTP/2 upstreams', () => {
     ]) {
       assert.deepEqual(
         classifyUpstreamError(error(code)),
-        { kind: 'tls', notSent: true, staleConnection: false, answer: 'bad_gateway' },
+        { kind: 'tls', unreachable: false, notSent: true, staleConnection: false, answer: 'bad_gateway' },
         code,
       );
     }
