@@ -1,5 +1,6 @@
 import { createHash, type X509Certificate } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { RE2JS } from 're2js';
 import type { ClientCertificateAuth, SubjectSource } from '../config/types.ts';
 import { peerIdentityOf } from '../listeners/client-certificates.ts';
 import type { Authenticator } from './authenticator.ts';
@@ -106,6 +107,7 @@ export function createClientCertificateAuthenticator(settings: ClientCertificate
     const identity = peerIdentityOf(request.req);
     const certificate = identity?.certificate ?? null;
     if (certificate === null) {
+      if (settings.anonymous === true) return null;
       request.authDetail =
         identity === null
           ? 'no client-certificate check on this TLS host'
@@ -113,11 +115,11 @@ export function createClientCertificateAuthenticator(settings: ClientCertificate
       return 'client_certificate_required';
     }
     const subject = certificateSubject(certificate, settings.subjectFrom);
-    if (subject === null) {
+    if (subject === null && settings.anonymous !== true) {
       request.authDetail = `the certificate has none of ${settings.subjectFrom.join(', ')}`;
       return 'client_certificate_required';
     }
-    request.subject = subjectHeaderValue(subject);
+    if (subject !== null) request.subject = subjectHeaderValue(subject);
     if (settings.forward !== 'none') {
       const header =
         settings.forward === 'xfcc' ? forwardedClientCert(certificate) : sslClientCert(certificate);
@@ -158,6 +160,21 @@ function maybeQuoted(value: string): string {
 /** Anything outside printable ASCII percent-encoded (UTF-8): a header value must not carry it raw. */
 function headerSafe(value: string): string {
   return value.replace(/[^\x20-\x7e]/gu, (c) => encodeURIComponent(c));
+}
+
+/**
+ * `allow.commonNames` (Ingress `auth-tls-match-cn`): the verified certificate's whole CN matches an
+ * RE2 expression (linear time, as every regex read from Kubernetes objects). Without a verified
+ * certificate nothing matches. null when not set.
+ */
+export function commonNameCheck(pattern: string | null): ((req: IncomingMessage) => boolean) | null {
+  if (pattern === null) return null;
+  const expression = RE2JS.compile(`^(?:${pattern})$`);
+  return (req) => {
+    const certificate = verifiedClientCertificate(req);
+    const cn = certificate === null ? null : commonName(certificate);
+    return cn !== null && expression.matches(cn);
+  };
 }
 
 /**

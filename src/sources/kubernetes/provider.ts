@@ -312,5 +312,6 @@ function certificatesOf(translation: IngressTranslation): CertificatePem[] {
     names: item.hosts,
     certificate: item.certificate,
     key: item.key,
+    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
   }));
 }
