@@ -4,6 +4,7 @@ import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { TLSSocket } from 'node:tls';
 import { hasOpenssl, type IssuedCertificate, SecretVolume, selfSigned, TestCa } from '../helpers/certs.ts';
 import {
   endpointSlice,
@@ -185,6 +186,33 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
       assert.equal(JSON.parse(other.body).error, 'forbidden');
       // A certificate of a CA the Secret does not hold: the connection is refused.
       await assert.rejects(get(port, 'secure.test', nextPayments), REFUSED);
+
+      // Sessions are no longer resumed once a check exists: every connection is verified anew.
+      const agent = new https.Agent({ keepAlive: false, maxCachedSessions: 10, ...payments });
+      const reused: boolean[] = [];
+      for (const host of ['secure.test', 'secure.test', 'file.test', 'file.test'])
+        await new Promise<void>((resolve, reject) => {
+          https
+            .get(
+              {
+                host: '127.0.0.1',
+                port,
+                servername: host,
+                path: '/',
+                headers: { host },
+                agent,
+                rejectUnauthorized: false,
+              },
+              (res) => {
+                reused.push((res.socket as TLSSocket).isSessionReused());
+                res.resume();
+                res.on('end', resolve);
+              },
+            )
+            .on('error', reject);
+        });
+      agent.destroy();
+      assert.deepEqual(reused, [false, false, false, false]);
 
       // optional + pass-certificate-to-upstream: through without one, forwarded with one.
       await waitFor(() => answers(port, 'open.test', 200), 10_000);
