@@ -304,6 +304,7 @@ function gatewayCertificatesOf(translation: GatewayTranslation): CertificatePem[
     names: item.names,
     certificate: item.certificate,
     key: item.key,
+    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
   }));
 }
 
