@@ -29,13 +29,18 @@ interface Answer {
 }
 
 /** One HTTP/1.1 request on a fresh TLS connection to `host`; rejects when the handshake fails. */
-function get(port: number, host: string, client: { cert?: Buffer; key?: Buffer } = {}): Promise<Answer> {
+function get(
+  port: number,
+  host: string,
+  client: { cert?: Buffer; key?: Buffer } = {},
+  servername = host,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       {
         host: '127.0.0.1',
         port,
-        servername: host,
+        servername,
         path: '/',
         headers: { host, 'ssl-client-cert': 'forged' },
         rejectUnauthorized: false,
@@ -76,12 +81,14 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
   let payments: IssuedCertificate;
   let stranger: IssuedCertificate;
   let nextPayments: IssuedCertificate;
+  let nextRevoked: IssuedCertificate;
   before(() => {
     ca = new TestCa('Clients CA');
     nextCa = new TestCa('Next Clients CA');
     payments = ca.issue('payments');
     stranger = ca.issue('stranger');
     nextPayments = nextCa.issue('payments');
+    nextRevoked = nextCa.issue('billing');
   });
   after(() => {
     ca.remove();
@@ -89,7 +96,7 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
   });
 
   for (const workers of [1, 2]) {
-    it(`require, optional, match-cn, pass-certificate, CA replaced and Secret deleted live (workers: ${workers})`, async () => {
+    it(`require, optional, match-cn, pass-certificate, 421 across checks, CA replaced, CRL added and Secret deleted live (workers: ${workers})`, async () => {
       const pod = await scope.upstream({ name: 'pod' });
       const api = scope.keep(await startFakeKubeApi());
       api.apply(ingressClass());
@@ -221,6 +228,8 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
       const forwarded = await get(port, 'open.test', payments);
       assert.equal(forwarded.status, 200);
       assert.equal(JSON.parse(forwarded.body).headers['ssl-client-cert'], encodeURIComponent(payments.pem));
+      // A connection set up for the checked host does not carry requests for another host's check.
+      assert.equal((await get(port, 'open.test', payments, 'secure.test')).status, 421);
       // A certificate that does not verify is neither an identity nor forwarded.
       const unverified = await get(port, 'open.test', nextPayments);
       assert.equal(unverified.status, 200);
@@ -233,6 +242,28 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
       await waitFor(() => answers(port, 'secure.test', 200, nextPayments), 10_000);
       for (let i = 0; i < 4; i++) {
         await assert.rejects(get(port, 'secure.test', payments), REFUSED);
+        assert.equal((await get(port, 'secure.test', nextPayments)).status, 200);
+      }
+
+      // ca.crl added: a revoked certificate is refused from the next handshake, the others pass.
+      assert.equal((await get(port, 'secure.test', nextRevoked)).status, 200);
+      api.apply(
+        secret({
+          name: 'clients-ca',
+          namespace: 'apps',
+          data: { 'ca.crt': nextCa.cert.toString(), 'ca.crl': nextCa.crl([nextRevoked]).toString() },
+        }),
+      );
+      await waitFor(async () => {
+        try {
+          await get(port, 'secure.test', nextRevoked);
+          return false;
+        } catch {
+          return true;
+        }
+      }, 10_000);
+      for (let i = 0; i < 4; i++) {
+        await assert.rejects(get(port, 'secure.test', nextRevoked), REFUSED);
         assert.equal((await get(port, 'secure.test', nextPayments)).status, 200);
       }
 
