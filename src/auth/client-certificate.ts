@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { RE2JS } from 're2js';
 import type { ClientCertificateAuth, SubjectSource } from '../config/types.ts';
 import { peerIdentityOf } from '../listeners/client-certificates.ts';
-import type { Authenticator } from './authenticator.ts';
+import type { Authenticator, AuthOutcome } from './authenticator.ts';
 import { subjectHeaderValue } from './authenticator.ts';
 
 /**
@@ -103,6 +103,18 @@ export function verifiedClientCertificate(req: IncomingMessage): X509Certificate
 }
 
 export function createClientCertificateAuthenticator(settings: ClientCertificateAuth): Authenticator {
+  // auth-tls-error-page: the refusal is a redirect to the page (still counted as a refusal).
+  const refused: AuthOutcome =
+    settings.errorPage === undefined
+      ? 'client_certificate_required'
+      : {
+          denial: {
+            status: 302,
+            headers: { location: settings.errorPage, 'cache-control': 'no-store' },
+            body: Buffer.alloc(0),
+          },
+          reason: 'client_certificate_required',
+        };
   return (request) => {
     const identity = peerIdentityOf(request.req);
     const certificate = identity?.certificate ?? null;
@@ -112,12 +124,12 @@ export function createClientCertificateAuthenticator(settings: ClientCertificate
         identity === null
           ? 'no client-certificate check on this TLS host'
           : (identity.error ?? 'no certificate');
-      return 'client_certificate_required';
+      return refused;
     }
     const subject = certificateSubject(certificate, settings.subjectFrom);
     if (subject === null && settings.anonymous !== true) {
       request.authDetail = `the certificate has none of ${settings.subjectFrom.join(', ')}`;
-      return 'client_certificate_required';
+      return refused;
     }
     if (subject !== null) request.subject = subjectHeaderValue(subject);
     if (settings.forward !== 'none') {

@@ -308,6 +308,11 @@ export interface ClientCertificateAuth {
    * optional`); the certificate, when there is one, still sets the subject and is forwarded.
    */
   anonymous?: boolean;
+  /**
+   * Where a request without an acceptable certificate is redirected (302) instead of answered 401
+   * (Ingress `auth-tls-error-page`); absent = 401.
+   */
+  errorPage?: string;
 }
 
 /** `type: ext_authz` (docs/authentication.md#external-authorization): Envoy's Authorization/Check over gRPC. */

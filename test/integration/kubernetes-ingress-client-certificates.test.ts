@@ -26,6 +26,7 @@ import { PROCESS_START_MS } from '../helpers/workers.ts';
 interface Answer {
   status: number;
   body: string;
+  location?: string;
 }
 
 /** One HTTP/1.1 request on a fresh TLS connection to `host`; rejects when the handshake fails. */
@@ -52,7 +53,13 @@ function get(
         res.setEncoding('utf8').on('data', (chunk: string) => {
           body += chunk;
         });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body,
+            ...(res.headers.location === undefined ? {} : { location: res.headers.location }),
+          }),
+        );
       },
     );
     req.setTimeout(15_000, () => req.destroy(new Error('timed out')));
@@ -96,7 +103,7 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
   });
 
   for (const workers of [1, 2]) {
-    it(`require, optional, match-cn, pass-certificate, 421 across checks, CA replaced, CRL added and Secret deleted live (workers: ${workers})`, async () => {
+    it(`require, optional, match-cn, pass-certificate, 421 across checks, CA replaced, CRL added, error page, and Secret deleted live (workers: ${workers})`, async () => {
       const pod = await scope.upstream({ name: 'pod' });
       const api = scope.keep(await startFakeKubeApi());
       api.apply(ingressClass());
@@ -117,9 +124,11 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
       );
       const serving = selfSigned('secure.test');
       const servingOptional = selfSigned('open.test');
+      const servingPaged = selfSigned('paged.test');
       for (const [name, pair] of [
         ['secure-tls', serving],
         ['open-tls', servingOptional],
+        ['paged-tls', servingPaged],
       ] as const)
         api.apply(
           secret({
@@ -155,6 +164,18 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
           },
           tls: [{ hosts: ['open.test'], secretName: 'open-tls' }],
           rules: [{ host: 'open.test', paths: [{ service: 'pod', port: 80 }] }],
+        }),
+      );
+      api.apply(
+        ingress({
+          name: 'paged',
+          namespace: 'apps',
+          annotations: {
+            'nginx.ingress.kubernetes.io/auth-tls-secret': 'clients-ca',
+            'nginx.ingress.kubernetes.io/auth-tls-error-page': 'https://help.example.test/mtls',
+          },
+          tls: [{ hosts: ['paged.test'], secretName: 'paged-tls' }],
+          rules: [{ host: 'paged.test', paths: [{ service: 'pod', port: 80 }] }],
         }),
       );
       const fallback = selfSigned('default.test');
@@ -234,6 +255,14 @@ describe('Ingress auth-tls-* annotations: client certificates on the Ingress TLS
       const unverified = await get(port, 'open.test', nextPayments);
       assert.equal(unverified.status, 200);
       assert.equal(JSON.parse(unverified.body).headers['ssl-client-cert'], undefined);
+
+      // on + auth-tls-error-page: no verified certificate is a redirect to the page, not a failed handshake.
+      await waitFor(() => answers(port, 'paged.test', 200, payments), 10_000);
+      for (const client of [undefined, nextPayments]) {
+        const paged = await get(port, 'paged.test', client);
+        assert.equal(paged.status, 302);
+        assert.equal(paged.location, 'https://help.example.test/mtls');
+      }
 
       // The CA replaced in the Secret: the old CA's certificates are refused from the next handshake.
       api.apply(

@@ -640,6 +640,17 @@ describe('request policy annotations (docs/ingress.md#request-policies)', () => 
     assert.equal(plain.hosts[0]?.paths[0]?.authorization, null);
     assert.equal(plain.certificates[0]?.clientCertificates?.mode, 'optional');
 
+    // on + error-page: the handshake completes without a certificate, the paths redirect.
+    const paged = translateIngresses(
+      input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-error-page': 'https://help.test/mtls' })], {
+        secrets,
+      }),
+    );
+    assert.equal(paged.certificates[0]?.clientCertificates?.mode, 'optional');
+    const pagedPolicy = paged.hosts[0]?.paths[0]?.authorization?.clientCertificate;
+    assert.equal(pagedPolicy?.errorPage, 'https://help.test/mtls');
+    assert.equal(pagedPolicy?.anonymous, undefined);
+
     // off: no check at all.
     const off = translateIngresses(
       input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'off' })], { secrets }),

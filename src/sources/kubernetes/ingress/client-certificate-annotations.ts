@@ -11,7 +11,9 @@ import type { ClientCheckPem } from './certificates.ts';
  * The handshake verifies (docs/authentication.md#client-certificates); the paths carry what a
  * handshake cannot: `on` authenticates every request by its verified certificate (a plain-HTTP
  * request has none: 401), `auth-tls-match-cn` an allow rule on its CN, and
- * `auth-tls-pass-certificate-to-upstream` forwards it as `ssl-client-cert`. An unverified
+ * `auth-tls-pass-certificate-to-upstream` forwards it as `ssl-client-cert`, `auth-tls-error-page`
+ * turns `on`'s refusal into a redirect (the handshake then completes without a certificate, and the
+ * paths refuse). An unverified
  * certificate is never an identity and never forwarded, `optional_no_ca` included.
  */
 
@@ -147,7 +149,10 @@ export function clientCertificatesOf(
   const crl = data['ca.crl'] ?? null;
   const depth = settings.authTlsVerifyDepth ?? 1;
   // optional_no_ca: ingress-nginx passes a certificate it did not verify; Tollgate still verifies.
-  const tlsMode = mode === 'on' ? 'require' : 'optional';
+  // `on` with an error page: the handshake must complete for a redirect to be answered; the paths'
+  // policy then refuses (redirects) every request without a verified certificate.
+  const errorPage = mode === 'on' ? settings.authTlsErrorPage : undefined;
+  const tlsMode = mode === 'on' && errorPage === undefined ? 'require' : 'optional';
   try {
     checkClientCaFiles(
       Buffer.from(ca),
@@ -175,9 +180,9 @@ export function clientCertificatesOf(
     outcome.warnings.push(
       'auth-tls-verify-client optional_no_ca: certificates are still verified against auth-tls-secret; one that does not verify is neither an identity nor forwarded',
     );
-  if (settings.authTlsErrorPage !== undefined)
+  if (settings.authTlsErrorPage !== undefined && errorPage === undefined)
     outcome.warnings.push(
-      'auth-tls-error-page: a refused handshake cannot show a page; refused requests are answered 401/403, not redirected',
+      'auth-tls-error-page is used with auth-tls-verify-client on only (a request without a verified certificate is redirected there)',
     );
   const pass = settings.authTlsPassCertificate === true;
   const cn = settings.authTlsMatchCn ?? null;
@@ -199,6 +204,7 @@ export function clientCertificatesOf(
       forward: pass ? 'pem' : 'none',
       // optional: a request without a verified certificate passes, with no subject.
       ...(mode === 'on' ? {} : { anonymous: true }),
+      ...(errorPage === undefined ? {} : { errorPage }),
     },
     ...(cn === null
       ? {}
