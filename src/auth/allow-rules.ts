@@ -1,7 +1,7 @@
 import type { AllowRules } from '../config/types.ts';
 import type { Identity, ProxyRequest } from '../pipeline/request.ts';
 import type { Authenticator, AuthOutcome } from './authenticator.ts';
-import { sanPatternCheck } from './client-certificate.ts';
+import { commonNameCheck, sanPatternCheck } from './client-certificate.ts';
 
 export type { Identity };
 
@@ -56,8 +56,10 @@ export function createAllowCheck(rules: AllowRules): (request: ProxyRequest) => 
       : Object.entries(rules.claims).map(([name, values]) => [name, new Set(values)] as const);
   // uri_sans / dns_sans: on the verified client certificate (auth/client-certificate).
   const sans = sanPatternCheck(rules.uriSans ?? null, rules.dnsSans ?? null);
+  const commonNames = commonNameCheck(rules.commonNames ?? null);
   return (request) => {
     if (sans !== null && !sans(request.req)) return false;
+    if (commonNames !== null && !commonNames(request.req)) return false;
     const identity = request.identity;
     const subject = identity?.subject ?? decodedSubject(request.subject);
     if (subjects !== null && (subject === null || !subjects.has(subject))) return false;

@@ -1,8 +1,9 @@
 import { createHash, type X509Certificate } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { RE2JS } from 're2js';
 import type { ClientCertificateAuth, SubjectSource } from '../config/types.ts';
 import { peerIdentityOf } from '../listeners/client-certificates.ts';
-import type { Authenticator } from './authenticator.ts';
+import type { Authenticator, AuthOutcome } from './authenticator.ts';
 import { subjectHeaderValue } from './authenticator.ts';
 
 /**
@@ -102,22 +103,35 @@ export function verifiedClientCertificate(req: IncomingMessage): X509Certificate
 }
 
 export function createClientCertificateAuthenticator(settings: ClientCertificateAuth): Authenticator {
+  // auth-tls-error-page: the refusal is a redirect to the page (still counted as a refusal).
+  const refused: AuthOutcome =
+    settings.errorPage === undefined
+      ? 'client_certificate_required'
+      : {
+          denial: {
+            status: 302,
+            headers: { location: settings.errorPage, 'cache-control': 'no-store' },
+            body: Buffer.alloc(0),
+          },
+          reason: 'client_certificate_required',
+        };
   return (request) => {
     const identity = peerIdentityOf(request.req);
     const certificate = identity?.certificate ?? null;
     if (certificate === null) {
+      if (settings.anonymous === true) return null;
       request.authDetail =
         identity === null
           ? 'no client-certificate check on this TLS host'
           : (identity.error ?? 'no certificate');
-      return 'client_certificate_required';
+      return refused;
     }
     const subject = certificateSubject(certificate, settings.subjectFrom);
-    if (subject === null) {
+    if (subject === null && settings.anonymous !== true) {
       request.authDetail = `the certificate has none of ${settings.subjectFrom.join(', ')}`;
-      return 'client_certificate_required';
+      return refused;
     }
-    request.subject = subjectHeaderValue(subject);
+    if (subject !== null) request.subject = subjectHeaderValue(subject);
     if (settings.forward !== 'none') {
       const header =
         settings.forward === 'xfcc' ? forwardedClientCert(certificate) : sslClientCert(certificate);
@@ -158,6 +172,21 @@ function maybeQuoted(value: string): string {
 /** Anything outside printable ASCII percent-encoded (UTF-8): a header value must not carry it raw. */
 function headerSafe(value: string): string {
   return value.replace(/[^\x20-\x7e]/gu, (c) => encodeURIComponent(c));
+}
+
+/**
+ * `allow.commonNames` (Ingress `auth-tls-match-cn`): the verified certificate's whole CN matches an
+ * RE2 expression (linear time, as every regex read from Kubernetes objects). Without a verified
+ * certificate nothing matches. null when not set.
+ */
+export function commonNameCheck(pattern: string | null): ((req: IncomingMessage) => boolean) | null {
+  if (pattern === null) return null;
+  const expression = RE2JS.compile(`^(?:${pattern})$`);
+  return (req) => {
+    const certificate = verifiedClientCertificate(req);
+    const cn = certificate === null ? null : commonName(certificate);
+    return cn !== null && expression.matches(cn);
+  };
 }
 
 /**

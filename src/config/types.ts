@@ -252,6 +252,8 @@ export interface AllowRules {
   uriSans?: string[] | null;
   /** Patterns on a client certificate's DNS SANs (`*.payments.svc`); absent = no rule. */
   dnsSans?: string[] | null;
+  /** An RE2 expression the verified client certificate's whole CN must match (Ingress `auth-tls-match-cn`); absent = no rule. */
+  commonNames?: string | null;
 }
 
 /** main.yaml `oidc_providers.<name>` (docs/authentication.md#openid-connect). */
@@ -311,6 +313,16 @@ export interface ClientCertificateAuth {
   subjectFrom: SubjectSource[];
   /** `forward_client_certificate`: X-Forwarded-Client-Cert (`xfcc`), ssl-client-cert (`pem`) or none. */
   forward: 'xfcc' | 'pem' | 'none';
+  /**
+   * A request without a verified certificate passes with no subject (Ingress `auth-tls-verify-client:
+   * optional`); the certificate, when there is one, still sets the subject and is forwarded.
+   */
+  anonymous?: boolean;
+  /**
+   * Where a request without an acceptable certificate is redirected (302) instead of answered 401
+   * (Ingress `auth-tls-error-page`); absent = 401.
+   */
+  errorPage?: string;
 }
 
 /** `type: ext_authz` (docs/authentication.md#external-authorization): Envoy's Authorization/Check over gRPC. */

@@ -19,6 +19,10 @@ import type { Logger } from '../log.ts';
  * any request is read: `require` closes the connection, `optional` records why it was not accepted.
  * Sessions are never resumed while a check is configured, so every connection's certificate is
  * verified against the CA and CRL live at that time.
+ *
+ * Checks also come and go with Kubernetes objects (Ingress `auth-tls-*` annotations, a Gateway's
+ * `spec.tls.frontend`): the first one to appear turns enforcement on for the attached servers
+ * (`enforce`), and it stays on until a restart, so a session issued before can never skip a check.
  */
 
 /** One client-certificate check as the listener applies it. */
@@ -52,6 +56,13 @@ interface MarkedSocket extends TLSSocket {
 export interface ClientVerification {
   /** Server options to merge: ask for certificates when any check exists, never resume sessions. */
   readonly serverOptions: { requestCert: true; rejectUnauthorized: false; secureOptions: number } | null;
+  /** Whether handshakes are checked now (a check exists, or existed since start). */
+  readonly enforcing: boolean;
+  /**
+   * Turns checking on for the attached servers and those attached later (a check appeared); true
+   * when it was off, so the caller rebuilds the default context with `serverOptions.secureOptions`.
+   */
+  enforce(): boolean;
   /** For the TLS server's SNICallback: `select` gives the context and policy for a name (null = default). */
   sniCallback(
     select: (servername: string) => { context: SecureContext; policy: ClientCertificatePolicy | null } | null,
@@ -61,7 +72,7 @@ export interface ClientVerification {
 }
 
 /**
- * `anyPolicy`: whether some TLS pair has a check (main.yaml decides, a restart changes it).
+ * `anyPolicy`: whether some TLS pair of main.yaml has a check at start (`enforce` turns it on later).
  * `defaultPolicy`: the check of handshakes served the listener's default certificate (no or unknown SNI).
  */
 export function createClientVerification(options: {
@@ -70,20 +81,43 @@ export function createClientVerification(options: {
   logger: Logger;
 }): ClientVerification {
   const { logger } = options;
+  const checking = {
+    requestCert: true,
+    rejectUnauthorized: false,
+    // TLS 1.2 tickets and TLS 1.3 stateless tickets; Node keeps no server-side session cache.
+    secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
+  } as const;
+  let enforcing = options.anyPolicy;
+  const servers = new Set<TlsServer>();
+  // Node reads requestCert and rejectUnauthorized from the server for each new connection
+  // (_tls_wrap's tlsConnectionListener): setting them turns checking on from the next handshake.
+  const askOn = (server: TlsServer) => {
+    const settable = server as TlsServer & { requestCert?: boolean; rejectUnauthorized?: boolean };
+    settable.requestCert = true;
+    settable.rejectUnauthorized = false;
+  };
   return {
-    serverOptions: options.anyPolicy
-      ? {
-          requestCert: true,
-          rejectUnauthorized: false,
-          // TLS 1.2 tickets and TLS 1.3 stateless tickets; Node keeps no server-side session cache.
-          secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
-        }
-      : null,
+    get serverOptions() {
+      return enforcing ? checking : null;
+    },
+    get enforcing() {
+      return enforcing;
+    },
+    enforce() {
+      if (enforcing) return false;
+      enforcing = true;
+      for (const server of servers) askOn(server);
+      logger.info(
+        { event: 'client_certificates_enforced' },
+        'a client-certificate check appeared: TLS sessions are no longer resumed',
+      );
+      return true;
+    },
     sniCallback(select) {
       return function (this: MarkedSocket, servername, callback) {
         const chosen = select(servername);
         const policy = chosen === null ? options.defaultPolicy() : chosen.policy;
-        if (options.anyPolicy) {
+        if (enforcing) {
           this[POLICY] = policy;
           // Absent on some future Node: every name then asks (requestCert), and `require` is still
           // enforced below, after the handshake.
@@ -93,9 +127,11 @@ export function createClientVerification(options: {
       };
     },
     attach(server) {
-      if (!options.anyPolicy) return;
+      servers.add(server);
+      if (enforcing) askOn(server);
       // First, so a refused connection is closed before HTTP/1.1 or HTTP/2 reads anything from it.
       server.prependListener('secureConnection', (socket: MarkedSocket) => {
+        if (!enforcing) return;
         const policy = socket[POLICY] === undefined ? options.defaultPolicy() : socket[POLICY];
         if (policy === null) {
           socket[PEER] = null;

@@ -26,6 +26,18 @@ export class CertificateStore {
   readonly #sources = new Map<string, readonly ServedCertificate[]>();
   #exact = new Map<string, ServedCertificate>();
   #wildcard = new Map<string, ServedCertificate>();
+  #listeners: Array<() => void> = [];
+  #anyClientCertificates = false;
+
+  /** Some certificate of some source carries a client-certificate check. */
+  get anyClientCertificates(): boolean {
+    return this.#anyClientCertificates;
+  }
+
+  /** Called after every change of the store (a source set or deleted). */
+  onChange(listener: () => void): void {
+    this.#listeners.push(listener);
+  }
 
   /** Replaces every certificate of `source` (order: earlier wins a name two certificates claim). */
   set(source: string, certificates: readonly ServedCertificate[]): void {
@@ -77,6 +89,10 @@ export class CertificateStore {
     }
     this.#exact = exact;
     this.#wildcard = wildcard;
+    this.#anyClientCertificates = [...this.#sources.values()].some((certificates) =>
+      certificates.some((served) => (served.clientCertificates ?? null) !== null),
+    );
+    for (const listener of this.#listeners) listener();
   }
 }
 

@@ -139,6 +139,12 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
   });
   // setSecureContext() rebuilds the server's own context from these options alone: without
   // secureOptions, a reload of the first pair would turn session tickets back on.
+  // Kubernetes-sourced checks (Ingress auth-tls-*, Gateway frontend validation) arrive in the store
+  // later: the first one turns checking on, and tickets off, from the next handshake.
+  store.onChange(() => {
+    if (store.anyClientCertificates && verification.enforce())
+      for (const server of servers) server.setSecureContext(defaultContext());
+  });
   const defaultContext = () => ({
     ...defaultMaterial(),
     ...(verification.serverOptions === null
@@ -164,7 +170,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       }),
     }),
     misdirected(req) {
-      if (verification.serverOptions === null) return false;
+      if (!verification.enforcing) return false;
       const hostPolicy = policyFor(requestHostName(req));
       return (hostPolicy?.key ?? null) !== connectionPolicyKey(req, defaultPolicy);
     },

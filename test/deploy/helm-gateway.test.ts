@@ -101,6 +101,7 @@ describe('helm chart: Gateway API', () => {
       ...CLUSTER_RULES,
       ...NAMESPACED_RULES,
       { apiGroups: [''], resources: ['secrets'], verbs: READ_ONLY },
+      { apiGroups: [''], resources: ['configmaps'], verbs: READ_ONLY },
     ]);
     assert.equal(find(manifests, 'ClusterRoleBinding').roleRef.name, clusterRole.metadata.name);
     assert.equal(podSpec(manifests).automountServiceAccountToken, true);

@@ -58,4 +58,26 @@ describe('SNI certificate store', () => {
     });
     assert.equal(got, undefined);
   });
+
+  it('says when some certificate carries a client-certificate check, and tells its listeners of every change', () => {
+    const store = new CertificateStore();
+    let changes = 0;
+    store.onChange(() => {
+      changes++;
+    });
+    store.set('files', [{ names: ['a.test'], context: context() }]);
+    assert.equal(store.anyClientCertificates, false);
+    const policy = {
+      key: 'ingress apps/a',
+      mode: 'require' as const,
+      verifyDepth: 1,
+      files: { ca: Buffer.from(''), crl: null, crls: [], authorities: [] },
+    };
+    store.set('kubernetes-ingress', [{ names: ['b.test'], context: context(), clientCertificates: policy }]);
+    assert.equal(store.anyClientCertificates, true);
+    assert.equal(store.served('b.test')?.clientCertificates, policy);
+    store.delete('kubernetes-ingress');
+    assert.equal(store.anyClientCertificates, false);
+    assert.equal(changes, 3);
+  });
 });

@@ -284,7 +284,22 @@ describe('translating Ingresses into routes', () => {
       [{ 'tollgate.io/auth-type': 'basic' }, /needs an auth-secret/],
       [{ 'nginx.ingress.kubernetes.io/auth-type': 'digest' }, /digest authentication is not supported/],
       [{ 'tollgate.io/auth-tpye': 'basic' }, /unknown annotation tollgate.io\/auth-tpye/],
-      [{ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'on' }, /paths stay closed/],
+      [{ 'nginx.ingress.kubernetes.io/auth-proxy-set-headers': 'apps/h' }, /paths stay closed/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'on' }, /need auth-tls-secret/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-secret': 'other/ca' }, /another namespace/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-secret': 'apps/missing' }, /apps\/missing does not exist/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-secret': 'users' }, /has no 'ca.crt' key/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'sometimes' }, /not one of on, off/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-match-cn': 'payments' }, /must start with CN=/],
+      [{ 'nginx.ingress.kubernetes.io/auth-tls-match-cn': 'CN=(a' }, /not an RE2 expression/],
+      [
+        {
+          'nginx.ingress.kubernetes.io/auth-tls-secret': 'users',
+          'tollgate.io/auth-type': 'basic',
+          'tollgate.io/auth-secret': 'users',
+        },
+        /has no 'ca.crt' key/,
+      ],
       [
         { 'tollgate.io/auth-type': 'basic', 'nginx.ingress.kubernetes.io/auth-type': 'jwt' },
         /conflicts with/,
@@ -556,5 +571,97 @@ describe('request policy annotations (docs/ingress.md#request-policies)', () => 
     assert.match(path?.unavailable ?? '', /denylist-source-range: 'bad' is not an IP address/);
     assert.equal(path?.policies, undefined);
     assert.match(result.reports.get('apps/p')?.problems.join() ?? '', /denylist-source-range/);
+  });
+
+  it('auth-tls-*: the check goes with the Ingress own TLS certificates, its paths carry on / match-cn / pass-certificate', () => {
+    const ca = selfSigned('Clients CA');
+    const serving = selfSigned('m.test');
+    const secrets = [
+      json<V1Secret>(
+        secret({ name: 'clients-ca', namespace: 'apps', data: { 'ca.crt': ca.cert.toString() } }),
+      ),
+      json<V1Secret>(
+        secret({
+          name: 'm-tls',
+          namespace: 'apps',
+          type: 'kubernetes.io/tls',
+          data: { 'tls.crt': serving.cert.toString(), 'tls.key': serving.key.toString() },
+        }),
+      ),
+      json<V1Secret>(secret({ name: 'users', namespace: 'apps', data: { auth: `u:${bcryptOf('p')}` } })),
+    ];
+    const mtls = (annotations: Record<string, string>) =>
+      one({
+        name: 'm',
+        annotations: { 'nginx.ingress.kubernetes.io/auth-tls-secret': 'apps/clients-ca', ...annotations },
+        tls: [{ hosts: ['m.test'], secretName: 'm-tls' }],
+        rules: [{ host: 'm.test', paths: [{ service: 'web', port: 80 }] }],
+      });
+    const required = translateIngresses(
+      input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-match-cn': 'CN=(a|b)' })], { secrets }),
+    );
+    const check = required.certificates[0]?.clientCertificates;
+    assert.equal(check?.mode, 'require');
+    assert.equal(check?.verifyDepth, 1);
+    assert.equal(check?.ca, ca.cert.toString());
+    assert.equal(check?.key, 'ingress apps/m');
+    const path = required.hosts[0]?.paths[0];
+    assert.equal(path?.unavailable, null);
+    assert.equal(path?.authorization?.type, 'client_certificate');
+    assert.equal(path?.authorization?.clientCertificate?.forward, 'none');
+    assert.equal(path?.authorization?.clientCertificate?.anonymous, undefined);
+    assert.equal(path?.authorization?.allow?.commonNames, '(a|b)');
+    assert.deepEqual(secretsOf(mtls({})).sort(), ['apps/clients-ca', 'apps/m-tls']);
+
+    const optional = translateIngresses(
+      input(
+        [
+          mtls({
+            'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'optional_no_ca',
+            'nginx.ingress.kubernetes.io/auth-tls-verify-depth': '2',
+            'nginx.ingress.kubernetes.io/auth-tls-pass-certificate-to-upstream': 'true',
+          }),
+        ],
+        { secrets },
+      ),
+    );
+    assert.equal(optional.certificates[0]?.clientCertificates?.mode, 'optional');
+    assert.equal(optional.certificates[0]?.clientCertificates?.verifyDepth, 2);
+    const passing = optional.hosts[0]?.paths[0]?.authorization;
+    assert.equal(passing?.clientCertificate?.forward, 'pem');
+    assert.equal(passing?.clientCertificate?.anonymous, true);
+    // optional_no_ca is still verified, and the Ingress is told so.
+    assert.match(optional.reports.get('apps/m')?.warnings.join() ?? '', /still verified/);
+
+    // optional alone: the handshake asks, the paths need no policy.
+    const plain = translateIngresses(
+      input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'optional' })], { secrets }),
+    );
+    assert.equal(plain.hosts[0]?.paths[0]?.authorization, null);
+    assert.equal(plain.certificates[0]?.clientCertificates?.mode, 'optional');
+
+    // on + error-page: the handshake completes without a certificate, the paths redirect.
+    const paged = translateIngresses(
+      input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-error-page': 'https://help.test/mtls' })], {
+        secrets,
+      }),
+    );
+    assert.equal(paged.certificates[0]?.clientCertificates?.mode, 'optional');
+    const pagedPolicy = paged.hosts[0]?.paths[0]?.authorization?.clientCertificate;
+    assert.equal(pagedPolicy?.errorPage, 'https://help.test/mtls');
+    assert.equal(pagedPolicy?.anonymous, undefined);
+
+    // off: no check at all.
+    const off = translateIngresses(
+      input([mtls({ 'nginx.ingress.kubernetes.io/auth-tls-verify-client': 'off' })], { secrets }),
+    );
+    assert.equal(off.certificates[0]?.clientCertificates, undefined);
+    assert.equal(off.hosts[0]?.paths[0]?.unavailable, null);
+
+    // With another auth-type, `on` cannot be carried by the paths: closed, never open.
+    const both = translateIngresses(
+      input([mtls({ 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'users' })], { secrets }),
+    );
+    assert.match(both.hosts[0]?.paths[0]?.unavailable ?? '', /cannot be combined with auth-type/);
   });
 });

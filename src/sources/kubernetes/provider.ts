@@ -327,6 +327,7 @@ function gatewayCertificatesOf(translation: GatewayTranslation): CertificatePem[
     names: item.names,
     certificate: item.certificate,
     key: item.key,
+    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
   }));
 }
 
@@ -335,5 +336,6 @@ function certificatesOf(translation: IngressTranslation): CertificatePem[] {
     names: item.hosts,
     certificate: item.certificate,
     key: item.key,
+    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
   }));
 }

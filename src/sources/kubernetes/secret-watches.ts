@@ -1,20 +1,38 @@
-import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
-import type { ResourceWatch, StartWatch } from './resource-watch.ts';
+import type {
+  ConfigurationOptions,
+  CoreV1Api,
+  KubernetesListObject,
+  KubernetesObject,
+  V1ConfigMap,
+  V1Secret,
+} from '@kubernetes/client-node';
+import type { ResourceWatch, StartWatch, WatchedResource } from './resource-watch.ts';
 
 /**
- * The Secrets a source's objects name (TLS certificates, htpasswd and API keys, upstream TLS), each
+ * The Secrets (and ConfigMaps) a source's objects name (TLS certificates, htpasswd and API keys,
+ * upstream TLS, client CA bundles), each
  * followed by its own field-selected watch, so the RBAC a source needs is "get/list/watch the Secrets
  * it names", never every Secret of a namespace (docs/kubernetes.md). Shared by the Ingress and the
  * Gateway API sources; keys are `namespace/name`.
  */
-export class SecretWatches {
-  readonly #start: StartWatch;
-  readonly #core: CoreV1Api;
-  readonly #entries = new Map<string, { watch: ResourceWatch; secret: V1Secret | undefined }>();
+type ListNamed<T extends KubernetesObject> = (
+  namespace: string,
+  fieldSelector: string,
+  callOptions: ConfigurationOptions,
+) => Promise<KubernetesListObject<T>>;
 
-  constructor(start: StartWatch, core: CoreV1Api) {
+class NamedWatches<T extends KubernetesObject> {
+  readonly #start: StartWatch;
+  readonly #resource: WatchedResource;
+  readonly #kind: string;
+  readonly #list: ListNamed<T>;
+  readonly #entries = new Map<string, { watch: ResourceWatch; secret: T | undefined }>();
+
+  constructor(start: StartWatch, resource: WatchedResource, kind: string, list: ListNamed<T>) {
     this.#start = start;
-    this.#core = core;
+    this.#resource = resource;
+    this.#kind = kind;
+    this.#list = list;
   }
 
   /** Follows exactly `wanted`: a Secret newly named gets a watch, one no longer named loses it. */
@@ -28,18 +46,18 @@ export class SecretWatches {
       if (this.#entries.has(key)) continue;
       const [namespace, name] = key.split('/') as [string, string];
       const fieldSelector = `metadata.name=${name}`;
-      const entry: { watch?: ResourceWatch; secret: V1Secret | undefined } = { secret: undefined };
+      const entry: { watch?: ResourceWatch; secret: T | undefined } = { secret: undefined };
       entry.watch = this.#start(
-        'secrets',
-        `Secret ${key}`,
-        `/api/v1/namespaces/${namespace}/secrets`,
-        (callOptions) => this.#core.listNamespacedSecret({ namespace, fieldSelector }, callOptions),
+        this.#resource,
+        `${this.#kind} ${key}`,
+        `/api/v1/namespaces/${namespace}/${this.#resource}`,
+        (callOptions) => this.#list(namespace, fieldSelector, callOptions),
         (objects) => {
           entry.secret = objects.find((item) => item.metadata?.name === name);
         },
         fieldSelector,
       );
-      this.#entries.set(key, entry as { watch: ResourceWatch; secret: V1Secret | undefined });
+      this.#entries.set(key, entry as { watch: ResourceWatch; secret: T | undefined });
     }
   }
 
@@ -49,14 +67,31 @@ export class SecretWatches {
     return true;
   }
 
-  /** The followed Secrets that exist, by `namespace/name`. */
-  current(): Map<string, V1Secret> {
-    const secrets = new Map<string, V1Secret>();
+  /** The followed objects that exist, by `namespace/name`. */
+  current(): Map<string, T> {
+    const secrets = new Map<string, T>();
     for (const [key, entry] of this.#entries) if (entry.secret) secrets.set(key, entry.secret);
     return secrets;
   }
 
   stop(): Promise<unknown> {
     return Promise.all([...this.#entries.values()].map((entry) => entry.watch.stop()));
+  }
+}
+
+export class SecretWatches extends NamedWatches<V1Secret> {
+  constructor(start: StartWatch, core: CoreV1Api) {
+    super(start, 'secrets', 'Secret', (namespace, fieldSelector, callOptions) =>
+      core.listNamespacedSecret({ namespace, fieldSelector }, callOptions),
+    );
+  }
+}
+
+/** The same for ConfigMaps a source names (a Gateway's CA certificates: docs/gateway-api.md#client-certificates). */
+export class ConfigMapWatches extends NamedWatches<V1ConfigMap> {
+  constructor(start: StartWatch, core: CoreV1Api) {
+    super(start, 'configmaps', 'ConfigMap', (namespace, fieldSelector, callOptions) =>
+      core.listNamespacedConfigMap({ namespace, fieldSelector }, callOptions),
+    );
   }
 }

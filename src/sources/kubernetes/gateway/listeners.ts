@@ -1,5 +1,12 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import type { ClientCheckPem } from '../ingress/certificates.ts';
 import { tlsPair } from '../secret-data.ts';
+import {
+  type CaObjects,
+  type FrontendValidation,
+  frontendCaRefs,
+  frontendValidation,
+} from './frontend-tls.ts';
 import { referencePermitted } from './grants.ts';
 import { hostnameKey } from './hostnames.ts';
 import {
@@ -32,6 +39,8 @@ export interface ResolvedListener {
   kinds: RouteKind[];
   /** The certificate of an HTTPS listener, checked. */
   certificate: { secret: string; certificate: string; key: string } | null;
+  /** The client-certificate check of an HTTPS listener (spec.tls.frontend), or null. */
+  clientCertificates: ClientCheckPem | null;
   conditions: Condition[];
   /** Counted by the route translation. */
   attachedRoutes: number;
@@ -52,7 +61,13 @@ export function gatewaySecrets(gateway: Gateway): string[] {
     for (const ref of listener.tls?.certificateRefs ?? [])
       if ((ref.group ?? '') === '' && (ref.kind ?? 'Secret') === 'Secret' && ref.name)
         names.add(`${ref.namespace ?? namespace}/${ref.name}`);
+  for (const name of frontendCaRefs(gateway).secrets) names.add(name);
   return [...names];
+}
+
+/** The `namespace/name` of every ConfigMap a Gateway names (frontend CA certificates). */
+export function gatewayConfigMaps(gateway: Gateway): string[] {
+  return frontendCaRefs(gateway).configMaps;
 }
 
 /**
@@ -64,6 +79,7 @@ export function resolveGateway(
   gateway: Gateway,
   secrets: ReadonlyMap<string, V1Secret>,
   grants: readonly ReferenceGrant[],
+  configMaps: CaObjects['configMaps'] = new Map(),
 ): ResolvedGateway {
   const namespace = gateway.metadata?.namespace ?? 'default';
   const generation = gateway.metadata?.generation;
@@ -71,7 +87,16 @@ export function resolveGateway(
   const seen = new Set<string>();
   for (const [index, listener] of (gateway.spec?.listeners ?? []).entries()) {
     const name = listener.name ?? `listener-${index}`;
-    const resolved = resolveListener(listener, name, namespace, generation, secrets, grants);
+    const frontend =
+      listener.protocol === 'HTTPS'
+        ? frontendValidation(
+            gateway,
+            typeof listener.port === 'number' ? listener.port : null,
+            { secrets, configMaps },
+            grants,
+          )
+        : null;
+    const resolved = resolveListener(listener, name, namespace, generation, secrets, grants, frontend);
     if (seen.has(name)) {
       resolved.usable = false;
       resolved.conditions = [
@@ -93,6 +118,7 @@ function resolveListener(
   generation: number | undefined,
   secrets: ReadonlyMap<string, V1Secret>,
   grants: readonly ReferenceGrant[],
+  frontend: FrontendValidation,
 ): Omit<ResolvedListener, 'gateway' | 'gatewayNamespace'> {
   const problems: Array<{ type: 'Accepted' | 'ResolvedRefs'; reason: string; message: string }> = [];
   const protocol = listener.protocol === 'HTTPS' ? 'HTTPS' : 'HTTP';
@@ -158,6 +184,9 @@ function resolveListener(
       else certificate = resolved;
     }
   }
+  // A CA reference that does not resolve leaves the listener unserved, never served unchecked.
+  if (frontend !== null && 'problem' in frontend)
+    problems.push({ type: 'ResolvedRefs', ...frontend.problem });
   const accepted = problems.find((problem) => problem.type === 'Accepted');
   const refs = problems.find((problem) => problem.type === 'ResolvedRefs');
   const usable = accepted === undefined && refs === undefined;
@@ -171,6 +200,7 @@ function resolveListener(
     selector: listener.allowedRoutes?.namespaces?.selector ?? null,
     kinds,
     certificate,
+    clientCertificates: frontend !== null && 'check' in frontend ? frontend.check : null,
     attachedRoutes: 0,
     conditions: [
       accepted

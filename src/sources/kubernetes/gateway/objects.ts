@@ -58,9 +58,26 @@ export interface Listener {
   };
 }
 
+/** `spec.tls.frontend.default` / `perPort[].tls` (Gateway API v1.4+, GEP-91). */
+export interface FrontendTlsSettings {
+  validation?: {
+    caCertificateRefs?: Array<{ group?: string; kind?: string; name?: string; namespace?: string }>;
+    mode?: string;
+  };
+}
+
 export interface Gateway {
   metadata?: ObjectMeta;
-  spec?: { gatewayClassName?: string; listeners?: Listener[] };
+  spec?: {
+    gatewayClassName?: string;
+    listeners?: Listener[];
+    tls?: {
+      frontend?: {
+        default?: FrontendTlsSettings;
+        perPort?: Array<{ port?: number; tls?: FrontendTlsSettings }>;
+      };
+    };
+  };
   status?: Record<string, unknown>;
 }
 

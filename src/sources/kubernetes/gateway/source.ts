@@ -18,7 +18,7 @@ import {
   type WatchTuning,
   watchStarter,
 } from '../resource-watch.ts';
-import { SecretWatches } from '../secret-watches.ts';
+import { ConfigMapWatches, SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
 import {
   GATEWAY_CONTROLLER,
@@ -31,6 +31,7 @@ import type { TollgatePolicy } from './policy.ts';
 import { API_OF, createStatusWriter } from './status.ts';
 import {
   type AgedClaim,
+  configMapsWanted,
   type DesiredStatus,
   type GatewayInput,
   type GatewayTranslation,
@@ -100,6 +101,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   });
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
+  const configMapWatches = new ConfigMapWatches(watch, core);
 
   /** List + watch of a custom kind, in one namespace or all (cluster-scoped kinds: namespace null). */
   const watchCustom = (
@@ -220,7 +222,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     };
     // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
     secretWatches.follow(new Set(secretsWanted(base)));
-    if (!secretWatches.synced) return;
+    configMapWatches.follow(new Set(configMapsWanted(base)));
+    if (!secretWatches.synced || !configMapWatches.synced) return;
     const secrets = secretWatches.current();
     const services = new Map<string, V1Service>();
     for (const service of objectsOf<V1Service>('services'))
@@ -235,6 +238,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       ),
       services,
       secrets,
+      configMaps: configMapWatches.current(),
       ...options.claims(),
       addresses: publishedAddresses(),
       reachesTollgate: options.reachesTollgate,
@@ -386,7 +390,11 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     async close() {
       closed = true;
       writer.close();
-      await Promise.all([...watches.map((item) => item.stop()), secretWatches.stop()]);
+      await Promise.all([
+        ...watches.map((item) => item.stop()),
+        secretWatches.stop(),
+        configMapWatches.stop(),
+      ]);
     },
   };
 }

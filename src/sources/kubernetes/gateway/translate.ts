@@ -1,8 +1,15 @@
-import type { V1Secret, V1Service } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
+import type { ClientCheckPem } from '../ingress/certificates.ts';
 import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
-import { gatewaySecrets, type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
+import {
+  gatewayConfigMaps,
+  gatewaySecrets,
+  type ResolvedGateway,
+  type RouteKind,
+  resolveGateway,
+} from './listeners.ts';
 import {
   byAge,
   type Condition,
@@ -38,6 +45,8 @@ export interface GatewayInput {
   services: ReadonlyMap<string, V1Service>;
   /** By `namespace/name`; a Secret listed and found absent is simply not in the map. */
   secrets: ReadonlyMap<string, V1Secret>;
+  /** By `namespace/name`: the ConfigMaps Gateways name (frontend CA certificates). */
+  configMaps?: ReadonlyMap<string, V1ConfigMap>;
   /** Hosts upstreams.yaml serves: theirs alone (docs/gateway-api.md#host-ownership). */
   fileHosts: readonly string[];
   /** The hosts Ingresses claim, with their namespace and age: the oldest claim owns a host. */
@@ -65,6 +74,8 @@ export interface GatewayCertificate {
   names: string[];
   certificate: string;
   key: string;
+  /** The listener's spec.tls.frontend check (docs/gateway-api.md#client-certificates). */
+  clientCertificates?: ClientCheckPem;
 }
 
 export interface GatewayTranslation {
@@ -114,6 +125,13 @@ export function secretsWanted(
   return [...names];
 }
 
+/** The ConfigMaps a translation reads (frontend CA certificates): what to watch. */
+export function configMapsWanted(input: Pick<GatewayInput, 'className' | 'classes' | 'gateways'>): string[] {
+  const names = new Set<string>();
+  for (const gateway of ourGateways(input)) for (const name of gatewayConfigMaps(gateway)) names.add(name);
+  return [...names];
+}
+
 /** The time an object was created, in ms (unknown: last). */
 export function createdAt(object: { metadata?: { creationTimestamp?: string | Date } }): number {
   const value = object.metadata?.creationTimestamp as unknown;
@@ -159,7 +177,7 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
     .sort(byAge)
     .flatMap((gateway) => {
       try {
-        return [resolveGateway(gateway, input.secrets, input.grants)];
+        return [resolveGateway(gateway, input.secrets, input.grants, input.configMaps)];
       } catch (error) {
         malformed.push(
           `Gateway ${gateway.metadata?.namespace}/${gateway.metadata?.name}: ${(error as Error).message}`,
@@ -300,7 +318,14 @@ function certificatesOf(
           entry.gateways.some((via) => via.gateway === key && via.listener === listener.name)
         )
           names.add(entry.host);
-      if (names.size > 0) certificates.push({ ...listener.certificate, names: [...names] });
+      if (names.size > 0)
+        certificates.push({
+          ...listener.certificate,
+          names: [...names],
+          ...(listener.clientCertificates === null
+            ? {}
+            : { clientCertificates: listener.clientCertificates }),
+        });
     }
   }
   return certificates;

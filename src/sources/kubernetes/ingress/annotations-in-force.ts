@@ -59,6 +59,15 @@ function missingSetting(annotations: Annotations, path: PathConfig): string | nu
     settings.allowSubjects ?? settings.allowEmails ?? settings.allowEmailDomains ?? settings.allowGroups;
   if (allow !== undefined && (path.authorization?.allow ?? null) === null)
     return 'its allow-* rules are not on it';
+  // auth-tls-*: `on`, match-cn and pass-certificate live in the path's client_certificate policy.
+  const tlsCheck =
+    settings.authTlsSecret !== undefined &&
+    settings.authTlsVerifyClient !== 'off' &&
+    ((settings.authTlsVerifyClient ?? 'on') === 'on' ||
+      settings.authTlsMatchCn !== undefined ||
+      settings.authTlsPassCertificate === true);
+  if (tlsCheck && path.authorization?.type !== 'client_certificate')
+    return 'its auth-tls-* client-certificate check is not on it';
   if (settings.rateLimit !== undefined && path.rateLimit !== settings.rateLimit)
     return `rate-limit ${settings.rateLimit} is not on it`;
   return null;

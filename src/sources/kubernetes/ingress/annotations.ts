@@ -2,6 +2,14 @@ import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import { BACKEND_ANNOTATIONS, type BackendSettings, signinUrl } from './backend-annotations.ts';
 import {
+  type ClientCertificateIngressSettings,
+  errorPage,
+  matchCn,
+  secretName,
+  verifyClient,
+  verifyDepth,
+} from './client-certificate-annotations.ts';
+import {
   domainsList,
   emailsList,
   groupsList,
@@ -25,7 +33,11 @@ export const NGINX_PREFIX = 'nginx.ingress.kubernetes.io/';
 export type AuthKind = 'basic' | 'apikey' | 'jwt' | 'forward' | 'oidc';
 
 /** What the annotations of one Ingress ask for. Absent = not set. */
-export interface IngressSettings extends PolicySettings, BackendSettings, OidcIngressSettings {
+export interface IngressSettings
+  extends PolicySettings,
+    BackendSettings,
+    OidcIngressSettings,
+    ClientCertificateIngressSettings {
   authType?: AuthKind;
   authSecret?: string;
   authSecretType?: 'auth-file' | 'auth-map';
@@ -189,6 +201,13 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
   spec('allowEmails', [`${TOLLGATE_PREFIX}allow-emails`], emailsList, true),
   spec('allowEmailDomains', [`${TOLLGATE_PREFIX}allow-email-domains`], domainsList, true),
   spec('allowGroups', [`${TOLLGATE_PREFIX}allow-groups`], groupsList, true),
+  // Client certificates (sources/kubernetes/ingress/client-certificate-annotations.ts).
+  spec('authTlsSecret', [`${NGINX_PREFIX}auth-tls-secret`], secretName, true),
+  spec('authTlsVerifyClient', [`${NGINX_PREFIX}auth-tls-verify-client`], verifyClient, true),
+  spec('authTlsVerifyDepth', [`${NGINX_PREFIX}auth-tls-verify-depth`], verifyDepth, true),
+  spec('authTlsPassCertificate', [`${NGINX_PREFIX}auth-tls-pass-certificate-to-upstream`], bool, true),
+  spec('authTlsMatchCn', [`${NGINX_PREFIX}auth-tls-match-cn`], matchCn, true),
+  spec('authTlsErrorPage', [`${NGINX_PREFIX}auth-tls-error-page`], errorPage, true),
   spec('rateLimit', [`${TOLLGATE_PREFIX}rate-limit`, `${NGINX_PREFIX}limit-rps`], positiveInteger),
   spec('toHttps', [`${TOLLGATE_PREFIX}to-https`, `${NGINX_PREFIX}ssl-redirect`], bool),
   spec('forceToHttps', [`${NGINX_PREFIX}force-ssl-redirect`], bool),

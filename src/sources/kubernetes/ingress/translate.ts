@@ -23,6 +23,8 @@ import { ingressAnnotationsInForce } from './annotations-in-force.ts';
 import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
 import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
+import type { ClientCheckPem } from './certificates.ts';
+import { clientCaSecretKey, clientCertificatesOf } from './client-certificate-annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
 import {
@@ -76,6 +78,8 @@ export interface IngressCertificate {
   /** PEM, checked: the certificate parses and the key is its key. */
   certificate: string;
   key: string;
+  /** The Ingress's auth-tls-* check for these hosts (docs/ingress.md#client-certificates). */
+  clientCertificates?: ClientCheckPem;
 }
 
 /** What one Ingress was told: problems make it rejected (tollgate_ingress_rejected = 1). */
@@ -145,6 +149,9 @@ export function secretsOf(ingress: V1Ingress): string[] {
   // backend-protocol HTTPS/GRPCS's CA and client certificate (docs/ingress.md#backend-annotations).
   const sslSecret = settings.proxySslSecret && proxySslSecretKey(settings.proxySslSecret, namespace);
   if (sslSecret) names.add(sslSecret);
+  // auth-tls-secret's CA bundle (docs/ingress.md#client-certificates); another namespace's is refused.
+  const caSecret = settings.authTlsSecret && clientCaSecretKey(settings.authTlsSecret, namespace);
+  if (caSecret) names.add(caSecret);
   return [...names];
 }
 
@@ -327,11 +334,43 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
   report.warnings.push(...backendPolicies.warnings);
   report.notices.push(...backendPolicies.notices);
   problems.push(...backendPolicies.problems);
-  const closed = [...annotations.authProblems, ...auth.problems, ...closingPolicyProblems(settings)];
+  // auth-tls-*: a check on the Ingress's TLS hosts, and what its paths carry of it.
+  const clients = clientCertificatesOf(
+    settings,
+    namespace,
+    `${namespace}/${report.name}`,
+    input.secrets,
+    settings.authType !== undefined,
+  );
+  report.warnings.push(...clients.warnings);
+  const closed = [
+    ...annotations.authProblems,
+    ...auth.problems,
+    ...clients.problems,
+    ...closingPolicyProblems(settings),
+  ];
+  if (clients.check !== null)
+    for (const certificate of certificates) certificate.clientCertificates = clients.check;
 
   // The allow-* annotations narrow the policy (sources/kubernetes/ingress/oidc-annotations.ts).
-  const allowed = withAllowAnnotations(auth.policy, settings);
+  const allowed = withAllowAnnotations(clients.policy ?? auth.policy, settings);
   if (allowed.problem !== undefined) closed.push(allowed.problem);
+  // auth-tls-match-cn's rule joins them (withAllowAnnotations writes the allow-* rules alone).
+  const commonNames = clients.policy?.allow?.commonNames ?? null;
+  if (commonNames !== null && allowed.policy !== null)
+    allowed.policy = {
+      ...allowed.policy,
+      allow: {
+        ...(allowed.policy.allow ?? {
+          subjects: null,
+          emails: null,
+          emailDomains: null,
+          groups: null,
+          claims: null,
+        }),
+        commonNames,
+      },
+    };
 
   const paths: Array<[string, PathConfig]> = [];
   const missingBackends: string[] = [];
