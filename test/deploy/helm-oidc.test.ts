@@ -68,6 +68,14 @@ const podSpec = (manifests: Manifest[]) => find(manifests, 'Deployment').spec.te
 const mainYaml = (manifests: Manifest[]) =>
   parseYaml(mountedFile(manifests, podSpec(manifests), 'main.yaml'));
 
+const withSso = (extra: object) => ({
+  masterkey: { existingSecret: 'edge-masterkey' },
+  oidc: {
+    sessionSecret: { existingSecret: 'edge-oidc-session' },
+    providers: { corp: { ...OIDC_VALUES.oidc.providers.corp, ...extra } },
+  },
+});
+
 describe('helm: OpenID Connect', () => {
   test('providers become oidc_providers with client_secret_file beside main.yaml', async () => {
     const manifests = await rendered(OIDC_VALUES);
@@ -127,6 +135,38 @@ describe('helm: OpenID Connect', () => {
       .map((c) => Object.values(objectData(c)).join('\n'))
       .join('\n');
     assert.equal(configMapText.includes('edge-oidc-'), false);
+  });
+
+  test('the SSO keys: require_verified_email, cookie_domain, post_logout_redirect_url, and a private CA from a ConfigMap', async () => {
+    const values = structuredClone(OIDC_VALUES) as typeof OIDC_VALUES & {
+      oidc: { providers: { corp: Record<string, unknown> } };
+    };
+    Object.assign(values.oidc.providers.corp, {
+      requireVerifiedEmail: true,
+      cookieDomain: '.corp.example.com',
+      postLogoutRedirectUrl: 'https://portal.corp.example.com/bye',
+      caCertificate: { configMap: 'corp-idp-ca' },
+    });
+    const manifests = await rendered(values);
+    await validateAll(manifests);
+    const corp = mainYaml(manifests).oidc_providers.corp;
+    assert.equal(corp.require_verified_email, true);
+    assert.equal(corp.cookie_domain, '.corp.example.com');
+    assert.equal(corp.post_logout_redirect_url, 'https://portal.corp.example.com/bye');
+    assert.equal(corp.ca_file, 'oidc-corp-ca.crt');
+    // The CA lands where ca_file names it, beside main.yaml, from the user's ConfigMap.
+    const sources = configVolume(podSpec(manifests)).projected.sources as Manifest[];
+    assert.deepEqual(sources.find((s) => s.configMap?.name === 'corp-idp-ca')?.configMap, {
+      name: 'corp-idp-ca',
+      items: [{ key: 'ca.crt', path: 'oidc-corp-ca.crt' }],
+    });
+    // The other provider names no CA and gets none.
+    assert.equal(mainYaml(manifests).oidc_providers['google.workspace'].ca_file, undefined);
+    await refused(
+      withSso({ cookieDomain: 'not a domain' }),
+      /oidc\.providers\.corp\.cookieDomain: Does not match pattern/,
+    );
+    await refused(withSso({ caCertificate: { key: 'ca.pem' } }), /caCertificate: configMap is required/);
   });
 
   test('a changed provider rolls the pods (main.yaml checksum)', async () => {

@@ -412,6 +412,10 @@ and a render without a cluster cannot know it.
 session-secrets
 {{- end }}
 
+{{- define "tollgate.oidcCaPath" -}}
+{{- printf "oidc-%s-ca.crt" . }}
+{{- end }}
+
 {{- define "tollgate.oidcClientSecretPath" -}}
 {{- printf "oidc-%s-client-secret" . }}
 {{- end }}
@@ -431,6 +435,10 @@ session-secrets
 {{- with $p.subjectClaim }}{{ $_ := set $provider "subject_claim" . }}{{ end }}
 {{- if hasKey $p "passAccessToken" }}{{ $_ := set $provider "pass_access_token" $p.passAccessToken }}{{ end }}
 {{- with $p.redirectUrl }}{{ $_ := set $provider "redirect_url" . }}{{ end }}
+{{- if hasKey $p "requireVerifiedEmail" }}{{ $_ := set $provider "require_verified_email" $p.requireVerifiedEmail }}{{ end }}
+{{- with $p.cookieDomain }}{{ $_ := set $provider "cookie_domain" . }}{{ end }}
+{{- with $p.postLogoutRedirectUrl }}{{ $_ := set $provider "post_logout_redirect_url" . }}{{ end }}
+{{- if ($p.caCertificate | default dict).configMap }}{{ $_ := set $provider "ca_file" (include "tollgate.oidcCaPath" $name) }}{{ end }}
 {{- $_ := set $providers $name $provider }}
 {{- end }}
 {{- toYaml (dict
@@ -457,6 +465,13 @@ session-secrets
       - key: {{ $p.clientSecret.key | default "client-secret" }}
         path: {{ include "tollgate.oidcClientSecretPath" $name }}
         mode: 288 # 0440
+{{- with ($p.caCertificate | default dict).configMap }}
+- configMap:
+    name: {{ . }}
+    items:
+      - key: {{ $p.caCertificate.key | default "ca.crt" }}
+        path: {{ include "tollgate.oidcCaPath" $name }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
