@@ -94,6 +94,20 @@ interface Checker {
 
 const pairKey = (routeId: string, address: string) => `${routeId}\n${address}`;
 
+/**
+ * Whether a route's gauges and health answers would be the same for `next` as for `before` (its
+ * predecessor with the same id): the same server addresses in the same order, and a health check
+ * on both or on neither. Checkers are decided apart, by path and interval.
+ */
+function sameGauges(before: Route, next: Route): boolean {
+  if ((before.healthCheck === null) !== (next.healthCheck === null)) return false;
+  if (before.servers.length !== next.servers.length) return false;
+  for (let i = 0; i < before.servers.length; i++) {
+    if (before.servers[i]?.address !== next.servers[i]?.address) return false;
+  }
+  return true;
+}
+
 export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   const logger = options.logger;
   const failureThreshold = options.failureThreshold ?? 3;
@@ -112,8 +126,11 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   const healthyMemo = new WeakMap<Route, { version: number; healthy: boolean }>();
   /** address → routes of the live table naming it, to refresh their gauges on a passive change. */
   const routesByAddress = new Map<string, Set<Route>>();
-  /** Gauge label sets currently exported (by pair key, with the live routes naming the pair). */
-  const exported = new Map<string, { route: string; server: string; count: number }>();
+  /**
+   * Gauge label sets currently exported: route id → server address → how many live routes name the
+   * pair. Keyed by the ids' and addresses' own strings (hashed once each), not a joined pair key.
+   */
+  const exported = new Map<string, Map<string, number>>();
   let closed = false;
   // Its own connection pool, so checks never queue behind proxied traffic and close() cleans up.
   // Cached DNS like the traffic's: a busy thread pool must not fail checks of servers named by host.
@@ -364,43 +381,69 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     for (const route of routes) if (!syncedRoutes.has(route)) arrived.push(route);
     syncedRoutes = routes;
 
+    // An edit anywhere recompiles every route: an arrival with the id, servers and kind of check of
+    // a route that left is its successor, with the same gauges and the same label sets.
+    const succeeded = new Set<Route>();
+    const successors = new Set<Route>();
+    if (gone.length > 0 && arrived.length > 0) {
+      const goneById = new Map<string, Route>();
+      for (const route of gone) goneById.set(route.id, route);
+      for (const route of arrived) {
+        const before = goneById.get(route.id);
+        if (before === undefined || !sameGauges(before, route)) continue;
+        goneById.delete(route.id);
+        succeeded.add(before);
+        successors.add(route);
+      }
+    }
+
     /** Label sets no live route names any more, unless an arrival names them again. */
-    const dropped: Array<{ key: string; labels: { route: string; server: string } }> = [];
+    const dropped: Array<{ route: string; server: string }> = [];
     /** Pairs of routes with a health check that left or arrived: their checker is decided below. */
     const checked = new Map<string, { routeId: string; address: string }>();
     for (const route of gone) {
       const sameId = routesById.get(route.id);
       sameId?.delete(route);
       if (sameId?.size === 0) routesById.delete(route.id);
+      const counts = succeeded.has(route) ? undefined : exported.get(route.id);
       for (const server of route.servers) {
         const list = routesByAddress.get(server.address);
         list?.delete(route);
         if (list?.size === 0) routesByAddress.delete(server.address);
-        const key = pairKey(route.id, server.address);
-        const labels = exported.get(key);
-        if (labels !== undefined && --labels.count === 0) {
-          exported.delete(key);
-          dropped.push({ key, labels: { route: labels.route, server: labels.server } });
+        if (route.healthCheck !== null)
+          checked.set(pairKey(route.id, server.address), { routeId: route.id, address: server.address });
+        if (counts === undefined) continue;
+        const count = (counts.get(server.address) ?? 0) - 1;
+        if (count > 0) {
+          counts.set(server.address, count);
+          continue;
         }
-        if (route.healthCheck !== null) checked.set(key, { routeId: route.id, address: server.address });
+        counts.delete(server.address);
+        dropped.push({ route: route.id, server: server.address });
       }
+      if (counts?.size === 0) exported.delete(route.id);
     }
     for (const route of arrived) {
       const sameId = routesById.get(route.id);
       if (sameId === undefined) routesById.set(route.id, new Set([route]));
       else sameId.add(route);
+      let counts: Map<string, number> | undefined;
+      if (!successors.has(route)) {
+        counts = exported.get(route.id);
+        if (counts === undefined) exported.set(route.id, (counts = new Map()));
+      }
       for (const server of route.servers) {
         const list = routesByAddress.get(server.address);
         if (list === undefined) routesByAddress.set(server.address, new Set([route]));
         else list.add(route);
-        const key = pairKey(route.id, server.address);
-        const labels = exported.get(key);
-        if (labels === undefined) exported.set(key, { route: route.id, server: server.address, count: 1 });
-        else labels.count++;
-        if (route.healthCheck !== null) checked.set(key, { routeId: route.id, address: server.address });
+        if (route.healthCheck !== null)
+          checked.set(pairKey(route.id, server.address), { routeId: route.id, address: server.address });
+        counts?.set(server.address, (counts.get(server.address) ?? 0) + 1);
       }
     }
-    for (const { key, labels } of dropped) if (!exported.has(key)) upstreamUp.remove(labels);
+    for (const labels of dropped) {
+      if (exported.get(labels.route)?.has(labels.server) !== true) upstreamUp.remove(labels);
+    }
 
     for (const [key, pair] of checked) {
       // The checker this pair wants now: the last live route with this id that checks this server.
@@ -439,8 +482,10 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
     }
 
     version++;
-    // A kept route's gauges are current already (passive or active changes refresh theirs).
+    // A kept route's gauges are current already (passive or active changes refresh theirs), and so
+    // are a successor's: the same servers, the same kind of check, the same state.
     for (const route of arrived) {
+      if (successors.has(route)) continue;
       for (const server of route.servers) refreshGauge(route, server);
     }
   }
