@@ -252,7 +252,10 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     }
     last = next;
     report(next);
-    writer.write(handed.changed(next.statuses, storedOf));
+    const changed = handed.changed(next.statuses, storedOf);
+    // Never an empty write: the writer's drain, started on an empty queue, ends before `running` is
+    // set, which would leave it looking busy and take no later write (gateway/status.ts).
+    if (changed.length > 0) writer.write(changed);
     options.onTranslation(next);
     for (const resolve of waiters.splice(0)) resolve();
   }
