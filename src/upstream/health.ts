@@ -94,6 +94,20 @@ interface Checker {
 
 const pairKey = (routeId: string, address: string) => `${routeId}\n${address}`;
 
+/**
+ * Whether a route's gauges and health answers would be the same for `next` as for `before` (its
+ * predecessor with the same id): the same server addresses in the same order, and a health check
+ * on both or on neither. Checkers are decided apart, by path and interval.
+ */
+function sameGauges(before: Route, next: Route): boolean {
+  if ((before.healthCheck === null) !== (next.healthCheck === null)) return false;
+  if (before.servers.length !== next.servers.length) return false;
+  for (let i = 0; i < before.servers.length; i++) {
+    if (before.servers[i]?.address !== next.servers[i]?.address) return false;
+  }
+  return true;
+}
+
 export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   const logger = options.logger;
   const failureThreshold = options.failureThreshold ?? 3;
@@ -111,9 +125,12 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   /** route → whether it has a server neither ejected nor failing its check, as of `version`. */
   const healthyMemo = new WeakMap<Route, { version: number; healthy: boolean }>();
   /** address → routes of the live table naming it, to refresh their gauges on a passive change. */
-  let routesByAddress = new Map<string, Route[]>();
-  /** Gauge label sets currently exported, to remove those of routes/servers that are gone. */
-  let exported = new Map<string, { route: string; server: string }>();
+  const routesByAddress = new Map<string, Set<Route>>();
+  /**
+   * Gauge label sets currently exported: route id → server address → how many live routes name the
+   * pair. Keyed by the ids' and addresses' own strings (hashed once each), not a joined pair key.
+   */
+  const exported = new Map<string, Map<string, number>>();
   let closed = false;
   // Its own connection pool, so checks never queue behind proxied traffic and close() cleans up.
   // Cached DNS like the traffic's: a busy thread pool must not fail checks of servers named by host.
@@ -173,7 +190,10 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   function aloneEverywhere(address: string): boolean {
     const routes = routesByAddress.get(address);
     if (routes === undefined) return false; // not in the live table: an old table's straggler
-    return routes.every((route) => route.servers.every((server) => server.address === address));
+    for (const route of routes) {
+      if (!route.servers.every((server) => server.address === address)) return false;
+    }
+    return true;
   }
 
   function eject(address: string, state: PassiveState, kind: string, trialFailed: boolean): void {
@@ -342,64 +362,132 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
 
   /** The routes of the last table synced. */
   let syncedRoutes: ReadonlySet<Route> = new Set();
+  /** Route id → the live routes with that id (one, unless a table repeats an id). */
+  const routesById = new Map<string, Set<Route>>();
 
+  /**
+   * Adopts a new table by its differences from the last one: a route object both tables hold is
+   * unchanged, servers included (tables are frozen; an endpoint change keeps every other route,
+   * routing/compile recompileServers; a reload keeps none). Only the routes that left or arrived
+   * touch the per-address, per-pair state, so a swap costs what changed, not the ~10,000 pairs of
+   * a big cluster.
+   */
   function sync(table: RoutingTable): void {
     if (closed) return;
-    const nextRoutesByAddress = new Map<string, Route[]>();
-    const nextExported = new Map<string, { route: string; server: string }>();
-    const wantedCheckers = new Map<string, { route: Route; server: UpstreamServer; spec: string }>();
-    for (const route of table.routes) {
-      for (const server of route.servers) {
-        const key = pairKey(route.id, server.address);
-        const list = nextRoutesByAddress.get(server.address);
-        if (list === undefined) nextRoutesByAddress.set(server.address, [route]);
-        else list.push(route);
-        nextExported.set(key, { route: route.id, server: server.address });
-        if (route.healthCheck !== null) {
-          const { path, intervalSeconds } = route.healthCheck;
-          wantedCheckers.set(key, { route, server, spec: `${path}\n${intervalSeconds}\n${route.hostKey}` });
-        }
+    const routes = new Set(table.routes);
+    const gone: Route[] = [];
+    for (const route of syncedRoutes) if (!routes.has(route)) gone.push(route);
+    const arrived: Route[] = [];
+    for (const route of routes) if (!syncedRoutes.has(route)) arrived.push(route);
+    syncedRoutes = routes;
+
+    // An edit anywhere recompiles every route: an arrival with the id, servers and kind of check of
+    // a route that left is its successor, with the same gauges and the same label sets.
+    const succeeded = new Set<Route>();
+    const successors = new Set<Route>();
+    if (gone.length > 0 && arrived.length > 0) {
+      const goneById = new Map<string, Route>();
+      for (const route of gone) goneById.set(route.id, route);
+      for (const route of arrived) {
+        const before = goneById.get(route.id);
+        if (before === undefined || !sameGauges(before, route)) continue;
+        goneById.delete(route.id);
+        succeeded.add(before);
+        successors.add(route);
       }
     }
 
-    for (const [key, checker] of checkers) {
-      const wanted = wantedCheckers.get(key);
-      if (wanted !== undefined && wanted.spec === checker.spec) {
+    /** Label sets no live route names any more, unless an arrival names them again. */
+    const dropped: Array<{ route: string; server: string }> = [];
+    /** Pairs of routes with a health check that left or arrived: their checker is decided below. */
+    const checked = new Map<string, { routeId: string; address: string }>();
+    for (const route of gone) {
+      const sameId = routesById.get(route.id);
+      sameId?.delete(route);
+      if (sameId?.size === 0) routesById.delete(route.id);
+      const counts = succeeded.has(route) ? undefined : exported.get(route.id);
+      for (const server of route.servers) {
+        const list = routesByAddress.get(server.address);
+        list?.delete(route);
+        if (list?.size === 0) routesByAddress.delete(server.address);
+        if (route.healthCheck !== null)
+          checked.set(pairKey(route.id, server.address), { routeId: route.id, address: server.address });
+        if (counts === undefined) continue;
+        const count = (counts.get(server.address) ?? 0) - 1;
+        if (count > 0) {
+          counts.set(server.address, count);
+          continue;
+        }
+        counts.delete(server.address);
+        dropped.push({ route: route.id, server: server.address });
+      }
+      if (counts?.size === 0) exported.delete(route.id);
+    }
+    for (const route of arrived) {
+      const sameId = routesById.get(route.id);
+      if (sameId === undefined) routesById.set(route.id, new Set([route]));
+      else sameId.add(route);
+      let counts: Map<string, number> | undefined;
+      if (!successors.has(route)) {
+        counts = exported.get(route.id);
+        if (counts === undefined) exported.set(route.id, (counts = new Map()));
+      }
+      for (const server of route.servers) {
+        const list = routesByAddress.get(server.address);
+        if (list === undefined) routesByAddress.set(server.address, new Set([route]));
+        else list.add(route);
+        if (route.healthCheck !== null)
+          checked.set(pairKey(route.id, server.address), { routeId: route.id, address: server.address });
+        counts?.set(server.address, (counts.get(server.address) ?? 0) + 1);
+      }
+    }
+    for (const labels of dropped) {
+      if (exported.get(labels.route)?.has(labels.server) !== true) upstreamUp.remove(labels);
+    }
+
+    for (const [key, pair] of checked) {
+      // The checker this pair wants now: the last live route with this id that checks this server.
+      let wanted: { route: Route; server: UpstreamServer; spec: string } | undefined;
+      for (const route of routesById.get(pair.routeId) ?? []) {
+        if (route.healthCheck === null) continue;
+        const server = route.servers.find((item) => item.address === pair.address);
+        if (server === undefined) continue;
+        const { path, intervalSeconds } = route.healthCheck;
+        wanted = { route, server, spec: `${path}\n${intervalSeconds}\n${route.hostKey}` };
+      }
+      const checker = checkers.get(key);
+      if (checker !== undefined && wanted !== undefined && wanted.spec === checker.spec) {
         checker.route = wanted.route;
         checker.server = wanted.server;
         continue;
       }
-      stopChecker(checker);
-      checkers.delete(key);
+      if (checker !== undefined) {
+        stopChecker(checker);
+        checkers.delete(key);
+      }
+      if (wanted !== undefined) checkers.set(key, startChecker(wanted.route, wanted.server, wanted.spec));
     }
-    for (const [key, wanted] of wantedCheckers) {
-      if (!checkers.has(key)) checkers.set(key, startChecker(wanted.route, wanted.server, wanted.spec));
-    }
+    // Both maps hold only what failed or is checked (few entries), and a straggler of an older table
+    // may have added to them since: swept whole, as cheap as walking only what changed.
     // Active verdicts of pairs without a checker any more (route gone, check removed) are void.
     for (const [key, state] of active) {
-      if (wantedCheckers.has(key)) continue;
+      if (checkers.has(key)) continue;
       if (state.down) activeDownCount--;
       active.delete(key);
     }
     for (const [address, state] of passive) {
-      if (nextRoutesByAddress.has(address)) continue;
+      if (routesByAddress.has(address)) continue;
       if (state.ejected) ejectedCount--;
       passive.delete(address);
     }
 
     version++;
-    for (const [key, labels] of exported) if (!nextExported.has(key)) upstreamUp.remove(labels);
-    exported = nextExported;
-    routesByAddress = nextRoutesByAddress;
-    // A route object the last table had too is unchanged, servers included (tables are frozen; an
-    // endpoint change keeps every other route, routing/compile recompileServers): its gauges are
-    // current already, and passive or active changes refresh theirs themselves.
-    const routes = new Set(table.routes);
-    for (const route of table.routes) {
-      if (syncedRoutes.has(route)) continue;
+    // A kept route's gauges are current already (passive or active changes refresh theirs), and so
+    // are a successor's: the same servers, the same kind of check, the same state.
+    for (const route of arrived) {
+      if (successors.has(route)) continue;
       for (const server of route.servers) refreshGauge(route, server);
     }
-    syncedRoutes = routes;
   }
 
   async function close(): Promise<void> {

@@ -199,6 +199,7 @@ export class FakeKubeApi {
   #history: WatchEvent[] = [];
   #watches = new Set<OpenWatch>();
   #sockets = new Set<net.Socket>();
+  #connectionsOpened = 0;
   #failures = new Map<ResourceKind | 'events' | '*', number>();
   #silent = false;
   #missing = new Set<ResourceKind>();
@@ -216,6 +217,11 @@ export class FakeKubeApi {
 
   get url(): string {
     return `${this.#tls ? 'https' : 'http'}://127.0.0.1:${this.#port}`;
+  }
+
+  /** Connections clients opened so far (TLS: handshakes completed). */
+  get connectionsOpened(): number {
+    return this.#connectionsOpened;
   }
 
   get caCertificate(): Buffer | null {
@@ -470,6 +476,7 @@ export class FakeKubeApi {
     const server = this.#tls ? https.createServer({ ...this.#tls }, handler) : http.createServer(handler);
     server.on(this.#tls ? 'secureConnection' : 'connection', (socket: net.Socket) => {
       this.#sockets.add(socket);
+      this.#connectionsOpened++;
       socket.on('close', () => this.#sockets.delete(socket));
     });
     return server;

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { type Cluster, KubeConfig } from '@kubernetes/client-node';
+import type { Dispatcher } from 'undici';
 import { checkKubeconfigFile } from '../../config/file-checks.ts';
 
 /** Where a pod finds its service account: token, CA and namespace (projected by the kubelet). */
@@ -78,6 +79,7 @@ export function connectKube(options: KubeConnectionOptions = {}): KubeConnection
   }
   const cluster = kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error(`${origin}: the current context names no cluster`);
+  shareConnections(kubeConfig);
   return { kubeConfig, namespace: chooseNamespace(options.namespace, kubeConfig, inCluster, root), origin };
 }
 
@@ -96,4 +98,37 @@ function chooseNamespace(
     }
   }
   return kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace || 'default';
+}
+
+/** The library's per-request dispatcher factory (a private method of client-node 2.x's KubeConfig). */
+type DispatcherFactory = (cluster: Cluster | null, agentOptions: object) => Dispatcher | undefined;
+
+/**
+ * One connection pool to the API server for every request, instead of client-node's new undici Agent
+ * per request (a new TLS connection, with a new secure context, for each list, watch and status
+ * write: most of the control plane's CPU at a few thousand objects, docs/benchmark.md). The pool is
+ * keyed by the request's TLS options (CA, client certificate, key, server name, proxy), which the
+ * library reads again for each request: a rotated client certificate or CA gets a new pool, and the
+ * old one is closed once its requests are done. Without the factory (another library version) each
+ * request keeps its own connection, as the library does.
+ */
+export function shareConnections(kubeConfig: KubeConfig): void {
+  const target = kubeConfig as unknown as { createDispatcher?: DispatcherFactory };
+  const original = target.createDispatcher;
+  if (typeof original !== 'function') return;
+  let shared: { key: string; dispatcher: Dispatcher | undefined } | null = null;
+  target.createDispatcher = (cluster, agentOptions) => {
+    const key = JSON.stringify(
+      kubeConfig.createDispatcherOptions(cluster, agentOptions),
+      (_name, value: unknown) =>
+        value !== null && typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer'
+          ? Buffer.from((value as { data: number[] }).data).toString('base64')
+          : value,
+    );
+    if (shared?.key === key) return shared.dispatcher;
+    const previous = shared?.dispatcher;
+    shared = { key, dispatcher: original.call(kubeConfig, cluster, agentOptions) };
+    void previous?.close().catch(() => {});
+    return shared.dispatcher;
+  };
 }

@@ -29,6 +29,7 @@ import {
 } from './objects.ts';
 import type { TollgatePolicy } from './policy.ts';
 import { API_OF, createStatusWriter } from './status.ts';
+import { createStatusMemo, forgettingFailedWrites } from './status-memo.ts';
 import {
   type AgedClaim,
   configMapsWanted,
@@ -188,19 +189,20 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       .filter(([key]) => key.startsWith(`${resource} `))
       .flatMap(([, list]) => list) as T[];
 
+  /** The object a status is about, as the watches last saw it: looked up by name, not searched. */
+  const storedOf = (status: DesiredStatus): Stored | undefined => {
+    const namespace = API_OF[status.resource].clusterScoped ? undefined : status.namespace;
+    for (const watched of watchesOf.get(status.resource) ?? []) {
+      const found = watched.get(status.name, namespace) as Stored | undefined;
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  };
+  const handed = createStatusMemo();
   const writer = createStatusWriter({
-    custom,
+    custom: forgettingFailedWrites(custom, handed),
     logger,
-    current: (status: DesiredStatus) => {
-      // Looked up by name in the watches' caches, not searched: a translation writes the status of
-      // every object, and each write brings the object back changed.
-      const namespace = API_OF[status.resource].clusterScoped ? undefined : status.namespace;
-      for (const watched of watchesOf.get(status.resource) ?? []) {
-        const found = watched.get(status.name, namespace) as Stored | undefined;
-        if (found !== undefined) return found;
-      }
-      return undefined;
-    },
+    current: storedOf,
   });
 
   function schedule(): void {
@@ -254,7 +256,10 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     }
     last = next;
     report(next);
-    writer.write(next.statuses);
+    const changed = handed.changed(next.statuses, storedOf);
+    // Never an empty write: the writer's drain, started on an empty queue, ends before `running` is
+    // set, which would leave it looking busy and take no later write (gateway/status.ts).
+    if (changed.length > 0) writer.write(changed);
     options.onTranslation(next);
     for (const resolve of waiters.splice(0)) resolve();
   }
