@@ -59,6 +59,49 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
   }
 }
 
+/**
+ * Filters on a backendRef (docs/gateway-api.md#filters): RequestHeaderModifier and
+ * ResponseHeaderModifier, applied after the rule's own. Served where the rule forwards to that one
+ * backend (every request of the rule goes through it); beside other weighted backends, where each
+ * request would need the headers of the side it lands on, the rule is refused.
+ */
+export function readBackendFilters(
+  refs: ReadonlyArray<{ weight?: number; filters?: HttpRouteFilter[] }>,
+  filters: Filters,
+): string | null {
+  const filtered = refs.filter((ref) => (ref.filters ?? []).length > 0);
+  if (filtered.length === 0) return null;
+  if (refs.filter((ref) => (ref.weight ?? 1) !== 0).length > 1)
+    return 'filters on a backendRef beside other weighted backendRefs are not supported';
+  for (const ref of filtered) {
+    for (const filter of ref.filters ?? []) {
+      if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier')
+        return `filter ${filter.type} on a backendRef is not supported`;
+      const ops = headerFilter(filter);
+      if (typeof ops === 'string') return `backendRef ${ops}`;
+      if (filter.type === 'RequestHeaderModifier')
+        filters.requestHeaders = thenApply(filters.requestHeaders, ops);
+      else filters.responseHeaders = thenApply(filters.responseHeaders, ops);
+    }
+  }
+  return null;
+}
+
+/**
+ * `first`'s operations, then `then`'s, as one set: a name `then` sets or removes loses what `first`
+ * did to it; what `then` adds comes after what `first` left.
+ */
+function thenApply(first: HeaderOps | null, then: HeaderOps): HeaderOps {
+  if (first === null) return then;
+  const replaced = new Set([...then.set.map((item) => item.name), ...then.remove]);
+  const kept = (items: HeaderOps['set']) => items.filter((item) => !replaced.has(item.name));
+  return {
+    set: [...kept(first.set), ...then.set],
+    add: [...kept(first.add), ...then.add],
+    remove: [...first.remove.filter((name) => !replaced.has(name)), ...then.remove],
+  };
+}
+
 interface RedirectSpec {
   scheme?: string;
   hostname?: string;
@@ -76,6 +119,9 @@ interface PathModifierSpec {
   replacePrefixMatch?: string;
 }
 
+/** 303, 307 and 308 are the extended ones: 307/308 keep a POST a POST, 303 makes it a GET. */
+const REDIRECT_CODES: readonly RequestRedirectConfig['statusCode'][] = [301, 302, 303, 307, 308];
+
 function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | string {
   const scheme = spec?.scheme ?? null;
   if (scheme !== null && scheme !== 'http' && scheme !== 'https')
@@ -90,10 +136,11 @@ function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | str
   if (port !== null && (!Number.isInteger(port) || port < 1 || port > 65_535))
     return `port ${port} is not a port`;
   const statusCode = spec?.statusCode ?? 302;
-  if (statusCode !== 301 && statusCode !== 302) return `statusCode ${statusCode} is not 301 or 302`;
+  if (!REDIRECT_CODES.includes(statusCode as RequestRedirectConfig['statusCode']))
+    return `statusCode ${statusCode} is not one of ${REDIRECT_CODES.join(', ')}`;
   const path = spec?.path === undefined ? null : pathModifier(spec.path);
   if (typeof path === 'string') return path;
-  return { scheme, hostname, port, path, statusCode };
+  return { scheme, hostname, port, path, statusCode: statusCode as RequestRedirectConfig['statusCode'] };
 }
 
 /** ReplaceFullPath / ReplacePrefixMatch: the value must be a plain path Tollgate would route. */

@@ -5,7 +5,7 @@ import type { NameValue, RouteConditions } from '../../../routing/conditions.ts'
 import { normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import { type Backends, backendsOf } from './backends.ts';
-import { type Filters, readFilter, timeoutsOf } from './filters.ts';
+import { type Filters, readBackendFilters, readFilter, timeoutsOf } from './filters.ts';
 import type { ResolvedGateway, RouteKind } from './listeners.ts';
 import type { HttpRouteMatch, HttpRouteRule, ReferenceGrant } from './objects.ts';
 
@@ -80,8 +80,8 @@ export function buildRule(
   }
   if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
     return refuse('RequestRedirect and URLRewrite cannot be used together');
-  for (const ref of rule.backendRefs ?? [])
-    if ((ref.filters ?? []).length > 0) return refuse('filters on a backendRef are not supported');
+  const backendProblem = readBackendFilters(rule.backendRefs ?? [], filters);
+  if (backendProblem !== null) return refuse(backendProblem);
   const timeouts = timeoutsOf(rule.timeouts);
   if (typeof timeouts === 'string') return refuse(timeouts);
   // A redirecting rule serves nothing itself: it needs no backend.

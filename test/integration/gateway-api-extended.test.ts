@@ -1,0 +1,519 @@
+/**
+ * Extended HTTPRoute features as the Gateway API conformance suite (v1.6) tests them, ported case by
+ * case (kubernetes-sigs/gateway-api conformance/tests: HTTPRoute303Redirect, HTTPRoute307Redirect,
+ * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
+ * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
+ * HTTPRouteCORS), through the built process and a fake API server. Each test is named by the upstream
+ * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { hasOpenssl, SecretVolume, selfSigned } from '../helpers/certs.ts';
+import {
+  gatewayClassObject,
+  gatewayObject,
+  hasCondition,
+  httpRouteObject,
+  namespaceObject,
+  routeParentConditions,
+} from '../helpers/fake-gateway-api.ts';
+import {
+  endpointSlice,
+  type FakeKubeApi,
+  type StoredObject,
+  secret,
+  service,
+  startFakeKubeApi,
+} from '../helpers/fake-kube-api.ts';
+import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+
+const INFRA = 'gateway-conformance-infra';
+const SETTLE_MS = 10_000;
+
+function httpsRequest(
+  port: number,
+  host: string,
+  path: string,
+  method = 'GET',
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method,
+        servername: host,
+        headers: { host },
+        rejectUnauthorized: false,
+        agent: false,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('Gateway API extended HTTPRoute features through the built process', {
+  skip: hasOpenssl() ? false : 'no openssl',
+}, () => {
+  const upstreams = new Map<string, Upstream>();
+  let api: FakeKubeApi;
+  let dir: string;
+  let tollgate: Tollgate;
+  let volume: SecretVolume;
+  const fallback = selfSigned('default.test');
+  const exampleOrg = selfSigned('example.org');
+
+  const send = (host: string, path = '/', headers: Record<string, string> = {}, method = 'GET') =>
+    request(`${tollgate.proxyUrl}${path}`, { method, headers: { host, ...headers } });
+  const backendOf = (res: SimpleResponse) =>
+    res.status === 200 ? String(res.json().server) : `status ${res.status}`;
+  /** The first answer that satisfies `ok`, waiting for the translation to land. */
+  const eventually = async (
+    what: string,
+    attempt: () => Promise<SimpleResponse>,
+    ok: (res: SimpleResponse) => boolean,
+  ) => {
+    let last: SimpleResponse | null = null;
+    try {
+      await waitFor(async () => {
+        last = await attempt();
+        return ok(last);
+      }, SETTLE_MS);
+    } catch {
+      const seen = last as SimpleResponse | null;
+      assert.fail(`${what}: got ${seen?.status} ${JSON.stringify(seen?.headers)}`);
+    }
+    return last as unknown as SimpleResponse;
+  };
+  const applied: StoredObject[] = [];
+  const apply = (...objects: StoredObject[]) => {
+    for (const object of objects) {
+      api.applyRaw(object);
+      applied.push(object);
+    }
+  };
+  const cleanUp = async () => {
+    for (const object of applied.splice(0).reverse())
+      if (api.get('httproutes', object.metadata.namespace, object.metadata.name))
+        api.delete('httproutes', object.metadata.namespace, object.metadata.name);
+    await waitFor(async () => (await send('cleanup.test', '/')).status === 404, SETTLE_MS);
+  };
+  const route = (
+    name: string,
+    rules: Array<Record<string, unknown>>,
+    hostnames?: string[],
+    parentRefs: Array<Record<string, unknown>> = [{ name: 'same-namespace' }],
+  ) => httpRouteObject({ name, namespace: INFRA, parentRefs, rules, hostnames });
+  const backend = (name: string, extra: Record<string, unknown> = {}) => ({ name, port: 8080, ...extra });
+  const prefix = (value: string) => ({ path: { type: 'PathPrefix', value } });
+  const parentConditions = (name: string, gateway = 'same-namespace', section?: string) =>
+    routeParentConditions(api.get('httproutes', INFRA, name), gateway, section);
+
+  before(async () => {
+    for (const name of ['infra-backend-v1', 'infra-backend-v2', 'infra-backend-v3'])
+      upstreams.set(name, await startUpstream({ name }));
+    api = await startFakeKubeApi();
+    api.applyRaw(namespaceObject(INFRA, { 'gateway-conformance': 'infra' }));
+    api.applyRaw(gatewayClassObject());
+    api.applyRaw(
+      gatewayObject({
+        name: 'same-namespace',
+        namespace: INFRA,
+        listeners: [
+          { name: 'http', port: 80, protocol: 'HTTP', allowedRoutes: { namespaces: { from: 'Same' } } },
+        ],
+      }),
+    );
+    api.applyRaw(
+      gatewayObject({
+        name: 'same-namespace-with-https-listener',
+        namespace: INFRA,
+        listeners: [
+          {
+            name: 'https',
+            port: 443,
+            protocol: 'HTTPS',
+            allowedRoutes: { namespaces: { from: 'Same' } },
+            tls: { certificateRefs: [{ name: 'tls-validity-checks-certificate' }] },
+          },
+        ],
+      }),
+    );
+    api.apply(
+      secret({
+        name: 'tls-validity-checks-certificate',
+        namespace: INFRA,
+        type: 'kubernetes.io/tls',
+        data: { 'tls.crt': exampleOrg.cert.toString(), 'tls.key': exampleOrg.key.toString() },
+      }),
+    );
+    for (const [name, upstream] of upstreams) {
+      api.apply(
+        service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: upstream.port }] }),
+      );
+      api.apply(
+        endpointSlice({
+          service: name,
+          namespace: INFRA,
+          ports: [{ name: 'http', port: upstream.port }],
+          endpoints: [{ ip: '127.0.0.1' }],
+        }),
+      );
+    }
+    volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
+    dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-extended-'));
+    tollgate = await startTollgate({
+      main: {
+        access_log: false,
+        proxy_address_tls: '127.0.0.1:0',
+        tls_certificate: volume.path('tls.crt'),
+        tls_key_file: volume.path('tls.key'),
+        kubernetes: { kubeconfig: api.writeKubeconfig(dir, INFRA), gateway_class: 'tollgate' },
+      },
+      upstreams: {
+        upstreams: {
+          'cleanup.test': {
+            paths: { '/never': { servers: [(upstreams.get('infra-backend-v3') as Upstream).address] } },
+          },
+        },
+      },
+      env: { KUBECONFIG: '' },
+    });
+  });
+
+  after(async () => {
+    await tollgate?.stop();
+    await api?.stop();
+    await Promise.all([...upstreams.values()].map((u) => u.close()));
+    volume?.remove();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('HTTPRoute303Redirect, HTTPRoute307Redirect, HTTPRoute308Redirect: a POST redirected with the status asked for', async () => {
+    const redirect = (path: string, statusCode: number) => ({
+      matches: [prefix(path)],
+      filters: [{ type: 'RequestRedirect', requestRedirect: { statusCode } }],
+    });
+    apply(
+      route(
+        'redirect-codes',
+        [redirect('/see-other', 303), redirect('/temporary', 307), redirect('/permanent', 308)],
+        ['codes.test'],
+      ),
+    );
+    for (const [path, status] of [
+      ['/see-other', 303],
+      ['/temporary', 307],
+      ['/permanent', 308],
+    ] as const) {
+      const res = await eventually(
+        `POST ${path}`,
+        () => send('codes.test', path, {}, 'POST'),
+        (r) => r.status === status,
+      );
+      assert.equal(res.headers.location, `http://codes.test${path}`);
+    }
+    await api.waitFor(
+      () => {
+        const conditions = parentConditions('redirect-codes');
+        return (
+          hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
+        );
+      },
+      'Accepted and ResolvedRefs',
+      SETTLE_MS,
+    );
+    // Any other code is still refused, with the rule: UnsupportedValue.
+    apply(route('redirect-305', [redirect('/proxy', 305)], ['codes305.test']));
+    await api.waitFor(
+      () => hasCondition(parentConditions('redirect-305'), 'Accepted', 'False', 'UnsupportedValue'),
+      '305 refused',
+      SETTLE_MS,
+    );
+    await cleanUp();
+  });
+
+  it('HTTPRouteRedirectPortAndScheme: the port follows the scheme asked for, else the port the client addressed', async () => {
+    const to = (path: string, requestRedirect: Record<string, unknown>) => ({
+      matches: [prefix(path)],
+      filters: [
+        { type: 'RequestRedirect', requestRedirect: { hostname: 'example.org', ...requestRedirect } },
+      ],
+    });
+    // The plain listener (port 80). The suite's second Gateway, an HTTP listener on 8080, is the same
+    // route addressed as port 8080 by the client (Tollgate's listeners are its own; the port the
+    // client addressed is the listener's port as the client sees it).
+    const plainRules = [
+      to('/scheme-nil-and-port-nil', {}),
+      to('/scheme-nil-and-port-80', { port: 80 }),
+      to('/scheme-nil-and-port-8080', { port: 8080 }),
+      to('/scheme-https-and-port-nil', { scheme: 'https' }),
+      to('/scheme-https-and-port-443', { scheme: 'https', port: 443 }),
+      to('/scheme-https-and-port-8443', { scheme: 'https', port: 8443 }),
+    ];
+    apply(
+      route('http-route-for-listener-on-port-80', plainRules, ['redirect80.test']),
+      route('http-route-for-listener-on-port-8080', plainRules, ['redirect8080.test']),
+      route(
+        'http-route-for-listener-on-port-443',
+        [
+          to('/scheme-nil-and-port-nil', {}),
+          to('/scheme-nil-and-port-443', { port: 443 }),
+          to('/scheme-nil-and-port-8443', { port: 8443 }),
+          to('/scheme-http-and-port-nil', { scheme: 'http' }),
+          to('/scheme-http-and-port-80', { scheme: 'http', port: 80 }),
+          to('/scheme-http-and-port-8080', { scheme: 'http', port: 8080 }),
+        ],
+        ['example.org'],
+        [{ name: 'same-namespace-with-https-listener' }],
+      ),
+    );
+    const plain = async (host: string, path: string) =>
+      String(
+        (
+          await eventually(
+            `${host}${path}`,
+            () => send(host, path),
+            (r) => r.status === 302,
+          )
+        ).headers.location,
+      );
+    const on80: Array<[string, string]> = [
+      ['/scheme-nil-and-port-nil', 'http://example.org/scheme-nil-and-port-nil'],
+      ['/scheme-nil-and-port-80', 'http://example.org/scheme-nil-and-port-80'],
+      ['/scheme-nil-and-port-8080', 'http://example.org:8080/scheme-nil-and-port-8080'],
+      ['/scheme-https-and-port-nil', 'https://example.org/scheme-https-and-port-nil'],
+      ['/scheme-https-and-port-443', 'https://example.org/scheme-https-and-port-443'],
+      ['/scheme-https-and-port-8443', 'https://example.org:8443/scheme-https-and-port-8443'],
+    ];
+    for (const [path, location] of on80) assert.equal(await plain('redirect80.test', path), location, path);
+    const on8080: Array<[string, string]> = [
+      ['/scheme-nil-and-port-nil', 'http://example.org:8080/scheme-nil-and-port-nil'],
+      ['/scheme-nil-and-port-80', 'http://example.org/scheme-nil-and-port-80'],
+      ['/scheme-https-and-port-nil', 'https://example.org/scheme-https-and-port-nil'],
+    ];
+    for (const [path, location] of on8080)
+      assert.equal(await plain('redirect8080.test:8080', path), location, path);
+    const tlsPort = tollgate.tlsPort as number;
+    const on443: Array<[string, string]> = [
+      ['/scheme-nil-and-port-nil', 'https://example.org/scheme-nil-and-port-nil'],
+      ['/scheme-nil-and-port-443', 'https://example.org/scheme-nil-and-port-443'],
+      ['/scheme-nil-and-port-8443', 'https://example.org:8443/scheme-nil-and-port-8443'],
+      ['/scheme-http-and-port-nil', 'http://example.org/scheme-http-and-port-nil'],
+      ['/scheme-http-and-port-80', 'http://example.org/scheme-http-and-port-80'],
+      ['/scheme-http-and-port-8080', 'http://example.org:8080/scheme-http-and-port-8080'],
+    ];
+    for (const [path, location] of on443) {
+      let last: { status: number; headers: Record<string, unknown> } | null = null;
+      await waitFor(async () => {
+        last = await httpsRequest(tlsPort, 'example.org', path);
+        return last.status === 302;
+      }, SETTLE_MS);
+      assert.equal(
+        (last as unknown as { headers: Record<string, unknown> }).headers.location,
+        location,
+        path,
+      );
+    }
+    await cleanUp();
+  });
+
+  it('HTTPRouteNamedRule: a named and an unnamed rule both serve; the route is Accepted', async () => {
+    apply(
+      route(
+        'http-named-rules',
+        [
+          { name: 'named-rule', matches: [prefix('/named')], backendRefs: [backend('infra-backend-v1')] },
+          { matches: [prefix('/unnamed')], backendRefs: [backend('infra-backend-v2')] },
+        ],
+        ['named.test'],
+      ),
+    );
+    await eventually(
+      '/named',
+      () => send('named.test', '/named'),
+      (r) => backendOf(r) === 'infra-backend-v1',
+    );
+    await eventually(
+      '/unnamed',
+      () => send('named.test', '/unnamed'),
+      (r) => backendOf(r) === 'infra-backend-v2',
+    );
+    await api.waitFor(
+      () => {
+        const conditions = parentConditions('http-named-rules');
+        return (
+          hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
+        );
+      },
+      'Accepted',
+      SETTLE_MS,
+    );
+    await cleanUp();
+  });
+
+  it('HTTPRouteInvalidParentRefSectionNameNotMatchingPort: a sectionName and a port that disagree are NoMatchingParent; a matching port attaches', async () => {
+    apply(
+      route(
+        'httproute-listener-section-name-not-matching-port',
+        [{ backendRefs: [backend('infra-backend-v1', { kind: 'Service' })] }],
+        ['mismatch.test'],
+        [{ name: 'same-namespace', namespace: INFRA, sectionName: 'http', port: 81 }],
+      ),
+      route(
+        'httproute-parent-ref-port',
+        [{ backendRefs: [backend('infra-backend-v2')] }],
+        ['parentport.test'],
+        [{ name: 'same-namespace', sectionName: 'http', port: 80 }],
+      ),
+    );
+    await api.waitFor(
+      () =>
+        hasCondition(
+          parentConditions('httproute-listener-section-name-not-matching-port', 'same-namespace', 'http'),
+          'Accepted',
+          'False',
+          'NoMatchingParent',
+        ),
+      'NoMatchingParent',
+      SETTLE_MS,
+    );
+    await eventually(
+      'port 80',
+      () => send('parentport.test', '/'),
+      (r) => backendOf(r) === 'infra-backend-v2',
+    );
+    assert.equal((await send('mismatch.test', '/')).status, 404);
+    await cleanUp();
+  });
+
+  it('HTTPRouteBackendRequestHeaderModifier: set, add and remove on the backendRef, after the rule', async () => {
+    const modifier = (
+      path: string,
+      requestHeaderModifier: Record<string, unknown>,
+      ruleFilter?: unknown,
+    ) => ({
+      matches: [prefix(path)],
+      ...(ruleFilter ? { filters: [ruleFilter] } : {}),
+      backendRefs: [
+        backend('infra-backend-v1', { filters: [{ type: 'RequestHeaderModifier', requestHeaderModifier }] }),
+      ],
+    });
+    apply(
+      route(
+        'request-header-modifier',
+        [
+          modifier('/set', { set: [{ name: 'X-Header-Set', value: 'set-overwrites-values' }] }),
+          modifier('/add', { add: [{ name: 'X-Header-Add', value: 'add-appends-values' }] }),
+          modifier('/remove', { remove: ['X-Header-Remove'] }),
+          modifier('/multiple', {
+            set: [
+              { name: 'X-Header-Set-1', value: 'header-set-1' },
+              { name: 'X-Header-Set-2', value: 'header-set-2' },
+            ],
+            add: [
+              { name: 'X-Header-Add-1', value: 'header-add-1' },
+              { name: 'X-Header-Add-2', value: 'header-add-2' },
+            ],
+            remove: ['X-Header-Remove-1', 'X-Header-Remove-2'],
+          }),
+          modifier('/case-insensitivity', {
+            set: [{ name: 'X-Header-Set', value: 'header-set' }],
+            add: [{ name: 'X-Header-Add', value: 'header-add' }],
+            remove: ['X-Header-Remove'],
+          }),
+          // Both levels: the backendRef's acts after the rule's.
+          modifier(
+            '/both',
+            { set: [{ name: 'X-Layer', value: 'backend' }], add: [{ name: 'X-Rule-Add', value: 'backend' }] },
+            {
+              type: 'RequestHeaderModifier',
+              requestHeaderModifier: {
+                set: [{ name: 'X-Layer', value: 'rule' }],
+                add: [{ name: 'X-Rule-Add', value: 'rule' }],
+              },
+            },
+          ),
+          // Beside another weighted backend the rule is refused (each side would need its own headers).
+          {
+            matches: [prefix('/weighted')],
+            backendRefs: [
+              backend('infra-backend-v1', {
+                filters: [
+                  {
+                    type: 'RequestHeaderModifier',
+                    requestHeaderModifier: { set: [{ name: 'B', value: '1' }] },
+                  },
+                ],
+              }),
+              backend('infra-backend-v2'),
+            ],
+          },
+        ],
+        ['backend-headers.test'],
+      ),
+    );
+    const seen = async (path: string, headers: Record<string, string> = {}) => {
+      const res = await eventually(
+        path,
+        () => send('backend-headers.test', path, headers),
+        (r) => backendOf(r) === 'infra-backend-v1',
+      );
+      return res.json<{ headers: Record<string, string> }>().headers;
+    };
+    assert.equal(
+      (await seen('/set', { 'X-Header-Set': 'some-other-value' }))['x-header-set'],
+      'set-overwrites-values',
+    );
+    assert.equal(
+      (await seen('/add', { 'X-Header-Add': 'some-other-value' }))['x-header-add'],
+      'some-other-value, add-appends-values',
+    );
+    assert.equal((await seen('/remove', { 'X-Header-Remove': 'val' }))['x-header-remove'], undefined);
+    const multiple = await seen('/multiple', {
+      'X-Header-Set-2': 'set-val',
+      'X-Header-Add-2': 'add-val',
+      'X-Header-Remove-2': 'remove-val',
+    });
+    assert.equal(multiple['x-header-set-1'], 'header-set-1');
+    assert.equal(multiple['x-header-set-2'], 'header-set-2');
+    assert.equal(multiple['x-header-add-1'], 'header-add-1');
+    assert.equal(multiple['x-header-add-2'], 'add-val, header-add-2');
+    assert.equal(multiple['x-header-remove-2'], undefined);
+    const cased = await seen('/case-insensitivity', {
+      'x-header-set': 'original',
+      'x-header-add': 'original',
+      'x-header-remove': 'gone',
+    });
+    assert.equal(cased['x-header-set'], 'header-set');
+    assert.equal(cased['x-header-add'], 'original, header-add');
+    assert.equal(cased['x-header-remove'], undefined);
+    const both = await seen('/both');
+    assert.equal(both['x-layer'], 'backend');
+    assert.equal(both['x-rule-add'], 'rule, backend');
+    assert.equal((await send('backend-headers.test', '/weighted')).status, 404);
+    await api.waitFor(
+      () => {
+        const conditions = parentConditions('request-header-modifier');
+        return (
+          hasCondition(conditions, 'Accepted', 'True') &&
+          hasCondition(conditions, 'PartiallyInvalid', 'True', 'UnsupportedValue')
+        );
+      },
+      'the weighted rule refused, the others served',
+      SETTLE_MS,
+    );
+    await cleanUp();
+  });
+});
