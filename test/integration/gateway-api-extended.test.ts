@@ -516,4 +516,166 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     );
     await cleanUp();
   });
+  it('HTTPRouteCORS: preflights answered from the filter, simple requests carry the headers, wildcards as the spec says', async () => {
+    const cors = (path: string, spec: Record<string, unknown>) => ({
+      matches: [prefix(path)],
+      filters: [{ type: 'CORS', cors: spec }],
+      backendRefs: [backend('infra-backend-v1')],
+    });
+    apply(
+      route(
+        'cors-multiple-origins-methods-headers',
+        [
+          cors('/cors-1', {
+            allowOrigins: ['https://www.foo.com', 'https://*.bar.com'],
+            allowMethods: ['GET', 'OPTIONS'],
+            allowHeaders: ['x-header-1', 'x-header-2'],
+            exposeHeaders: ['x-header-3', 'x-header-4'],
+            allowCredentials: true,
+            maxAge: 3600,
+          }),
+        ],
+        ['cors.test'],
+      ),
+      route(
+        'cors-wildcard-methods',
+        [cors('/cors-2', { allowOrigins: ['https://www.foo.com'], allowMethods: ['*'] })],
+        ['cors.test'],
+      ),
+      route(
+        'cors-wildcard-origin',
+        [
+          cors('/cors-wildcard-origin', {
+            allowOrigins: ['*'],
+            allowMethods: ['PUT'],
+            allowCredentials: false,
+          }),
+        ],
+        ['cors.test'],
+      ),
+      route(
+        'cors-wildcard-methods-headers',
+        [
+          cors('/cors-wildcard-methods-headers', {
+            allowOrigins: ['*'],
+            allowMethods: ['*'],
+            allowHeaders: ['*'],
+            allowCredentials: true,
+          }),
+          cors('/cors-wildcard-methods-headers-unauth', {
+            allowOrigins: ['*'],
+            allowMethods: ['*'],
+            allowHeaders: ['*'],
+            allowCredentials: false,
+          }),
+        ],
+        ['cors.test'],
+      ),
+      // A malformed origin refuses its rule, as upstreams.yaml's reader would refuse the file.
+      route(
+        'cors-bad-origin',
+        [cors('/cors-bad', { allowOrigins: ['https://evil.test/path'] })],
+        ['cors.test'],
+      ),
+    );
+    const preflight = (path: string, origin: string, method: string, headers?: string) =>
+      eventually(
+        `preflight ${path} from ${origin}`,
+        () =>
+          send(
+            'cors.test',
+            path,
+            {
+              origin,
+              'access-control-request-method': method,
+              ...(headers ? { 'access-control-request-headers': headers } : {}),
+            },
+            'OPTIONS',
+          ),
+        (r) => r.status === 204 || r.status === 200,
+      );
+    const simple = (path: string, origin: string, method = 'GET') =>
+      eventually(
+        `${method} ${path} from ${origin}`,
+        () => send('cors.test', path, { origin }, method),
+        (r) => r.status === 200,
+      );
+    const cors1 = {
+      'access-control-allow-methods': 'GET, OPTIONS',
+      'access-control-allow-headers': 'x-header-1, x-header-2',
+      'access-control-expose-headers': 'x-header-3, x-header-4',
+      'access-control-max-age': '3600',
+      'access-control-allow-credentials': 'true',
+    };
+    for (const origin of ['https://www.foo.com', 'https://www.bar.com', 'https://xpto.www.bar.com']) {
+      const res = await preflight('/cors-1', origin, 'GET', 'x-header-1, x-header-2');
+      assert.equal(res.headers['access-control-allow-origin'], origin);
+      for (const [name, value] of Object.entries(cors1))
+        assert.equal(res.headers[name], value, `${origin} ${name}`);
+    }
+    const refused = await preflight('/cors-1', 'https://foobar.com', 'GET');
+    assert.equal(refused.headers['access-control-allow-origin'], undefined);
+    assert.equal(
+      (await simple('/cors-1', 'https://www.foo.com')).headers['access-control-allow-origin'],
+      'https://www.foo.com',
+    );
+    assert.equal(
+      (await simple('/cors-1', 'https://www.bar.com')).headers['access-control-allow-origin'],
+      'https://www.bar.com',
+    );
+    assert.equal(
+      (await simple('/cors-1', 'https://foobar.com')).headers['access-control-allow-origin'],
+      undefined,
+    );
+
+    const anyMethod = await preflight('/cors-2', 'https://www.foo.com', 'POST');
+    assert.equal(anyMethod.headers['access-control-allow-methods'], 'POST');
+    assert.equal(anyMethod.headers['access-control-allow-origin'], 'https://www.foo.com');
+    assert.equal(anyMethod.headers['access-control-allow-credentials'], undefined);
+
+    for (const origin of ['https://foobar.com', 'https://foobar.com:12345']) {
+      const res = await preflight('/cors-wildcard-origin', origin, 'PUT');
+      assert.equal(res.headers['access-control-allow-origin'], '*');
+      assert.equal(res.headers['access-control-allow-methods'], 'PUT');
+      assert.equal(res.headers['access-control-allow-credentials'], undefined);
+      const put = await simple('/cors-wildcard-origin', origin, 'PUT');
+      assert.equal(put.headers['access-control-allow-origin'], '*');
+      assert.equal(put.headers['access-control-allow-credentials'], undefined);
+    }
+
+    const credentialed = await preflight(
+      '/cors-wildcard-methods-headers',
+      'https://other.foo.com',
+      'PUT',
+      'x-header-1, x-header-2',
+    );
+    assert.equal(credentialed.headers['access-control-allow-origin'], 'https://other.foo.com');
+    assert.equal(credentialed.headers['access-control-allow-methods'], 'PUT');
+    assert.equal(credentialed.headers['access-control-allow-headers'], 'x-header-1, x-header-2');
+    assert.equal(credentialed.headers['access-control-allow-credentials'], 'true');
+    const anonymous = await preflight(
+      '/cors-wildcard-methods-headers-unauth',
+      'https://other.foo.com',
+      'PUT',
+      'x-header-1, x-header-2',
+    );
+    assert.equal(anonymous.headers['access-control-allow-origin'], '*');
+    assert.equal(anonymous.headers['access-control-allow-methods'], 'PUT');
+    assert.equal(anonymous.headers['access-control-allow-headers'], 'x-header-1, x-header-2');
+    assert.equal(anonymous.headers['access-control-allow-credentials'], undefined);
+    const withCookies = await simple('/cors-wildcard-methods-headers', 'https://other.foo.com');
+    assert.equal(withCookies.headers['access-control-allow-origin'], 'https://other.foo.com');
+    assert.equal(withCookies.headers['access-control-allow-credentials'], 'true');
+    const without = await simple('/cors-wildcard-methods-headers-unauth', 'https://other.foo.com');
+    assert.equal(without.headers['access-control-allow-origin'], '*');
+    assert.equal(without.headers['access-control-allow-credentials'], undefined);
+
+    await api.waitFor(
+      () => hasCondition(parentConditions('cors-bad-origin'), 'Accepted', 'False', 'UnsupportedValue'),
+      'a malformed origin refused',
+      SETTLE_MS,
+    );
+    assert.equal((await send('cors.test', '/cors-bad')).status, 404);
+    await cleanUp();
+  });
 });

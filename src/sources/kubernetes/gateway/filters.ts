@@ -1,5 +1,7 @@
+import type { CorsConfig } from '../../../config/policy-types.ts';
 import type { HeaderOps, PathTimeouts } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { corsProblems } from '../../../routing/cors.ts';
 import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import type { HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
@@ -7,8 +9,8 @@ import type { BuiltRule } from './rules.ts';
 
 /**
  * Route rule filters and timeouts (docs/gateway-api.md#filters): RequestHeaderModifier,
- * ResponseHeaderModifier, RequestRedirect and URLRewrite into the path's settings; any other filter
- * refuses its rule.
+ * ResponseHeaderModifier, RequestRedirect, URLRewrite and CORS into the path's settings; any other
+ * filter refuses its rule.
  */
 
 export type Filters = Pick<
@@ -45,6 +47,7 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
         const path = pathModifier(spec.path);
         if (typeof path === 'string') return `URLRewrite: ${path}`;
         filters.policies = {
+          ...filters.policies,
           rewrite:
             path.kind === 'prefix'
               ? { kind: 'prefix', prefix: path.value }
@@ -54,9 +57,58 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
       }
       return null;
     }
+    case 'CORS': {
+      const cors = corsOf(filter.cors as CorsSpec | undefined);
+      if (typeof cors === 'string') return `CORS: ${cors}`;
+      filters.policies = { ...filters.policies, cors };
+      return null;
+    }
     default:
       return `filter ${filter.type} is not supported`;
   }
+}
+
+interface CorsSpec {
+  allowOrigins?: string[];
+  allowMethods?: string[];
+  allowHeaders?: string[];
+  exposeHeaders?: string[];
+  allowCredentials?: boolean;
+  maxAge?: number;
+}
+
+/**
+ * The CORS filter as upstreams.yaml's `cors` (docs/policies.md#cors), checked by the same rules.
+ * One difference the Gateway API defines: `*` with `allowCredentials` answers with the request's
+ * origin (upstreams.yaml refuses that pair); `maxAge` defaults to 5 seconds, as the CRD does.
+ */
+function corsOf(spec: CorsSpec | undefined): CorsConfig | string {
+  const list = (value: unknown, what: string): string[] | string =>
+    value === undefined
+      ? []
+      : Array.isArray(value) && value.every((item) => typeof item === 'string') && value.length <= 64
+        ? value
+        : `${what} is not a list of at most 64 strings`;
+  const origins = list(spec?.allowOrigins, 'allowOrigins');
+  const methods = list(spec?.allowMethods, 'allowMethods');
+  const headers = list(spec?.allowHeaders, 'allowHeaders');
+  const expose = list(spec?.exposeHeaders, 'exposeHeaders');
+  for (const value of [origins, methods, headers, expose]) if (typeof value === 'string') return value;
+  const maxAge = spec?.maxAge ?? 5;
+  if (!Number.isInteger(maxAge) || maxAge < 1 || maxAge > 86_400 * 365)
+    return `maxAge ${maxAge} is not a number of seconds`;
+  if ((methods as string[]).includes('*') && methods.length > 1)
+    return "'*' in allowMethods must stand alone";
+  const cors: CorsConfig = {
+    allowOrigins: (origins as string[]).map((origin) => origin.toLowerCase()),
+    allowMethods: methods as string[],
+    allowHeaders: headers as string[],
+    exposeHeaders: expose as string[],
+    allowCredentials: spec?.allowCredentials === true,
+    maxAgeSeconds: maxAge,
+  };
+  const problems = corsProblems({ ...cors, allowCredentials: false });
+  return problems.length > 0 ? problems.join('; ') : cors;
 }
 
 /**
