@@ -3,7 +3,7 @@
  * case (kubernetes-sigs/gateway-api conformance/tests: HTTPRoute303Redirect, HTTPRoute307Redirect,
  * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
  * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
- * HTTPRouteCORS), through the built process and a fake API server. Each test is named by the upstream
+ * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest), through the built process and a fake API server. Each test is named by the upstream
  * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
  */
 import assert from 'node:assert/strict';
@@ -123,6 +123,19 @@ describe('Gateway API extended HTTPRoute features through the built process', {
   before(async () => {
     for (const name of ['infra-backend-v1', 'infra-backend-v2', 'infra-backend-v3'])
       upstreams.set(name, await startUpstream({ name }));
+    // Answers after `?delay=` (as the suite's echo backend: `500ms`, `1s`).
+    upstreams.set(
+      'delay-backend',
+      await startUpstream({
+        name: 'delay-backend',
+        handler: async (req, res) => {
+          const delay = /[?&]delay=(\d+)(ms|s)\b/.exec(req.url ?? '');
+          const ms = delay === null ? 0 : Number(delay[1]) * (delay[2] === 's' ? 1000 : 1);
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          res.end('done');
+        },
+      }),
+    );
     api = await startFakeKubeApi();
     api.applyRaw(namespaceObject(INFRA, { 'gateway-conformance': 'infra' }));
     api.applyRaw(gatewayClassObject());
@@ -676,6 +689,34 @@ describe('Gateway API extended HTTPRoute features through the built process', {
       SETTLE_MS,
     );
     assert.equal((await send('cors.test', '/cors-bad')).status, 404);
+    await cleanUp();
+  });
+  it('HTTPRouteTimeoutBackendRequest: timeouts.backendRequest bounds the wait (504); 0s switches it off', async () => {
+    apply(
+      route(
+        'backend-request-timeout',
+        [
+          {
+            matches: [prefix('/backend-timeout')],
+            backendRefs: [backend('delay-backend')],
+            timeouts: { backendRequest: '500ms' },
+          },
+          {
+            matches: [prefix('/disable-backend-timeout')],
+            backendRefs: [backend('delay-backend')],
+            timeouts: { backendRequest: '0s' },
+          },
+        ],
+        ['timeouts.test'],
+      ),
+    );
+    await eventually(
+      '/backend-timeout',
+      () => send('timeouts.test', '/backend-timeout'),
+      (r) => r.status === 200,
+    );
+    assert.equal((await send('timeouts.test', '/backend-timeout?delay=1s')).status, 504);
+    assert.equal((await send('timeouts.test', '/disable-backend-timeout?delay=1s')).status, 200);
     await cleanUp();
   });
 });
