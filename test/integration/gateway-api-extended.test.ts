@@ -3,7 +3,8 @@
  * case (kubernetes-sigs/gateway-api conformance/tests: HTTPRoute303Redirect, HTTPRoute307Redirect,
  * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
  * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
- * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest), through the built process and a fake API server. Each test is named by the upstream
+ * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest; and the core HTTPRouteExactPathMatching,
+ * HTTPRoutePathMatchOrder, HTTPRouteNoBackendRefs, HTTPRouteInvalidReferenceGrant), through the built process and a fake API server. Each test is named by the upstream
  * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
  */
 import assert from 'node:assert/strict';
@@ -19,6 +20,7 @@ import {
   hasCondition,
   httpRouteObject,
   namespaceObject,
+  referenceGrantObject,
   routeParentConditions,
 } from '../helpers/fake-gateway-api.ts';
 import {
@@ -33,6 +35,7 @@ import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } f
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const INFRA = 'gateway-conformance-infra';
+const WEB = 'gateway-conformance-web-backend';
 const SETTLE_MS = 10_000;
 
 function httpsRequest(
@@ -104,9 +107,11 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     }
   };
   const cleanUp = async () => {
-    for (const object of applied.splice(0).reverse())
-      if (api.get('httproutes', object.metadata.namespace, object.metadata.name))
-        api.delete('httproutes', object.metadata.namespace, object.metadata.name);
+    for (const object of applied.splice(0).reverse()) {
+      const resource = object.kind === 'ReferenceGrant' ? 'referencegrants' : 'httproutes';
+      if (api.get(resource, object.metadata.namespace, object.metadata.name))
+        api.delete(resource, object.metadata.namespace, object.metadata.name);
+    }
     await waitFor(async () => (await send('cleanup.test', '/')).status === 404, SETTLE_MS);
   };
   const route = (
@@ -171,14 +176,17 @@ describe('Gateway API extended HTTPRoute features through the built process', {
         data: { 'tls.crt': exampleOrg.cert.toString(), 'tls.key': exampleOrg.key.toString() },
       }),
     );
+    api.applyRaw(namespaceObject(WEB, { 'gateway-conformance': 'backend' }));
+    upstreams.set('web-backend', await startUpstream({ name: 'web-backend' }));
     for (const [name, upstream] of upstreams) {
+      const namespace = name === 'web-backend' ? WEB : INFRA;
       api.apply(
-        service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: upstream.port }] }),
+        service({ name, namespace, ports: [{ name: 'http', port: 8080, targetPort: upstream.port }] }),
       );
       api.apply(
         endpointSlice({
           service: name,
-          namespace: INFRA,
+          namespace,
           ports: [{ name: 'http', port: upstream.port }],
           endpoints: [{ ip: '127.0.0.1' }],
         }),
@@ -717,6 +725,155 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     );
     assert.equal((await send('timeouts.test', '/backend-timeout?delay=1s')).status, 504);
     assert.equal((await send('timeouts.test', '/disable-backend-timeout?delay=1s')).status, 200);
+    await cleanUp();
+  });
+  it('HTTPRouteExactPathMatching: Exact paths match only themselves, case and trailing slash included', async () => {
+    apply(
+      route(
+        'exact-matching',
+        [
+          {
+            matches: [{ path: { type: 'Exact', value: '/one' } }],
+            backendRefs: [backend('infra-backend-v1')],
+          },
+          {
+            matches: [{ path: { type: 'Exact', value: '/two' } }],
+            backendRefs: [backend('infra-backend-v2')],
+          },
+        ],
+        ['exact.test'],
+      ),
+    );
+    await eventually(
+      '/one',
+      () => send('exact.test', '/one'),
+      (r) => backendOf(r) === 'infra-backend-v1',
+    );
+    await eventually(
+      '/two',
+      () => send('exact.test', '/two'),
+      (r) => backendOf(r) === 'infra-backend-v2',
+    );
+    for (const path of ['/', '/one/example', '/two/', '/Two'])
+      assert.equal((await send('exact.test', path)).status, 404, path);
+    await cleanUp();
+  });
+
+  it('HTTPRoutePathMatchOrder: an Exact path over prefixes, then the longest prefix', async () => {
+    const rule = (type: string, value: string, to: string) => ({
+      matches: [{ path: { type, value } }],
+      backendRefs: [backend(to)],
+    });
+    apply(
+      route(
+        'path-matching-order',
+        [
+          rule('Exact', '/match', 'infra-backend-v1'),
+          rule('Exact', '/match/exact', 'infra-backend-v2'),
+          rule('Exact', '/match/exact/one', 'infra-backend-v3'),
+          rule('PathPrefix', '/match/', 'infra-backend-v3'),
+          rule('PathPrefix', '/match/prefix/', 'infra-backend-v1'),
+          rule('PathPrefix', '/match/prefix/one', 'infra-backend-v2'),
+        ],
+        ['order.test'],
+      ),
+    );
+    for (const [path, expected] of [
+      ['/match/exact/one', 'infra-backend-v3'],
+      ['/match/exact', 'infra-backend-v2'],
+      ['/match', 'infra-backend-v1'],
+      ['/match/prefix/one/any', 'infra-backend-v2'],
+      ['/match/prefix/any', 'infra-backend-v1'],
+      ['/match/any', 'infra-backend-v3'],
+    ] as const)
+      await eventually(
+        path,
+        () => send('order.test', path),
+        (r) => backendOf(r) === expected,
+      );
+    await cleanUp();
+  });
+
+  it('HTTPRouteNoBackendRefs: a rule without backendRefs (omitted or empty) answers 500; ResolvedRefs stays True', async () => {
+    apply(
+      route(
+        'omitted-backendrefs',
+        [
+          { matches: [{ path: { type: 'Exact', value: '/omitted-no-forward' } }] },
+          { matches: [{ path: { type: 'Exact', value: '/empty-no-forward' } }], backendRefs: [] },
+          { matches: [prefix('/')], backendRefs: [backend('infra-backend-v1')] },
+        ],
+        ['omitted.test'],
+      ),
+    );
+    await eventually(
+      '/forward',
+      () => send('omitted.test', '/forward'),
+      (r) => backendOf(r) === 'infra-backend-v1',
+    );
+    assert.equal((await send('omitted.test', '/omitted-no-forward')).status, 500);
+    assert.equal((await send('omitted.test', '/empty-no-forward')).status, 500);
+    await api.waitFor(
+      () => {
+        const conditions = parentConditions('omitted-backendrefs');
+        return (
+          hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
+        );
+      },
+      'Accepted and ResolvedRefs True',
+      SETTLE_MS,
+    );
+    await cleanUp();
+  });
+
+  it('HTTPRouteInvalidReferenceGrant: grants that miss in from or to by group, kind, namespace or name allow nothing (500, RefNotPermitted)', async () => {
+    const grant = (
+      name: string,
+      namespace: string,
+      from: Record<string, string>,
+      to: Record<string, string>,
+    ) =>
+      referenceGrantObject({
+        name,
+        namespace,
+        from: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', namespace: INFRA, ...from }],
+        to: [{ group: '', kind: 'Service', name: 'web-backend', ...to }],
+      });
+    apply(
+      grant('reference-grant-wrong-namespace', INFRA, {}, {}),
+      grant('reference-grant-wrong-from-group', WEB, { group: 'not-the-group-youre-looking-for' }, {}),
+      grant('reference-grant-wrong-from-kind', WEB, { kind: 'Gateway' }, {}),
+      grant(
+        'reference-grant-wrong-from-namespace',
+        WEB,
+        { namespace: 'not-the-namespace-youre-looking-for' },
+        {},
+      ),
+      grant('reference-grant-wrong-to-group', WEB, {}, { group: 'not-the-group-youre-looking-for' }),
+      grant('reference-grant-wrong-to-kind', WEB, {}, { kind: 'Secret' }),
+      grant('reference-grant-wrong-to-name', WEB, {}, { name: 'not-the-service-youre-looking-for' }),
+      route(
+        'reference-grant',
+        [{ backendRefs: [{ name: 'web-backend', namespace: WEB, port: 8080 }] }],
+        ['grants.test'],
+      ),
+    );
+    await api.waitFor(
+      () => {
+        const conditions = parentConditions('reference-grant');
+        return (
+          hasCondition(conditions, 'Accepted', 'True') &&
+          hasCondition(conditions, 'ResolvedRefs', 'False', 'RefNotPermitted')
+        );
+      },
+      'RefNotPermitted',
+      SETTLE_MS,
+    );
+    await eventually(
+      '/',
+      () => send('grants.test', '/'),
+      (r) => r.status === 500,
+    );
     await cleanUp();
   });
 });
