@@ -3,13 +3,17 @@
  * case (kubernetes-sigs/gateway-api conformance/tests: HTTPRoute303Redirect, HTTPRoute307Redirect,
  * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
  * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
- * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest; and the core HTTPRouteExactPathMatching,
+ * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C,
+ * HTTPRouteBackendProtocolWebSocket; and the core HTTPRouteExactPathMatching,
  * HTTPRoutePathMatchOrder, HTTPRouteNoBackendRefs, HTTPRouteInvalidReferenceGrant), through the built process and a fake API server. Each test is named by the upstream
  * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
+import http2 from 'node:http2';
 import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -31,8 +35,10 @@ import {
   service,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
+import { connectHttp2, h2Request } from '../helpers/h2-client.ts';
 import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
+import { type EchoUpstream, mustOpen, nextMessage, startEchoUpstream } from '../helpers/websocket.ts';
 
 const INFRA = 'gateway-conformance-infra';
 const WEB = 'gateway-conformance-web-backend';
@@ -74,6 +80,8 @@ describe('Gateway API extended HTTPRoute features through the built process', {
   let dir: string;
   let tollgate: Tollgate;
   let volume: SecretVolume;
+  let h2cServer: http2.Http2Server;
+  let wsEcho: EchoUpstream;
   const fallback = selfSigned('default.test');
   const exampleOrg = selfSigned('example.org');
 
@@ -192,11 +200,43 @@ describe('Gateway API extended HTTPRoute features through the built process', {
         }),
       );
     }
+    // Backends by appProtocol: an h2c-only server (HTTP/1.1 is refused) and a WebSocket echo.
+    h2cServer = http2.createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ server: 'infra-backend-h2c', httpVersion: req.httpVersion }));
+    });
+    h2cServer.listen(0, '127.0.0.1');
+    await once(h2cServer, 'listening');
+    wsEcho = await startEchoUpstream();
+    for (const [name, port, appProtocol] of [
+      ['infra-backend-h2c', (h2cServer.address() as AddressInfo).port, 'kubernetes.io/h2c'],
+      ['infra-backend-ws', Number(wsEcho.address.split(':')[1]), 'kubernetes.io/ws'],
+    ] as const) {
+      api.applyRaw({
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name, namespace: INFRA },
+        spec: {
+          type: 'ClusterIP',
+          clusterIP: '10.96.0.11',
+          ports: [{ name: 'app', port: 8081, targetPort: port, protocol: 'TCP', appProtocol }],
+        },
+      });
+      api.apply(
+        endpointSlice({
+          service: name,
+          namespace: INFRA,
+          ports: [{ name: 'app', port }],
+          endpoints: [{ ip: '127.0.0.1' }],
+        }),
+      );
+    }
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-extended-'));
     tollgate = await startTollgate({
       main: {
         access_log: false,
+        http2_cleartext: true,
         proxy_address_tls: '127.0.0.1:0',
         tls_certificate: volume.path('tls.crt'),
         tls_key_file: volume.path('tls.key'),
@@ -217,6 +257,8 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     await tollgate?.stop();
     await api?.stop();
     await Promise.all([...upstreams.values()].map((u) => u.close()));
+    await wsEcho?.close();
+    if (h2cServer) await new Promise((resolve) => h2cServer.close(resolve));
     volume?.remove();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -874,6 +916,43 @@ describe('Gateway API extended HTTPRoute features through the built process', {
       () => send('grants.test', '/'),
       (r) => r.status === 500,
     );
+    await cleanUp();
+  });
+  it('HTTPRouteBackendProtocolH2C, HTTPRouteBackendProtocolWebSocket: a Service port of appProtocol kubernetes.io/h2c is spoken to over h2c; kubernetes.io/ws carries WebSockets', async () => {
+    apply(
+      route(
+        'backend-protocol-h2c',
+        [{ backendRefs: [{ name: 'infra-backend-h2c', port: 8081 }] }],
+        ['h2c.test'],
+      ),
+      route(
+        'backend-protocol-websocket',
+        [{ backendRefs: [{ name: 'infra-backend-ws', port: 8081 }] }],
+        ['ws.test'],
+      ),
+    );
+    // HTTP/2 with prior knowledge to Tollgate, as the suite sends it; HTTP/1.1 reaches it too.
+    await eventually(
+      'h2c over HTTP/1.1',
+      () => send('h2c.test', '/'),
+      (r) => backendOf(r) === 'infra-backend-h2c',
+    );
+    const session = await connectHttp2(tollgate.proxyUrl);
+    try {
+      const res = await h2Request(session, { ':method': 'GET', ':path': '/', ':authority': 'h2c.test' });
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.json(), { server: 'infra-backend-h2c', httpVersion: '2.0' });
+    } finally {
+      session.close();
+    }
+    await waitFor(async () => (await send('ws.test', '/')).status === 426, SETTLE_MS);
+    const socket = await mustOpen(`${tollgate.proxyUrl.replace('http', 'ws')}/ws`, { host: 'ws.test' });
+    try {
+      socket.send('hello');
+      assert.equal((await nextMessage(socket)).data.toString(), 'hello');
+    } finally {
+      socket.terminate();
+    }
     await cleanUp();
   });
 });

@@ -38,6 +38,8 @@ export interface BuiltRule {
   canary: CanaryConfig | null;
   backendError: string | null;
   backendErrorShare: number | null;
+  /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
+  protocol: 'h2c' | null;
 }
 
 /** A refusal of part of a route, with the status reason it is reported under. */
@@ -87,7 +89,7 @@ export function buildRule(
   // A redirecting rule serves nothing itself: it needs no backend.
   const backend: Backends =
     filters.requestRedirect !== null
-      ? { service: null, canary: null, error: null, errorShare: null, refusals: [] }
+      ? { service: null, canary: null, error: null, errorShare: null, protocol: null, refusals: [] }
       : backendsOf(rule.backendRefs ?? [], kind, namespace, context);
   for (const refusal of backend.refusals)
     refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
@@ -101,6 +103,7 @@ export function buildRule(
     canary: backend.canary,
     backendError: backend.error,
     backendErrorShare: backend.errorShare,
+    protocol: backend.protocol,
   };
 }
 
