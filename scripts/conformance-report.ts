@@ -138,8 +138,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   HTTPRouteMultipleGateways: 'needs one address per Gateway (one deployment each)',
   HTTPRouteBackendRequestRedirect: 'only header modifiers are served on a backendRef',
   HTTPRouteBackendURLRewrite: 'only header modifiers are served on a backendRef',
-  HTTPRouteRequestHeaderModifierBackendWeights:
-    'header filters on a backendRef beside other weighted backendRefs are refused',
   HTTPRouteRequestMirror: 'RequestMirror is not served',
   HTTPRouteRequestMultipleMirrors: 'RequestMirror is not served',
   HTTPRouteRequestPercentageMirror: 'RequestMirror is not served',

@@ -4,7 +4,7 @@
  * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
  * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
  * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C,
- * HTTPRouteBackendProtocolWebSocket; and the core HTTPRouteExactPathMatching,
+ * HTTPRouteBackendProtocolWebSocket, HTTPRouteRequestHeaderModifierBackendWeights; and the core HTTPRouteExactPathMatching,
  * HTTPRoutePathMatchOrder, HTTPRouteNoBackendRefs, HTTPRouteInvalidReferenceGrant), through the built process and a fake API server. Each test is named by the upstream
  * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
  */
@@ -508,15 +508,16 @@ describe('Gateway API extended HTTPRoute features through the built process', {
               },
             },
           ),
-          // Beside another weighted backend the rule is refused (each side would need its own headers).
+          // A ResponseHeaderModifier beside another weighted backend is refused: the response side
+          // does not know which Service answered.
           {
             matches: [prefix('/weighted')],
             backendRefs: [
               backend('infra-backend-v1', {
                 filters: [
                   {
-                    type: 'RequestHeaderModifier',
-                    requestHeaderModifier: { set: [{ name: 'B', value: '1' }] },
+                    type: 'ResponseHeaderModifier',
+                    responseHeaderModifier: { set: [{ name: 'B', value: '1' }] },
                   },
                 ],
               }),
@@ -953,6 +954,56 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     } finally {
       socket.terminate();
     }
+    await cleanUp();
+  });
+  it('HTTPRouteRequestHeaderModifierBackendWeights: each weighted backendRef sets its own headers on the requests it takes', async () => {
+    const marked = (name: string) =>
+      backend(name, {
+        weight: 10,
+        filters: [
+          {
+            type: 'RequestHeaderModifier',
+            requestHeaderModifier: { set: [{ name: 'Backend', value: name }] },
+          },
+        ],
+      });
+    apply(
+      route(
+        'request-header-modifier-backend-weights',
+        [
+          {
+            filters: [
+              {
+                type: 'RequestHeaderModifier',
+                requestHeaderModifier: { add: [{ name: 'X-Rule', value: 'both' }] },
+              },
+            ],
+            backendRefs: [marked('infra-backend-v1'), marked('infra-backend-v2')],
+          },
+        ],
+        ['backend-weights.test'],
+      ),
+    );
+    await eventually(
+      'v1',
+      () => send('backend-weights.test', '/'),
+      (r) => backendOf(r) === 'infra-backend-v1',
+    );
+    await eventually(
+      'v2',
+      () => send('backend-weights.test', '/'),
+      (r) => backendOf(r) === 'infra-backend-v2',
+    );
+    const counts = new Map<string, number>();
+    for (let i = 0; i < 100; i++) {
+      const res = await send('backend-weights.test', '/');
+      const seen = res.json<{ server: string; headers: Record<string, string> }>();
+      assert.equal(seen.headers.backend, seen.server, `request ${i} went to ${seen.server}`);
+      assert.equal(seen.headers['x-rule'], 'both');
+      counts.set(seen.server, (counts.get(seen.server) ?? 0) + 1);
+    }
+    assert.ok((counts.get('infra-backend-v1') ?? 0) >= 30, JSON.stringify([...counts]));
+    assert.ok((counts.get('infra-backend-v2') ?? 0) >= 30, JSON.stringify([...counts]));
     await cleanUp();
   });
 });

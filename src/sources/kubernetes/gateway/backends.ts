@@ -12,6 +12,9 @@ export interface Backends {
   errorShare: number | null;
   /** `h2c` when the Service ports say `appProtocol: kubernetes.io/h2c`; null = as any path. */
   protocol: 'h2c' | null;
+  /** The backendRefs that became the path's Service and its canary (their filters apply to them). */
+  mainRef?: BackendRef;
+  canaryRef?: BackendRef;
   refusals: Refusal[];
 }
 
@@ -32,14 +35,14 @@ export function backendsOf(
   const refusals: Refusal[] = [];
   const weighted = refs
     .filter((ref) => (ref.weight ?? 1) !== 0)
-    .map((ref) => ({ weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
-  const valid: Array<{ weight: number; service: ResolvedService; h2c: boolean }> = [];
+    .map((ref) => ({ ref, weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
+  const valid: Array<{ ref: BackendRef; weight: number; service: ResolvedService; h2c: boolean }> = [];
   let invalidWeight = 0;
-  for (const { weight, resolved } of weighted) {
+  for (const { ref, weight, resolved } of weighted) {
     if ('refusal' in resolved) {
       refusals.push(resolved.refusal);
       invalidWeight += weight;
-    } else valid.push({ weight, service: resolved.service, h2c: resolved.h2c });
+    } else valid.push({ ref, weight, service: resolved.service, h2c: resolved.h2c });
   }
   if (weighted.length === 0)
     return {
@@ -97,6 +100,8 @@ export function backendsOf(
     errorShare,
     protocol,
     refusals,
+    mainRef: first.ref,
+    ...(mixed || second === undefined ? {} : { canaryRef: second.ref }),
   };
 }
 

@@ -111,39 +111,34 @@ function corsOf(spec: CorsSpec | undefined): CorsConfig | string {
   return problems.length > 0 ? problems.join('; ') : cors;
 }
 
+/** A backendRef's own header filters (docs/gateway-api.md#filters). */
+export interface BackendFilters {
+  request: HeaderOps | null;
+  response: HeaderOps | null;
+}
+
 /**
- * Filters on a backendRef (docs/gateway-api.md#filters): RequestHeaderModifier and
- * ResponseHeaderModifier, applied after the rule's own. Served where the rule forwards to that one
- * backend (every request of the rule goes through it); beside other weighted backends, where each
- * request would need the headers of the side it lands on, the rule is refused.
+ * Filters on a backendRef: RequestHeaderModifier and ResponseHeaderModifier, applied after the
+ * rule's own (rules.ts decides which requests they meet); any other filter refuses the rule.
  */
-export function readBackendFilters(
-  refs: ReadonlyArray<{ weight?: number; filters?: HttpRouteFilter[] }>,
-  filters: Filters,
-): string | null {
-  const filtered = refs.filter((ref) => (ref.filters ?? []).length > 0);
-  if (filtered.length === 0) return null;
-  if (refs.filter((ref) => (ref.weight ?? 1) !== 0).length > 1)
-    return 'filters on a backendRef beside other weighted backendRefs are not supported';
-  for (const ref of filtered) {
-    for (const filter of ref.filters ?? []) {
-      if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier')
-        return `filter ${filter.type} on a backendRef is not supported`;
-      const ops = headerFilter(filter);
-      if (typeof ops === 'string') return `backendRef ${ops}`;
-      if (filter.type === 'RequestHeaderModifier')
-        filters.requestHeaders = thenApply(filters.requestHeaders, ops);
-      else filters.responseHeaders = thenApply(filters.responseHeaders, ops);
-    }
+export function readBackendFilters(filters: readonly HttpRouteFilter[]): BackendFilters | string {
+  const out: BackendFilters = { request: null, response: null };
+  for (const filter of filters) {
+    if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier')
+      return `filter ${filter.type} on a backendRef is not supported`;
+    const ops = headerFilter(filter);
+    if (typeof ops === 'string') return `backendRef ${ops}`;
+    if (filter.type === 'RequestHeaderModifier') out.request = thenApply(out.request, ops);
+    else out.response = thenApply(out.response, ops);
   }
-  return null;
+  return out;
 }
 
 /**
  * `first`'s operations, then `then`'s, as one set: a name `then` sets or removes loses what `first`
  * did to it; what `then` adds comes after what `first` left.
  */
-function thenApply(first: HeaderOps | null, then: HeaderOps): HeaderOps {
+export function thenApply(first: HeaderOps | null, then: HeaderOps): HeaderOps {
   if (first === null) return then;
   const replaced = new Set([...then.set.map((item) => item.name), ...then.remove]);
   const kept = (items: HeaderOps['set']) => items.filter((item) => !replaced.has(item.name));
