@@ -136,8 +136,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   GatewayWithAttachedRoutesWithPort8080: 'needs a listener served on its own port',
   HTTPRouteListenerPortMatching: 'needs listeners served on their own ports',
   HTTPRouteMultipleGateways: 'needs one address per Gateway (one deployment each)',
-  HTTPRouteBackendRequestRedirect: 'only header modifiers are served on a backendRef',
-  HTTPRouteBackendURLRewrite: 'only header modifiers are served on a backendRef',
   HTTPRouteRequestMirror: 'RequestMirror is not served',
   HTTPRouteRequestMultipleMirrors: 'RequestMirror is not served',
   HTTPRouteRequestPercentageMirror: 'RequestMirror is not served',

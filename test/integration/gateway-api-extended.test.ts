@@ -4,7 +4,8 @@
  * HTTPRoute308Redirect, HTTPRouteRedirectPortAndScheme, HTTPRouteNamedRule,
  * HTTPRouteInvalidParentRefSectionNameNotMatchingPort, HTTPRouteBackendRequestHeaderModifier,
  * HTTPRouteCORS, HTTPRouteTimeoutBackendRequest, HTTPRouteBackendProtocolH2C,
- * HTTPRouteBackendProtocolWebSocket, HTTPRouteRequestHeaderModifierBackendWeights; and the core HTTPRouteExactPathMatching,
+ * HTTPRouteBackendProtocolWebSocket, HTTPRouteRequestHeaderModifierBackendWeights,
+ * HTTPRouteBackendURLRewrite, HTTPRouteBackendRequestRedirect; and the core HTTPRouteExactPathMatching,
  * HTTPRoutePathMatchOrder, HTTPRouteNoBackendRefs, HTTPRouteInvalidReferenceGrant), through the built process and a fake API server. Each test is named by the upstream
  * case it ports: scripts/conformance-report.ts reads those names (docs/gateway-api.md#conformance).
  */
@@ -1004,6 +1005,67 @@ describe('Gateway API extended HTTPRoute features through the built process', {
     }
     assert.ok((counts.get('infra-backend-v1') ?? 0) >= 30, JSON.stringify([...counts]));
     assert.ok((counts.get('infra-backend-v2') ?? 0) >= 30, JSON.stringify([...counts]));
+    await cleanUp();
+  });
+  it('HTTPRouteBackendURLRewrite, HTTPRouteBackendRequestRedirect: a URLRewrite or RequestRedirect on the one backendRef of a rule', async () => {
+    const onBackend = (path: string, filter: Record<string, unknown>) => ({
+      matches: [prefix(path)],
+      backendRefs: [backend('infra-backend-v1', { filters: [filter] })],
+    });
+    const rewrite = (path: Record<string, unknown>) => ({ type: 'URLRewrite', urlRewrite: { path } });
+    const redirect = (path: Record<string, unknown>) => ({
+      type: 'RequestRedirect',
+      requestRedirect: { path },
+    });
+    apply(
+      route(
+        'backend-url-rewrite',
+        [
+          onBackend('/full', rewrite({ type: 'ReplaceFullPath', replaceFullPath: '/rewritten-full' })),
+          onBackend(
+            '/prefix',
+            rewrite({ type: 'ReplacePrefixMatch', replacePrefixMatch: '/rewritten-prefix' }),
+          ),
+        ],
+        ['backend-rewrite.test'],
+      ),
+      route(
+        'backend-request-redirect',
+        [
+          onBackend('/full', redirect({ type: 'ReplaceFullPath', replaceFullPath: '/redirected-full' })),
+          onBackend(
+            '/prefix',
+            redirect({ type: 'ReplacePrefixMatch', replacePrefixMatch: '/redirected-prefix' }),
+          ),
+        ],
+        ['backend-redirect.test'],
+      ),
+    );
+    const upstreamUrl = async (path: string) =>
+      (
+        await eventually(
+          path,
+          () => send('backend-rewrite.test', path),
+          (r) => backendOf(r) === 'infra-backend-v1',
+        )
+      ).json<{ url: string }>().url;
+    assert.equal(await upstreamUrl('/full/original'), '/rewritten-full');
+    assert.equal(await upstreamUrl('/prefix/original'), '/rewritten-prefix/original');
+    const location = async (path: string) =>
+      String(
+        (
+          await eventually(
+            path,
+            () => send('backend-redirect.test', path),
+            (r) => r.status === 302,
+          )
+        ).headers.location,
+      );
+    assert.equal(await location('/full/original'), 'http://backend-redirect.test/redirected-full');
+    assert.equal(
+      await location('/prefix/original'),
+      'http://backend-redirect.test/redirected-prefix/original',
+    );
     await cleanUp();
   });
 });

@@ -115,15 +115,22 @@ function corsOf(spec: CorsSpec | undefined): CorsConfig | string {
 export interface BackendFilters {
   request: HeaderOps | null;
   response: HeaderOps | null;
+  /** URLRewrite and RequestRedirect, read by readFilter once rules.ts knows the ref takes every request. */
+  whole: HttpRouteFilter[];
 }
 
 /**
  * Filters on a backendRef: RequestHeaderModifier and ResponseHeaderModifier, applied after the
- * rule's own (rules.ts decides which requests they meet); any other filter refuses the rule.
+ * rule's own (rules.ts decides which requests they meet); URLRewrite and RequestRedirect where the
+ * backendRef takes every request of the rule; any other filter refuses the rule.
  */
 export function readBackendFilters(filters: readonly HttpRouteFilter[]): BackendFilters | string {
-  const out: BackendFilters = { request: null, response: null };
+  const out: BackendFilters = { request: null, response: null, whole: [] };
   for (const filter of filters) {
+    if (filter.type === 'URLRewrite' || filter.type === 'RequestRedirect') {
+      out.whole.push(filter);
+      continue;
+    }
     if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier')
       return `filter ${filter.type} on a backendRef is not supported`;
     const ops = headerFilter(filter);

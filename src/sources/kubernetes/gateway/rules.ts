@@ -122,10 +122,10 @@ export function buildRule(
 }
 
 /**
- * A backendRef's header filters where its requests go (docs/gateway-api.md#filters): the path's
- * Service's after the rule's, on the path; the canary's after the rule's, on the canary's requests
- * only. A response filter beside another weighted backend is refused (the response side does not
- * know which Service answered).
+ * A backendRef's filters where its requests go (docs/gateway-api.md#filters): the path's Service's
+ * after the rule's, on the path; the canary's after the rule's, on the canary's requests only. A
+ * response filter, a URLRewrite or a RequestRedirect beside another weighted backend is refused
+ * (they are decided before, or after, the Service is chosen).
  */
 function applyBackendFilters(
   refFilters: ReadonlyMap<object, BackendFilters>,
@@ -137,6 +137,14 @@ function applyBackendFilters(
   const canary = backend.canaryRef === undefined ? undefined : refFilters.get(backend.canaryRef);
   if (backend.canary !== null && (main?.response != null || canary?.response != null))
     return 'a ResponseHeaderModifier on a backendRef beside another weighted backendRef is not supported';
+  if (backend.canary !== null && ((main?.whole.length ?? 0) > 0 || (canary?.whole.length ?? 0) > 0))
+    return 'a URLRewrite or RequestRedirect on a backendRef beside another weighted backendRef is not supported';
+  for (const filter of main?.whole ?? []) {
+    const problem = readFilter(filter, filters);
+    if (problem !== null) return `backendRef ${problem}`;
+  }
+  if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
+    return 'RequestRedirect and URLRewrite cannot be used together';
   const ruleRequest = filters.requestHeaders;
   if (main?.request != null) filters.requestHeaders = thenApply(ruleRequest, main.request);
   if (main?.response != null) filters.responseHeaders = thenApply(filters.responseHeaders, main.response);
