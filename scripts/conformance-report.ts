@@ -257,7 +257,7 @@ export function renderReport(cases: readonly CaseResult[], date: string): string
       organization: 'tollgate',
       project: 'tollgate',
       url: 'https://github.com/tollgate/tollgate',
-      version: 'main',
+      version: (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version,
       contact: [],
     },
     mode: 'default',
