@@ -495,6 +495,11 @@ export interface CanaryConfig {
   headerValue: string | null;
   /** Cookie name whose value `always`/`never` routes. */
   cookie: string | null;
+  /**
+   * Request header rules for requests sent to the canary's servers instead of the path's (a Gateway
+   * API backendRef's own RequestHeaderModifier); absent = the path's.
+   */
+  requestHeaders?: HeaderOps | null;
 }
 
 export interface HostConfig {

@@ -18,11 +18,17 @@ export function corsStage(request: ProxyRequest): Verdict {
   const origin = headers.origin;
   if (origin === undefined) return PASS;
   const allowed = cors.allowOrigin(origin);
-  if (request.req.method === 'OPTIONS' && headers['access-control-request-method'] !== undefined) {
+  const requestMethod = headers['access-control-request-method'];
+  if (request.req.method === 'OPTIONS' && requestMethod !== undefined) {
     if (allowed === null) return answer(204, { vary: PREFLIGHT_VARY }, '');
+    const asked = headers['access-control-request-headers'];
     return answer(
       204,
-      { ...cors.preflight, 'access-control-allow-origin': allowed, vary: PREFLIGHT_VARY },
+      {
+        ...cors.preflight(requestMethod, asked),
+        'access-control-allow-origin': allowed,
+        vary: PREFLIGHT_VARY,
+      },
       '',
     );
   }

@@ -67,6 +67,10 @@ export function compileRoutingTable(
         redirectTo: path.redirectTo,
         authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
         requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+        canaryRequestHeaders:
+          path.canary?.requestHeaders != null
+            ? compileHeaderRules(config.requestHeaders, path.canary.requestHeaders)
+            : null,
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
         policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
         ...compileBackendPolicies(path, addresses, canaryFrom),

@@ -9,8 +9,12 @@ import type { CorsConfig } from '../config/policy-types.ts';
 export interface CorsPolicy {
   /** The Access-Control-Allow-Origin value for this `Origin`, or null when it is not allowed. */
   allowOrigin(origin: string): string | null;
-  /** Headers of the 204 answered to an allowed preflight (without Access-Control-Allow-Origin). */
-  readonly preflight: Readonly<Record<string, string>>;
+  /**
+   * Headers of the 204 answered to an allowed preflight (without Access-Control-Allow-Origin), given
+   * its Access-Control-Request-Method and -Headers: `*` in allow_methods / allow_headers answers
+   * with what was asked (a browser takes a literal `*` only without credentials).
+   */
+  preflight(requestMethod: string | undefined, requestHeaders: string | undefined): Record<string, string>;
   /** Headers added to other responses to an allowed origin (without Access-Control-Allow-Origin). */
   readonly response: Readonly<Record<string, string>>;
 }
@@ -69,17 +73,34 @@ export function compileCors(cors: CorsConfig): CorsPolicy {
   const credentials: Record<string, string> = cors.allowCredentials
     ? { 'access-control-allow-credentials': 'true' }
     : {};
-  const preflight: Record<string, string> = { ...credentials };
-  if (cors.allowMethods.length > 0) preflight['access-control-allow-methods'] = cors.allowMethods.join(', ');
-  if (cors.allowHeaders.length > 0) preflight['access-control-allow-headers'] = cors.allowHeaders.join(', ');
-  if (cors.maxAgeSeconds !== null) preflight['access-control-max-age'] = String(cors.maxAgeSeconds);
-  const response: Record<string, string> = { ...credentials };
-  if (cors.exposeHeaders.length > 0)
-    response['access-control-expose-headers'] = cors.exposeHeaders.join(', ');
+  const expose: Record<string, string> =
+    cors.exposeHeaders.length > 0 ? { 'access-control-expose-headers': cors.exposeHeaders.join(', ') } : {};
+  const fixed: Record<string, string> = { ...credentials, ...expose };
+  const anyMethod = cors.allowMethods.includes('*');
+  const anyHeader = cors.allowHeaders.includes('*');
+  if (cors.allowMethods.length > 0 && !anyMethod)
+    fixed['access-control-allow-methods'] = cors.allowMethods.join(', ');
+  if (cors.allowHeaders.length > 0 && !anyHeader)
+    fixed['access-control-allow-headers'] = cors.allowHeaders.join(', ');
+  if (cors.maxAgeSeconds !== null) fixed['access-control-max-age'] = String(cors.maxAgeSeconds);
+  Object.freeze(fixed);
+  const response: Record<string, string> = { ...credentials, ...expose };
   return Object.freeze({
+    preflight(requestMethod: string | undefined, requestHeaders: string | undefined) {
+      if (!anyMethod && !anyHeader) return fixed;
+      const headers = { ...fixed };
+      // Echoed only when it is what a browser sends: a method token, a list of header names.
+      if (anyMethod && requestMethod !== undefined && TOKEN.test(requestMethod))
+        headers['access-control-allow-methods'] = requestMethod;
+      const names = requestHeaders?.split(',').map((name) => name.trim());
+      if (anyHeader && names?.every((name) => TOKEN.test(name)))
+        headers['access-control-allow-headers'] = (names as string[]).join(', ');
+      return headers;
+    },
     allowOrigin(origin: string): string | null {
-      // `*` is only ever configured without credentials (validation), so `*` itself is the answer.
-      if (any) return '*';
+      // `*` with credentials (a Gateway API CORS filter may say so; upstreams.yaml may not): the
+      // origin itself, as a browser refuses a literal `*` on a credentialed response.
+      if (any) return cors.allowCredentials ? origin : '*';
       const lower = origin.toLowerCase();
       if (exact.has(lower)) return origin;
       for (const { head, tail } of wildcards) {
@@ -89,7 +110,6 @@ export function compileCors(cors: CorsConfig): CorsPolicy {
       }
       return null;
     },
-    preflight: Object.freeze(preflight),
     response: Object.freeze(response),
   });
 }

@@ -95,6 +95,11 @@ export interface Route extends BackendPolicies {
   readonly authFailureLimit: number | null;
   /** Rules for the request sent upstream (global and path merged), or null. */
   readonly requestHeaders: HeaderRules | null;
+  /**
+   * Rules for a request sent to a server of the canary side (`canary.firstServer` on) instead of
+   * `requestHeaders`, where the canary has its own (docs/gateway-api.md#filters); absent = none.
+   */
+  readonly canaryRequestHeaders?: HeaderRules | null;
   /** Rules for the upstream's response on its way to the client, or null. */
   readonly responseHeaders: HeaderRules | null;
   /** Source ranges, CORS, app root, body limit, rewrite (docs/policies.md); null = none of them. */

@@ -63,6 +63,14 @@ function forwardable(name: string, normalised: string, peerTrusted: boolean): bo
   return true;
 }
 
+/** The route's request header rules, or its canary's for a request going to a canary server. */
+function headerRulesFor(request: ProxyRequest): HeaderRules | null {
+  const { route, upstream } = request;
+  const canary = route.canaryRequestHeaders;
+  if (canary == null || route.canary == null || upstream == null) return route.requestHeaders;
+  return route.servers.indexOf(upstream) >= route.canary.firstServer ? canary : route.requestHeaders;
+}
+
 /**
  * The headers to send upstream, as a flat `[name, value, …]` list built from the raw headers (so
  * duplicates and original casing survive), minus hop-by-hop, managed and consumed ones, plus ours.
@@ -75,7 +83,7 @@ export function upstreamRequestHeaders(
   const { rawHeaders, headers } = request.req;
   const named = connectionTokens(headers.connection);
   const consumed = request.consumedHeaders;
-  const rules = request.route.requestHeaders;
+  const rules = headerRulesFor(request);
   const peerTrusted = request.peerTrusted;
   const out: string[] = [];
   let forwarded: string | null = null;

@@ -643,7 +643,7 @@ describe('Gateway API conformance cases (HTTP core profile) through the built pr
     await cleanUp();
   });
 
-  it('HTTPRouteInvalidParentRefNotMatchingSectionName and ...ListenerPort: NoMatchingParent', async () => {
+  it('HTTPRouteInvalidParentRefNotMatchingSectionName and HTTPRouteInvalidParentRefNotMatchingListenerPort: NoMatchingParent', async () => {
     apply(
       httpRouteObject({
         name: 'invalid-parent-ref-section',

@@ -3,7 +3,7 @@
  * suite (kubernetes-sigs/gateway-api conformance/tests: HTTPRouteMatchingAcrossRoutes,
  * HTTPRouteHeaderMatching, HTTPRouteQueryParamMatching, HTTPRouteMethodMatching,
  * HTTPRouteRequestHeaderModifier, HTTPRouteResponseHeaderModifier, HTTPRouteRedirect*,
- * HTTPRouteRewritePath, HTTPRouteRewriteHost, HTTPRouteWeight, HTTPRouteRequestTimeout), plus the
+ * HTTPRouteRewritePath, HTTPRouteRewriteHost, HTTPRouteWeight, HTTPRouteTimeoutRequest), plus the
  * refusals Tollgate adds (a RegularExpression path), through the built process.
  */
 import assert from 'node:assert/strict';
@@ -296,7 +296,7 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
     await cleanUp();
   });
 
-  it('HTTPRouteRedirectPath, HostAndStatus, Scheme, Port: Location built from the request, query kept', async () => {
+  it('HTTPRouteRedirectPath, HTTPRouteRedirectHostAndStatus, HTTPRouteRedirectScheme, HTTPRouteRedirectPort: Location built from the request, query kept', async () => {
     const redirect = (path: string, requestRedirect: Record<string, unknown>) => ({
       matches: [prefix(path)],
       filters: [{ type: 'RequestRedirect', requestRedirect }],
@@ -442,7 +442,7 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
     await cleanUp();
   });
 
-  it('HTTPRouteRequestTimeout: timeouts.request bounds the wait for the backend (504)', async () => {
+  it('HTTPRouteTimeoutRequest: timeouts.request bounds the wait for the backend (504)', async () => {
     apply(
       route(
         'request-timeout',

@@ -184,6 +184,29 @@ describe('cors origins', () => {
   });
 });
 
+describe('cors preflight', () => {
+  it("'*' methods and headers answer with what was asked, only when it is a token list", () => {
+    const cors = compileCors({
+      allowOrigins: ['*'],
+      allowMethods: ['*'],
+      allowHeaders: ['*'],
+      exposeHeaders: ['x-out'],
+      allowCredentials: true,
+      maxAgeSeconds: 5,
+    });
+    const asked = cors.preflight('PUT', 'x-a,  X-B');
+    assert.equal(asked['access-control-allow-methods'], 'PUT');
+    assert.equal(asked['access-control-allow-headers'], 'x-a, X-B');
+    assert.equal(asked['access-control-expose-headers'], 'x-out');
+    assert.equal(asked['access-control-max-age'], '5');
+    const odd = cors.preflight('P UT', 'x-a, x b');
+    assert.equal(odd['access-control-allow-methods'], undefined);
+    assert.equal(odd['access-control-allow-headers'], undefined);
+    // `*` with credentials (a Gateway API filter): the origin itself, never a literal `*`.
+    assert.equal(cors.allowOrigin('https://a.test'), 'https://a.test');
+  });
+});
+
 describe('source ranges', () => {
   it('deny first, allow list, IPv4-mapped addresses and ranges as IPv4', () => {
     const ranges = compileSourceRanges(

@@ -10,6 +10,11 @@ export interface Backends {
   error: string | null;
   /** Share of requests owed to unresolvable backendRefs beside resolvable ones (answered 500). */
   errorShare: number | null;
+  /** `h2c` when the Service ports say `appProtocol: kubernetes.io/h2c`; null = as any path. */
+  protocol: 'h2c' | null;
+  /** The backendRefs that became the path's Service and its canary (their filters apply to them). */
+  mainRef?: BackendRef;
+  canaryRef?: BackendRef;
   refusals: Refusal[];
 }
 
@@ -30,14 +35,14 @@ export function backendsOf(
   const refusals: Refusal[] = [];
   const weighted = refs
     .filter((ref) => (ref.weight ?? 1) !== 0)
-    .map((ref) => ({ weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
-  const valid: Array<{ weight: number; service: ResolvedService }> = [];
+    .map((ref) => ({ ref, weight: ref.weight ?? 1, resolved: serviceOf(ref, kind, namespace, context) }));
+  const valid: Array<{ ref: BackendRef; weight: number; service: ResolvedService; h2c: boolean }> = [];
   let invalidWeight = 0;
-  for (const { weight, resolved } of weighted) {
+  for (const { ref, weight, resolved } of weighted) {
     if ('refusal' in resolved) {
       refusals.push(resolved.refusal);
       invalidWeight += weight;
-    } else valid.push({ weight, service: resolved.service });
+    } else valid.push({ ref, weight, service: resolved.service, h2c: resolved.h2c });
   }
   if (weighted.length === 0)
     return {
@@ -45,6 +50,7 @@ export function backendsOf(
       canary: null,
       error: 'the rule has no backend with a weight above 0',
       errorShare: null,
+      protocol: null,
       refusals,
     };
   const [first, second, ...rest] = valid;
@@ -54,6 +60,7 @@ export function backendsOf(
       canary: null,
       error: refusals.map((r) => r.message).join('; '),
       errorShare: null,
+      protocol: null,
       refusals,
     };
   if (rest.length > 0)
@@ -76,7 +83,26 @@ export function backendsOf(
         };
   const served = first.weight + (second?.weight ?? 0);
   const errorShare = invalidWeight === 0 ? null : invalidWeight / (served + invalidWeight);
-  return { service: first.service, canary, error: null, errorShare, refusals };
+  // One protocol per path: both sides of a split must speak it (docs/gateway-api.md#routes).
+  // A second Service of another protocol is reported and takes no traffic.
+  const protocol = first.h2c ? 'h2c' : null;
+  const mixed = second !== undefined && second.h2c !== first.h2c;
+  if (mixed)
+    refusals.push({
+      condition: 'ResolvedRefs',
+      reason: 'UnsupportedProtocol',
+      message: `Service ${second.service.namespace}/${second.service.name} does not share the appProtocol of Service ${first.service.namespace}/${first.service.name}`,
+    });
+  return {
+    service: first.service,
+    canary: mixed ? null : canary,
+    error: null,
+    errorShare,
+    protocol,
+    refusals,
+    mainRef: first.ref,
+    ...(mixed || second === undefined ? {} : { canaryRef: second.ref }),
+  };
 }
 
 type ResolvedService = { name: string; namespace: string; port: string };
@@ -86,7 +112,7 @@ function serviceOf(
   kind: RouteKind,
   namespace: string,
   context: RouteContext,
-): { service: ResolvedService } | { refusal: Refusal } {
+): { service: ResolvedService; h2c: boolean } | { refusal: Refusal } {
   const fail = (reason: string, message: string) => ({
     refusal: { condition: 'ResolvedRefs' as const, reason, message },
   });
@@ -109,5 +135,8 @@ function serviceOf(
   if (ref.port === undefined) return fail('UnsupportedValue', `backendRef ${key} names no port`);
   const port = (service.spec?.ports ?? []).find((candidate) => candidate.port === ref.port);
   if (port === undefined) return fail('BackendNotFound', `Service ${key} has no port ${ref.port}`);
-  return { service: { name: ref.name ?? '', namespace: target, port: port.name ?? '' } };
+  // `kubernetes.io/h2c`: HTTP/2 without TLS (Gateway API backend protocols). `kubernetes.io/ws` needs
+  // nothing: WebSockets go upstream over HTTP/1.1 on every path. Other values are served as before.
+  const h2c = port.appProtocol === 'kubernetes.io/h2c';
+  return { service: { name: ref.name ?? '', namespace: target, port: port.name ?? '' }, h2c };
 }

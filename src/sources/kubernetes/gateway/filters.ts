@@ -1,5 +1,7 @@
+import type { CorsConfig } from '../../../config/policy-types.ts';
 import type { HeaderOps, PathTimeouts } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { corsProblems } from '../../../routing/cors.ts';
 import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import type { HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
@@ -7,8 +9,8 @@ import type { BuiltRule } from './rules.ts';
 
 /**
  * Route rule filters and timeouts (docs/gateway-api.md#filters): RequestHeaderModifier,
- * ResponseHeaderModifier, RequestRedirect and URLRewrite into the path's settings; any other filter
- * refuses its rule.
+ * ResponseHeaderModifier, RequestRedirect, URLRewrite and CORS into the path's settings; any other
+ * filter refuses its rule.
  */
 
 export type Filters = Pick<
@@ -45,6 +47,7 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
         const path = pathModifier(spec.path);
         if (typeof path === 'string') return `URLRewrite: ${path}`;
         filters.policies = {
+          ...filters.policies,
           rewrite:
             path.kind === 'prefix'
               ? { kind: 'prefix', prefix: path.value }
@@ -54,9 +57,103 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
       }
       return null;
     }
+    case 'CORS': {
+      const cors = corsOf(filter.cors as CorsSpec | undefined);
+      if (typeof cors === 'string') return `CORS: ${cors}`;
+      filters.policies = { ...filters.policies, cors };
+      return null;
+    }
     default:
       return `filter ${filter.type} is not supported`;
   }
+}
+
+interface CorsSpec {
+  allowOrigins?: string[];
+  allowMethods?: string[];
+  allowHeaders?: string[];
+  exposeHeaders?: string[];
+  allowCredentials?: boolean;
+  maxAge?: number;
+}
+
+/**
+ * The CORS filter as upstreams.yaml's `cors` (docs/policies.md#cors), checked by the same rules.
+ * One difference the Gateway API defines: `*` with `allowCredentials` answers with the request's
+ * origin (upstreams.yaml refuses that pair); `maxAge` defaults to 5 seconds, as the CRD does.
+ */
+function corsOf(spec: CorsSpec | undefined): CorsConfig | string {
+  const list = (value: unknown, what: string): string[] | string =>
+    value === undefined
+      ? []
+      : Array.isArray(value) && value.every((item) => typeof item === 'string') && value.length <= 64
+        ? value
+        : `${what} is not a list of at most 64 strings`;
+  const origins = list(spec?.allowOrigins, 'allowOrigins');
+  const methods = list(spec?.allowMethods, 'allowMethods');
+  const headers = list(spec?.allowHeaders, 'allowHeaders');
+  const expose = list(spec?.exposeHeaders, 'exposeHeaders');
+  for (const value of [origins, methods, headers, expose]) if (typeof value === 'string') return value;
+  const maxAge = spec?.maxAge ?? 5;
+  if (!Number.isInteger(maxAge) || maxAge < 1 || maxAge > 86_400 * 365)
+    return `maxAge ${maxAge} is not a number of seconds`;
+  if ((methods as string[]).includes('*') && methods.length > 1)
+    return "'*' in allowMethods must stand alone";
+  const cors: CorsConfig = {
+    allowOrigins: (origins as string[]).map((origin) => origin.toLowerCase()),
+    allowMethods: methods as string[],
+    allowHeaders: headers as string[],
+    exposeHeaders: expose as string[],
+    allowCredentials: spec?.allowCredentials === true,
+    maxAgeSeconds: maxAge,
+  };
+  const problems = corsProblems({ ...cors, allowCredentials: false });
+  return problems.length > 0 ? problems.join('; ') : cors;
+}
+
+/** A backendRef's own header filters (docs/gateway-api.md#filters). */
+export interface BackendFilters {
+  request: HeaderOps | null;
+  response: HeaderOps | null;
+  /** URLRewrite and RequestRedirect, read by readFilter once rules.ts knows the ref takes every request. */
+  whole: HttpRouteFilter[];
+}
+
+/**
+ * Filters on a backendRef: RequestHeaderModifier and ResponseHeaderModifier, applied after the
+ * rule's own (rules.ts decides which requests they meet); URLRewrite and RequestRedirect where the
+ * backendRef takes every request of the rule; any other filter refuses the rule.
+ */
+export function readBackendFilters(filters: readonly HttpRouteFilter[]): BackendFilters | string {
+  const out: BackendFilters = { request: null, response: null, whole: [] };
+  for (const filter of filters) {
+    if (filter.type === 'URLRewrite' || filter.type === 'RequestRedirect') {
+      out.whole.push(filter);
+      continue;
+    }
+    if (filter.type !== 'RequestHeaderModifier' && filter.type !== 'ResponseHeaderModifier')
+      return `filter ${filter.type} on a backendRef is not supported`;
+    const ops = headerFilter(filter);
+    if (typeof ops === 'string') return `backendRef ${ops}`;
+    if (filter.type === 'RequestHeaderModifier') out.request = thenApply(out.request, ops);
+    else out.response = thenApply(out.response, ops);
+  }
+  return out;
+}
+
+/**
+ * `first`'s operations, then `then`'s, as one set: a name `then` sets or removes loses what `first`
+ * did to it; what `then` adds comes after what `first` left.
+ */
+export function thenApply(first: HeaderOps | null, then: HeaderOps): HeaderOps {
+  if (first === null) return then;
+  const replaced = new Set([...then.set.map((item) => item.name), ...then.remove]);
+  const kept = (items: HeaderOps['set']) => items.filter((item) => !replaced.has(item.name));
+  return {
+    set: [...kept(first.set), ...then.set],
+    add: [...kept(first.add), ...then.add],
+    remove: [...first.remove.filter((name) => !replaced.has(name)), ...then.remove],
+  };
 }
 
 interface RedirectSpec {
@@ -76,6 +173,9 @@ interface PathModifierSpec {
   replacePrefixMatch?: string;
 }
 
+/** 303, 307 and 308 are the extended ones: 307/308 keep a POST a POST, 303 makes it a GET. */
+const REDIRECT_CODES: readonly RequestRedirectConfig['statusCode'][] = [301, 302, 303, 307, 308];
+
 function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | string {
   const scheme = spec?.scheme ?? null;
   if (scheme !== null && scheme !== 'http' && scheme !== 'https')
@@ -90,10 +190,11 @@ function redirectOf(spec: RedirectSpec | undefined): RequestRedirectConfig | str
   if (port !== null && (!Number.isInteger(port) || port < 1 || port > 65_535))
     return `port ${port} is not a port`;
   const statusCode = spec?.statusCode ?? 302;
-  if (statusCode !== 301 && statusCode !== 302) return `statusCode ${statusCode} is not 301 or 302`;
+  if (!REDIRECT_CODES.includes(statusCode as RequestRedirectConfig['statusCode']))
+    return `statusCode ${statusCode} is not one of ${REDIRECT_CODES.join(', ')}`;
   const path = spec?.path === undefined ? null : pathModifier(spec.path);
   if (typeof path === 'string') return path;
-  return { scheme, hostname, port, path, statusCode };
+  return { scheme, hostname, port, path, statusCode: statusCode as RequestRedirectConfig['statusCode'] };
 }
 
 /** ReplaceFullPath / ReplacePrefixMatch: the value must be a plain path Tollgate would route. */

@@ -227,7 +227,7 @@ export function translateRoute(
             timeouts: rule.timeouts,
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
-            ...(kind === 'GRPCRoute' ? { upstreamProtocol: 'h2c' as const } : {}),
+            ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),
           },
         });
       }

@@ -5,7 +5,14 @@ import type { NameValue, RouteConditions } from '../../../routing/conditions.ts'
 import { normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import { type Backends, backendsOf } from './backends.ts';
-import { type Filters, readFilter, timeoutsOf } from './filters.ts';
+import {
+  type BackendFilters,
+  type Filters,
+  readBackendFilters,
+  readFilter,
+  thenApply,
+  timeoutsOf,
+} from './filters.ts';
 import type { ResolvedGateway, RouteKind } from './listeners.ts';
 import type { HttpRouteMatch, HttpRouteRule, ReferenceGrant } from './objects.ts';
 
@@ -38,6 +45,8 @@ export interface BuiltRule {
   canary: CanaryConfig | null;
   backendError: string | null;
   backendErrorShare: number | null;
+  /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
+  protocol: 'h2c' | null;
 }
 
 /** A refusal of part of a route, with the status reason it is reported under. */
@@ -80,17 +89,24 @@ export function buildRule(
   }
   if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
     return refuse('RequestRedirect and URLRewrite cannot be used together');
-  for (const ref of rule.backendRefs ?? [])
-    if ((ref.filters ?? []).length > 0) return refuse('filters on a backendRef are not supported');
+  const refFilters = new Map<object, BackendFilters>();
+  for (const ref of rule.backendRefs ?? []) {
+    if ((ref.filters ?? []).length === 0) continue;
+    const read = readBackendFilters(ref.filters ?? []);
+    if (typeof read === 'string') return refuse(read);
+    refFilters.set(ref, read);
+  }
   const timeouts = timeoutsOf(rule.timeouts);
   if (typeof timeouts === 'string') return refuse(timeouts);
   // A redirecting rule serves nothing itself: it needs no backend.
   const backend: Backends =
     filters.requestRedirect !== null
-      ? { service: null, canary: null, error: null, errorShare: null, refusals: [] }
+      ? { service: null, canary: null, error: null, errorShare: null, protocol: null, refusals: [] }
       : backendsOf(rule.backendRefs ?? [], kind, namespace, context);
   for (const refusal of backend.refusals)
     refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
+  const problem = applyBackendFilters(refFilters, backend, filters);
+  if (problem !== null) return refuse(problem);
   return {
     index,
     name: rule.name ?? null,
@@ -101,7 +117,43 @@ export function buildRule(
     canary: backend.canary,
     backendError: backend.error,
     backendErrorShare: backend.errorShare,
+    protocol: backend.protocol,
   };
+}
+
+/**
+ * A backendRef's filters where its requests go (docs/gateway-api.md#filters): the path's Service's
+ * after the rule's, on the path; the canary's after the rule's, on the canary's requests only. A
+ * response filter, a URLRewrite or a RequestRedirect beside another weighted backend is refused
+ * (they are decided before, or after, the Service is chosen).
+ */
+function applyBackendFilters(
+  refFilters: ReadonlyMap<object, BackendFilters>,
+  backend: Backends,
+  filters: Filters,
+): string | null {
+  if (refFilters.size === 0) return null;
+  const main = backend.mainRef === undefined ? undefined : refFilters.get(backend.mainRef);
+  const canary = backend.canaryRef === undefined ? undefined : refFilters.get(backend.canaryRef);
+  if (backend.canary !== null && (main?.response != null || canary?.response != null))
+    return 'a ResponseHeaderModifier on a backendRef beside another weighted backendRef is not supported';
+  if (backend.canary !== null && ((main?.whole.length ?? 0) > 0 || (canary?.whole.length ?? 0) > 0))
+    return 'a URLRewrite or RequestRedirect on a backendRef beside another weighted backendRef is not supported';
+  for (const filter of main?.whole ?? []) {
+    const problem = readFilter(filter, filters);
+    if (problem !== null) return `backendRef ${problem}`;
+  }
+  if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
+    return 'RequestRedirect and URLRewrite cannot be used together';
+  const ruleRequest = filters.requestHeaders;
+  if (main?.request != null) filters.requestHeaders = thenApply(ruleRequest, main.request);
+  if (main?.response != null) filters.responseHeaders = thenApply(filters.responseHeaders, main.response);
+  if (backend.canary !== null && (main?.request != null || canary?.request != null))
+    backend.canary.requestHeaders =
+      canary?.request != null
+        ? thenApply(ruleRequest, canary.request)
+        : (ruleRequest ?? { set: [], add: [], remove: [] });
+  return null;
 }
 
 type BuiltMatch = BuiltRule['matches'][number];
