@@ -12,7 +12,9 @@ import type { ClientCertificatePolicy } from '../listeners/client-certificates.t
  * certificate's DNS subject alternative names, else its common name), then as a one-label wildcard
  * (`*.example.com` for `a.example.com`, not `a.b.example.com`); with no match (or no SNI) the
  * listener's default, the first pair of main.yaml, is served. When several certificates claim a
- * name, the earlier source wins, then the earlier certificate of the set.
+ * name, the earlier source wins, then the earlier certificate of the set. The name `*` claims every
+ * name nothing else claims (a Gateway's HTTPS listener without `hostname`, docs/gateway-api.md#gateways):
+ * `catchAll` gives it, for the TLS listener to serve instead of its default where that is safe.
  */
 export interface ServedCertificate {
   /** Lower-case DNS names it is served for; `*.` prefixes are wildcards. */
@@ -26,6 +28,7 @@ export class CertificateStore {
   readonly #sources = new Map<string, readonly ServedCertificate[]>();
   #exact = new Map<string, ServedCertificate>();
   #wildcard = new Map<string, ServedCertificate>();
+  #catchAll: ServedCertificate | null = null;
 
   /** Replaces every certificate of `source` (order: earlier wins a name two certificates claim). */
   set(source: string, certificates: readonly ServedCertificate[]): void {
@@ -52,6 +55,11 @@ export class CertificateStore {
     return this.#wildcard.get(name.slice(dot + 1)) ?? null;
   }
 
+  /** The certificate claiming every other name (`*`), or null. */
+  catchAll(): ServedCertificate | null {
+    return this.#catchAll;
+  }
+
   /** For TLS servers' `SNICallback`. */
   readonly sniCallback = (
     servername: string,
@@ -63,10 +71,12 @@ export class CertificateStore {
   #index(): void {
     const exact = new Map<string, ServedCertificate>();
     const wildcard = new Map<string, ServedCertificate>();
+    let catchAll: ServedCertificate | null = null;
     for (const certificates of this.#sources.values()) {
       for (const served of certificates) {
         for (const name of served.names) {
-          if (name.startsWith('*.')) {
+          if (name === '*') catchAll ??= served;
+          else if (name.startsWith('*.')) {
             const parent = name.slice(2);
             if (!wildcard.has(parent)) wildcard.set(parent, served);
           } else if (!exact.has(name)) {
@@ -77,6 +87,7 @@ export class CertificateStore {
     }
     this.#exact = exact;
     this.#wildcard = wildcard;
+    this.#catchAll = catchAll;
   }
 }
 

@@ -157,7 +157,9 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       ...defaultMaterial(),
       ...verification.serverOptions,
       SNICallback: verification.sniCallback((name) => {
-        const served = store.served(name);
+        // A catch-all (`*`) replaces the default pair only where the default checks no client
+        // certificate: it must never lift that check for a name the default pair serves.
+        const served = store.served(name) ?? (defaultPolicy() === null ? store.catchAll() : null);
         return served === null
           ? null
           : { context: served.context, policy: served.clientCertificates ?? null };

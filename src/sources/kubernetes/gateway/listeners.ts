@@ -9,6 +9,7 @@ import {
   type Gateway,
   type LabelSelector,
   type Listener,
+  type ParametersReference,
   type ReferenceGrant,
 } from './objects.ts';
 
@@ -42,6 +43,19 @@ export interface ResolvedGateway {
   name: string;
   generation: number | undefined;
   listeners: ResolvedListener[];
+  /** Why its `infrastructure.parametersRef` is refused (Accepted=False InvalidParameters), or null. */
+  invalidParameters: string | null;
+}
+
+/**
+ * Why a `parametersRef` is refused, or null when there is none. Tollgate takes no parameters
+ * (docs/gateway-api.md#gateways): whatever is named, it can neither resolve nor understand it, and
+ * serving as if it had been read would ignore what the owner asked for.
+ */
+export function parametersProblem(ref: ParametersReference | undefined): string | null {
+  if (ref === undefined || ref === null) return null;
+  const named = `${ref.group || 'core'}/${ref.kind ?? '?'} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name ?? ''}`;
+  return `parametersRef ${named} is not understood: Tollgate takes no parameters`;
 }
 
 /** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */
@@ -83,7 +97,19 @@ export function resolveGateway(
     seen.add(name);
     listeners.push({ ...resolved, gateway: gateway.metadata?.name ?? '', gatewayNamespace: namespace });
   }
-  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners };
+  const invalidParameters = parametersProblem(gateway.spec?.infrastructure?.parametersRef);
+  // A Gateway that is not accepted serves nothing: its listeners keep their own conditions, but
+  // none is programmed and no route attaches.
+  if (invalidParameters !== null)
+    for (const listener of listeners) {
+      listener.usable = false;
+      listener.conditions = listener.conditions.map((item) =>
+        item.type === 'Programmed'
+          ? condition('Programmed', false, 'Invalid', 'the Gateway is not accepted', generation)
+          : item,
+      );
+    }
+  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners, invalidParameters };
 }
 
 function resolveListener(
@@ -128,6 +154,8 @@ function resolveListener(
           message: `route kind ${kind.group ?? GATEWAY_GROUP}/${kind.kind} is not supported`,
         });
     }
+  // A listener of a protocol Tollgate does not serve supports no route kind (its supportedKinds is empty).
+  if (protocol !== listener.protocol) kinds.length = 0;
   const from = listener.allowedRoutes?.namespaces?.from ?? 'Same';
   if (from !== 'Same' && from !== 'All' && from !== 'Selector')
     problems.push({

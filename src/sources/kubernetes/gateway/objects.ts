@@ -28,9 +28,17 @@ export interface Condition {
   lastTransitionTime?: string;
 }
 
+/** A `parametersRef` (GatewayClass spec, Gateway spec.infrastructure): Tollgate takes none. */
+export interface ParametersReference {
+  group?: string;
+  kind?: string;
+  name?: string;
+  namespace?: string;
+}
+
 export interface GatewayClass {
   metadata?: ObjectMeta;
-  spec?: { controllerName?: string };
+  spec?: { controllerName?: string; parametersRef?: ParametersReference };
   status?: { conditions?: Condition[] };
 }
 
@@ -60,7 +68,11 @@ export interface Listener {
 
 export interface Gateway {
   metadata?: ObjectMeta;
-  spec?: { gatewayClassName?: string; listeners?: Listener[] };
+  spec?: {
+    gatewayClassName?: string;
+    listeners?: Listener[];
+    infrastructure?: { parametersRef?: ParametersReference };
+  };
   status?: Record<string, unknown>;
 }
 

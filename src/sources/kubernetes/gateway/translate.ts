@@ -2,7 +2,13 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
-import { gatewaySecrets, type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
+import {
+  gatewaySecrets,
+  parametersProblem,
+  type ResolvedGateway,
+  type RouteKind,
+  resolveGateway,
+} from './listeners.ts';
 import {
   byAge,
   type Condition,
@@ -91,10 +97,16 @@ export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
   gateways: [],
 };
 
-/** True when the GatewayClass `className` is ours (its controllerName is Tollgate's). */
+/**
+ * True when the GatewayClass `className` is ours (its controllerName is Tollgate's) and accepted: a
+ * class with a `parametersRef` is not, and its Gateways are not served.
+ */
 export function classIsOurs(input: Pick<GatewayInput, 'className' | 'classes'>): boolean {
   return input.classes.some(
-    (item) => item.metadata?.name === input.className && item.spec?.controllerName === GATEWAY_CONTROLLER,
+    (item) =>
+      item.metadata?.name === input.className &&
+      item.spec?.controllerName === GATEWAY_CONTROLLER &&
+      parametersProblem(item.spec?.parametersRef) === null,
   );
 }
 
@@ -130,25 +142,11 @@ export function createdAt(object: { metadata?: { creationTimestamp?: string | Da
 export function translateGateways(input: GatewayInput): GatewayTranslation {
   const statuses: DesiredStatus[] = [];
   const ours = classIsOurs(input);
+  // Every class of Tollgate's controllerName gets a status, not only the configured one: another
+  // deployment may serve it, and each writes the same (it depends on the class alone).
   for (const item of input.classes) {
-    if (item.metadata?.name !== input.className || item.spec?.controllerName !== GATEWAY_CONTROLLER) continue;
-    statuses.push({
-      resource: 'gatewayclasses',
-      namespace: '',
-      name: input.className,
-      status: {
-        conditions: [
-          condition('Accepted', true, 'Accepted', 'served by Tollgate', item.metadata?.generation),
-          condition(
-            'SupportedVersion',
-            true,
-            'SupportedVersion',
-            'gateway.networking.k8s.io/v1',
-            item.metadata?.generation,
-          ),
-        ],
-      },
-    });
+    if (item.spec?.controllerName !== GATEWAY_CONTROLLER || !item.metadata?.name) continue;
+    statuses.push(classStatus(item));
   }
   if (!ours) return { ...EMPTY_GATEWAY_TRANSLATION, statuses };
 
@@ -283,7 +281,10 @@ function hostsOf(entries: readonly PathEntry[]): HostConfig[] {
   return hosts;
 }
 
-/** Each usable HTTPS listener's certificate, for the names routes were given through it. */
+/**
+ * Each usable HTTPS listener's certificate, for its own hostname and the names routes were given
+ * through it; a listener without hostname claims every name nothing more specific claims (`*`).
+ */
 function certificatesOf(
   gateways: readonly ResolvedGateway[],
   entries: readonly PathEntry[],
@@ -293,24 +294,67 @@ function certificatesOf(
     for (const listener of gateway.listeners) {
       if (listener.certificate === null || !listener.usable) continue;
       const key = `${gateway.namespace}/${gateway.name}`;
-      const names = new Set<string>();
+      const names = new Set<string>([listener.hostname ?? '*']);
       for (const entry of entries)
         if (
           entry.host !== DEFAULT_HOST &&
           entry.gateways.some((via) => via.gateway === key && via.listener === listener.name)
         )
           names.add(entry.host);
-      if (names.size > 0) certificates.push({ ...listener.certificate, names: [...names] });
+      certificates.push({ ...listener.certificate, names: [...names] });
     }
   }
   return certificates;
+}
+
+/** A GatewayClass of Tollgate's controllerName: Accepted, unless it names parameters. */
+function classStatus(item: GatewayClass): DesiredStatus {
+  const generation = item.metadata?.generation;
+  const problem = parametersProblem(item.spec?.parametersRef);
+  return {
+    resource: 'gatewayclasses',
+    namespace: '',
+    name: item.metadata?.name ?? '',
+    status: {
+      conditions: [
+        problem === null
+          ? condition('Accepted', true, 'Accepted', 'served by Tollgate', generation)
+          : condition('Accepted', false, 'InvalidParameters', problem, generation),
+        condition('SupportedVersion', true, 'SupportedVersion', 'gateway.networking.k8s.io/v1', generation),
+      ],
+    },
+  };
+}
+
+/**
+ * Gateway `Accepted`: False with InvalidParameters for a parametersRef, False with ListenersNotValid
+ * when no listener is accepted, True with ListenersNotValid when only some are (as the spec words it).
+ */
+function gatewayAccepted(gateway: ResolvedGateway): Condition {
+  const generation = gateway.generation;
+  if (gateway.invalidParameters !== null)
+    return condition('Accepted', false, 'InvalidParameters', gateway.invalidParameters, generation);
+  const accepted = gateway.listeners.filter((listener) =>
+    listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True'),
+  );
+  if (accepted.length === 0)
+    return condition('Accepted', false, 'ListenersNotValid', 'no listener is valid', generation);
+  if (accepted.length < gateway.listeners.length)
+    return condition(
+      'Accepted',
+      true,
+      'ListenersNotValid',
+      'served; some listeners are not valid (see their conditions)',
+      generation,
+    );
+  return condition('Accepted', true, 'Accepted', 'served by Tollgate', generation);
 }
 
 function gatewayStatus(gateway: ResolvedGateway, input: GatewayInput): DesiredStatus {
   const generation = gateway.generation;
   const usable = gateway.listeners.some((listener) => listener.usable);
   const conditions: Condition[] = [
-    condition('Accepted', true, 'Accepted', 'served by Tollgate', generation),
+    gatewayAccepted(gateway),
     usable
       ? condition('Programmed', true, 'Programmed', "served on Tollgate's listeners", generation)
       : condition('Programmed', false, 'Invalid', 'no listener can be served', generation),
