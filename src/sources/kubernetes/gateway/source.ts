@@ -182,9 +182,15 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       .filter(([key]) => key.startsWith(`${resource} `))
       .flatMap(([, list]) => list) as T[];
 
+  const gatewayNames = settings.gatewayNames ?? null;
   const writer = createStatusWriter({
     custom,
     logger,
+    // With gateway_names, other deployments serve the other Gateways and write their route parents.
+    foreignParent: (ref, routeNamespace) =>
+      gatewayNames !== null &&
+      (ref.kind ?? 'Gateway') === 'Gateway' &&
+      !gatewayNames.includes(`${ref.namespace ?? routeNamespace}/${ref.name ?? ''}`),
     current: (status: DesiredStatus) =>
       objectsOf<Stored>(status.resource).find(
         (item) =>
@@ -206,6 +212,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     if (!watches.every((item) => item.synced)) return;
     const base = {
       className: settings.gatewayClass,
+      gatewayNames,
       classes: objectsOf<GatewayClass>('gatewayclasses'),
       gateways: objectsOf<Gateway>('gateways'),
       policies: objectsOf<TollgatePolicy>('tollgatepolicies'),

@@ -1,7 +1,12 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.ts';
 import { timeoutOptions } from '../resource-watch.ts';
-import { type Condition, GATEWAY_CONTROLLER, type RouteParentStatus } from './objects.ts';
+import {
+  type Condition,
+  GATEWAY_CONTROLLER,
+  type ParentReference,
+  type RouteParentStatus,
+} from './objects.ts';
 import type { DesiredStatus } from './translate.ts';
 
 /** Where each kind lives in the API (group, version, plural; cluster-scoped or not). */
@@ -54,6 +59,11 @@ export function createStatusWriter(deps: {
   logger: Logger;
   /** The object as the watches last saw it. */
   current: (status: DesiredStatus) => StoredObject | undefined;
+  /**
+   * True for a route parent of Tollgate's controllerName that another deployment writes (a Gateway
+   * outside `gateway_names`): kept as it is, never replaced or removed.
+   */
+  foreignParent?: (ref: ParentReference, routeNamespace: string) => boolean;
   now?: () => Date;
 }): StatusWriter {
   const { custom, logger } = deps;
@@ -68,7 +78,7 @@ export function createStatusWriter(deps: {
     let object = deps.current(desired);
     for (let attempt = 0; attempt < CONFLICT_RETRIES && !closed; attempt++) {
       if (object === undefined) return; // gone: nothing to write
-      const status = merged(desired, object.status ?? {}, now());
+      const status = merged(desired, object.status ?? {}, now(), deps.foreignParent ?? (() => false));
       if (canonical(status) === canonical(pick(object.status ?? {}, Object.keys(status)))) return;
       const api = API_OF[desired.resource];
       const body = {
@@ -157,11 +167,16 @@ function merged(
   desired: DesiredStatus,
   current: Record<string, unknown>,
   time: Date,
+  foreignParent: (ref: ParentReference, routeNamespace: string) => boolean,
 ): Record<string, unknown> {
   const stamp = time.toISOString().replace(/\.\d+Z$/, 'Z');
   if (desired.resource === 'httproutes' || desired.resource === 'grpcroutes') {
     const existing = (current.parents as RouteParentStatus[] | undefined) ?? [];
-    const others = existing.filter((parent) => parent.controllerName !== GATEWAY_CONTROLLER);
+    const others = existing.filter(
+      (parent) =>
+        parent.controllerName !== GATEWAY_CONTROLLER ||
+        foreignParent(parent.parentRef ?? {}, desired.namespace),
+    );
     const ours = ((desired.status.parents as RouteParentStatus[]) ?? []).map((parent) => {
       const before = existing.find(
         (item) =>

@@ -2,6 +2,7 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
+import { markConflicts } from './conflicts.ts';
 import {
   gatewaySecrets,
   parametersProblem,
@@ -17,6 +18,7 @@ import {
   type Gateway,
   type GatewayClass,
   type HttpRoute,
+  keyOf,
   type ReferenceGrant,
 } from './objects.ts';
 import {
@@ -32,6 +34,8 @@ import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
 export interface GatewayInput {
   /** main.yaml `kubernetes.gateway_class`. */
   className: string;
+  /** main.yaml `kubernetes.gateway_names` (`namespace/name`): only these are ours; null = all of the class. */
+  gatewayNames?: readonly string[] | null;
   classes: readonly GatewayClass[];
   gateways: readonly Gateway[];
   httpRoutes: readonly HttpRoute[];
@@ -110,15 +114,22 @@ export function classIsOurs(input: Pick<GatewayInput, 'className' | 'classes'>):
   );
 }
 
-/** Our Gateways: those of the configured class, when that class is ours. */
-export function ourGateways(input: Pick<GatewayInput, 'className' | 'classes' | 'gateways'>): Gateway[] {
+/** Our Gateways: those of the configured class, when that class is ours, narrowed by gateway_names. */
+export function ourGateways(
+  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'gatewayNames'>,
+): Gateway[] {
   if (!classIsOurs(input)) return [];
-  return input.gateways.filter((gateway) => gateway.spec?.gatewayClassName === input.className);
+  const names = input.gatewayNames ?? null;
+  return input.gateways.filter(
+    (gateway) =>
+      gateway.spec?.gatewayClassName === input.className &&
+      (names === null || names.includes(keyOf(gateway))),
+  );
 }
 
 /** The Secrets a translation reads (listener certificates, policy credentials): what to watch. */
 export function secretsWanted(
-  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'policies'>,
+  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'gatewayNames' | 'policies'>,
 ): string[] {
   const names = new Set<string>();
   for (const gateway of ourGateways(input)) for (const name of gatewaySecrets(gateway)) names.add(name);
@@ -165,6 +176,8 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
         return [];
       }
     });
+  // Listeners that would take each other's requests on Tollgate's shared ports: the newer is refused.
+  markConflicts(gateways);
   const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
   const context = {
     gateways: gatewayMap,
@@ -209,7 +222,9 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
   const attachment = applyPolicies(entries, routes, gateways, input);
   const hosts = hostsOf(entries);
   // Policy status comes from the table just built; a path without its policy is closed there.
-  const policies = policiesInForce(attachment, hosts, entries);
+  const policies = policiesInForce(attachment, hosts, entries).filter((outcome) =>
+    policyIsOurs(outcome, input, gatewayMap, routes),
+  );
   const certificates = certificatesOf(gateways, entries);
 
   for (const gateway of gateways) statuses.push(gatewayStatus(gateway, input));
@@ -234,6 +249,35 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       status: { conditions: policy.conditions },
     });
   return { hosts, certificates, statuses, routes, policies, gateways, malformed, claims: routeClaims };
+}
+
+/**
+ * With gateway_names, a policy is this deployment's to report on only when it targets one of its
+ * Gateways or a route attached to one: another deployment reports on the rest (two would fight).
+ */
+function policyIsOurs(
+  outcome: PolicyOutcome,
+  input: GatewayInput,
+  gateways: ReadonlyMap<string, ResolvedGateway>,
+  routes: readonly RouteOutcome[],
+): boolean {
+  if ((input.gatewayNames ?? null) === null) return true;
+  const policy = input.policies.find(
+    (item) => item.metadata?.namespace === outcome.namespace && item.metadata?.name === outcome.name,
+  );
+  const refs = policy?.spec?.targetRefs;
+  if (!Array.isArray(refs)) return false;
+  return refs.some((ref) =>
+    ref.kind === 'Gateway'
+      ? gateways.has(`${outcome.namespace}/${ref.name ?? ''}`)
+      : routes.some(
+          (route) =>
+            route.kind === ref.kind &&
+            route.namespace === outcome.namespace &&
+            route.name === ref.name &&
+            route.parents.length > 0,
+        ),
+  );
 }
 
 /** A route whose shape the translation could not read: served nowhere, reported on its Events. */
