@@ -540,6 +540,54 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     api.delete('gateways', INFRA, 'conflict-b-newer');
     api.delete('gateways', INFRA, 'conflict-c-protocol');
   });
+
+  // Last: it takes the configured class away from every other case of this process.
+  it('the configured GatewayClass with a parametersRef: InvalidParameters, a Warning Event, nothing of it served (fail closed)', async () => {
+    api.applyRaw(
+      gatewayObject({
+        name: 'served-until-refused',
+        namespace: INFRA,
+        listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }],
+      }),
+    );
+    api.applyRaw(
+      httpRouteObject({
+        name: 'served-until-refused',
+        namespace: INFRA,
+        parentRefs: [{ name: 'served-until-refused' }],
+        rules: [{ backendRefs: [{ name: 'infra-backend-v1', port: 8080 }] }],
+      }),
+    );
+    const status = async () =>
+      (await request(`${tollgate.proxyUrl}/`, { headers: { host: 'any.example' } })).status;
+    await waitFor(async () => (await status()) === 200, SETTLE_MS);
+    const own = gatewayClassObject();
+    api.applyRaw({
+      ...own,
+      spec: { ...(own.spec as object), parametersRef: { group: 'example.com', kind: 'Config', name: 'x' } },
+    });
+    await waitStatus(
+      'configured class InvalidParameters',
+      () => hasCondition(classConditions('tollgate'), 'Accepted', 'False', 'InvalidParameters'),
+      () => classConditions('tollgate'),
+    );
+    await waitFor(async () => (await status()) === 404, SETTLE_MS);
+    await api.waitFor(
+      () =>
+        api.events.some(
+          (event) =>
+            event.involvedObject.kind === 'GatewayClass' &&
+            event.involvedObject.name === 'tollgate' &&
+            event.reason === 'InvalidParameters',
+        ),
+      'an InvalidParameters Event',
+      SETTLE_MS,
+    );
+    api.applyRaw(gatewayClassObject());
+    await waitFor(async () => (await status()) === 200, SETTLE_MS);
+    api.delete('httproutes', INFRA, 'served-until-refused');
+    api.delete('gateways', INFRA, 'served-until-refused');
+  });
 });
 
 describe('one deployment per Gateway (kubernetes.gateway_names): HTTPRouteMultipleGateways and HTTPRouteCrossNamespace', () => {
