@@ -28,7 +28,6 @@ export class CertificateStore {
   readonly #sources = new Map<string, readonly ServedCertificate[]>();
   #exact = new Map<string, ServedCertificate>();
   #wildcard = new Map<string, ServedCertificate>();
-  #catchAll: ServedCertificate | null = null;
 
   /** Replaces every certificate of `source` (order: earlier wins a name two certificates claim). */
   set(source: string, certificates: readonly ServedCertificate[]): void {
@@ -68,6 +67,9 @@ export class CertificateStore {
     callback(null, this.select(servername) ?? undefined);
   };
 
+  /** The first certificate naming `*`: every name nothing else claims. */
+  #catchAll: ServedCertificate | null = null;
+
   #index(): void {
     const exact = new Map<string, ServedCertificate>();
     const wildcard = new Map<string, ServedCertificate>();
@@ -85,9 +87,9 @@ export class CertificateStore {
         }
       }
     }
+    this.#catchAll = catchAll;
     this.#exact = exact;
     this.#wildcard = wildcard;
-    this.#catchAll = catchAll;
   }
 }
 

@@ -400,51 +400,7 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     api.delete('gateways', INFRA, 'same-namespace-with-https-listener');
   });
 
-  it("listener ports: HTTP is served on 80 and HTTPS on 443 (Tollgate's plain and TLS listeners); any other port is Accepted=False PortUnavailable", async () => {
-    api.applyRaw(
-      gatewayObject({
-        name: 'gateway-with-port-8080',
-        namespace: INFRA,
-        listeners: [
-          { name: 'http', port: 80, protocol: 'HTTP' },
-          { name: 'http-8080', port: 8080, protocol: 'HTTP', hostname: 'port-8080.example' },
-        ],
-      }),
-    );
-    api.applyRaw(
-      httpRouteObject({
-        name: 'on-8080',
-        namespace: INFRA,
-        parentRefs: [{ name: 'gateway-with-port-8080', sectionName: 'http-8080' }],
-        rules: [{ backendRefs: [{ name: 'infra-backend-v1', port: 8080 }] }],
-      }),
-    );
-    await waitStatus(
-      'port 8080 PortUnavailable',
-      () =>
-        hasCondition(
-          gatewayStatus('gateway-with-port-8080').listeners?.find((l) => l.name === 'http-8080')?.conditions,
-          'Accepted',
-          'False',
-          'PortUnavailable',
-        ),
-      () => gatewayStatus('gateway-with-port-8080'),
-    );
-    const status = gatewayStatus('gateway-with-port-8080');
-    assert.ok(hasCondition(status.conditions, 'Accepted', 'True', 'ListenersNotValid'));
-    assert.ok(
-      hasCondition(status.listeners?.find((l) => l.name === 'http')?.conditions, 'Programmed', 'True'),
-    );
-    // The route of the port that is not opened is not served on Tollgate's plain port either.
-    assert.equal(
-      (await request(`${tollgate.proxyUrl}/`, { headers: { host: 'port-8080.example' } })).status,
-      404,
-    );
-    api.delete('httproutes', INFRA, 'on-8080');
-    api.delete('gateways', INFRA, 'gateway-with-port-8080');
-  });
-
-  it('two Gateways sharing a port never mix: the newer listener is Conflicted (HostnameConflict) and its routes are not attached', async () => {
+  it('two Gateways sharing a port never mix: the newer listener is Conflicted (HostnameConflict, ProtocolConflict) and its routes are not attached', async () => {
     const gateway = (name: string, listener: Record<string, unknown>) =>
       gatewayObject({ name, namespace: INFRA, listeners: [listener] });
     const route = (name: string, parent: string, backend: string) =>
@@ -496,15 +452,14 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     assert.ok(hasCondition(newer.listeners?.[0]?.conditions, 'Programmed', 'False'));
     assert.equal(newer.listeners?.[0]?.attachedRoutes, 0);
     assert.ok(hasCondition(newer.conditions, 'Accepted', 'False', 'ListenersNotValid'));
-    // Two protocols never share a port: HTTPS on 80 is not opened at all (PortUnavailable).
     await waitStatus(
-      'HTTPS on port 80 PortUnavailable',
+      'protocol conflict',
       () =>
         hasCondition(
           gatewayStatus('conflict-c-protocol').listeners?.[0]?.conditions,
-          'Accepted',
-          'False',
-          'PortUnavailable',
+          'Conflicted',
+          'True',
+          'ProtocolConflict',
         ),
       () => gatewayStatus('conflict-c-protocol'),
     );

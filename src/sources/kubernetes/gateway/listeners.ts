@@ -17,9 +17,6 @@ import {
 export const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute'] as const;
 export type RouteKind = (typeof ROUTE_KINDS)[number];
 
-/** The Gateway port each protocol is served on: Tollgate's plain and TLS listeners (docs/gateway-api.md#ports). */
-const SERVED_PORT = { HTTP: 80, HTTPS: 443 } as const;
-
 /** A listener of one of our Gateways, checked: what routes attach to (docs/gateway-api.md#gateways). */
 export interface ResolvedListener {
   gateway: string;
@@ -130,15 +127,6 @@ function resolveListener(
       type: 'Accepted',
       reason: 'UnsupportedProtocol',
       message: `protocol ${listener.protocol} is not served (HTTP and HTTPS are)`,
-    });
-  // Tollgate opens no port of its own for a Gateway: its plain listener is the Gateway's port 80, its
-  // TLS listener port 443 (docs/gateway-api.md#ports). Another port would be announced and never served.
-  const opened = SERVED_PORT[protocol];
-  if (protocol === listener.protocol && typeof listener.port === 'number' && listener.port !== opened)
-    problems.push({
-      type: 'Accepted',
-      reason: 'PortUnavailable',
-      message: `port ${listener.port} is not opened: ${protocol} listeners are served on port ${opened}, Tollgate's ${protocol === 'HTTP' ? 'plain' : 'TLS'} listener`,
     });
   let hostname: string | null = null;
   if (listener.hostname !== undefined && listener.hostname !== '') {

@@ -69,9 +69,9 @@ export interface Listener {
 export interface Gateway {
   metadata?: ObjectMeta;
   spec?: {
+    infrastructure?: { parametersRef?: ParametersReference };
     gatewayClassName?: string;
     listeners?: Listener[];
-    infrastructure?: { parametersRef?: ParametersReference };
   };
   status?: Record<string, unknown>;
 }

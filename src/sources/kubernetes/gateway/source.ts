@@ -184,13 +184,13 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
 
   const gatewayNames = settings.gatewayNames ?? null;
   const writer = createStatusWriter({
-    custom,
-    logger,
     // With gateway_names, other deployments serve the other Gateways and write their route parents.
     foreignParent: (ref, routeNamespace) =>
       gatewayNames !== null &&
       (ref.kind ?? 'Gateway') === 'Gateway' &&
       !gatewayNames.includes(`${ref.namespace ?? routeNamespace}/${ref.name ?? ''}`),
+    custom,
+    logger,
     current: (status: DesiredStatus) =>
       objectsOf<Stored>(status.resource).find(
         (item) =>

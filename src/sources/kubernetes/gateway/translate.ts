@@ -2,7 +2,6 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
-import { markConflicts } from './conflicts.ts';
 import {
   gatewaySecrets,
   parametersProblem,
@@ -29,6 +28,7 @@ import {
   type TollgatePolicy,
 } from './policy.ts';
 import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
+import { markConflicts } from './shared-ports.ts';
 
 /** Everything a translation reads: objects as the API gave them, nothing fetched here. */
 export interface GatewayInput {
@@ -345,7 +345,7 @@ function certificatesOf(
           entry.gateways.some((via) => via.gateway === key && via.listener === listener.name)
         )
           names.add(entry.host);
-      certificates.push({ ...listener.certificate, names: [...names] });
+      if (names.size > 0) certificates.push({ ...listener.certificate, names: [...names] });
     }
   }
   return certificates;

@@ -12,11 +12,11 @@ function servedOn(listener: ResolvedListener): string {
 /**
  * Marks the listeners that would mix with an older one (docs/gateway-api.md#listener-conflicts).
  * One deployment serves all its Gateways on the same ports, so two listeners served on the same
- * port with the same hostname (both none included) would take each other's requests. `gateways` are
- * oldest first: the older listener (then the earlier one of a Gateway) keeps serving, the newer is
- * `Conflicted` (HostnameConflict), not accepted, and no route attaches to it. Listeners refused for
- * their own shape, and Gateways not accepted, claim nothing. Two protocols never share a port here:
- * a listener not on its protocol's port is already refused (PortUnavailable, listeners.ts).
+ * port with the same hostname (both none included) would take each other's requests; and two
+ * listeners declaring the same port with different protocols cannot both be what that port is.
+ * `gateways` are oldest first: the older listener (then the earlier one of a Gateway) keeps serving,
+ * the newer is `Conflicted` (HostnameConflict / ProtocolConflict), not accepted, and no route
+ * attaches to it. Listeners refused for their own shape, and Gateways not accepted, claim nothing.
  */
 export function markConflicts(gateways: readonly ResolvedGateway[]): void {
   const held: ResolvedListener[] = [];
@@ -24,9 +24,14 @@ export function markConflicts(gateways: readonly ResolvedGateway[]): void {
     if (gateway.invalidParameters !== null) continue;
     for (const listener of gateway.listeners) {
       if (!accepted(listener)) continue;
-      const other = held.find(
-        (item) => servedOn(item) === servedOn(listener) && item.hostname === listener.hostname,
+      const protocol = held.find(
+        (other) =>
+          other.port !== null && other.port === listener.port && other.protocol !== listener.protocol,
       );
+      const hostname = held.find(
+        (other) => servedOn(other) === servedOn(listener) && other.hostname === listener.hostname,
+      );
+      const other = protocol ?? hostname;
       if (other === undefined) {
         held.push(listener);
         listener.conditions.push(
@@ -40,13 +45,16 @@ export function markConflicts(gateways: readonly ResolvedGateway[]): void {
         );
         continue;
       }
-      const message = `listener ${other.name} of Gateway ${other.gatewayNamespace}/${other.gateway} is older and serves ${listener.hostname ?? 'every hostname'} on the same port (one deployment per Gateway: kubernetes.gateway_names)`;
+      const reason = protocol ? 'ProtocolConflict' : 'HostnameConflict';
+      const message = protocol
+        ? `port ${listener.port} is already ${other.protocol} for listener ${other.name} of Gateway ${other.gatewayNamespace}/${other.gateway}`
+        : `listener ${other.name} of Gateway ${other.gatewayNamespace}/${other.gateway} is older and serves ${listener.hostname ?? 'every hostname'} on the same port (one deployment per Gateway: kubernetes.gateway_names)`;
       listener.usable = false;
       listener.conditions = [
-        condition('Accepted', false, 'HostnameConflict', message, gateway.generation),
+        condition('Accepted', false, reason, message, gateway.generation),
         condition('Programmed', false, 'Invalid', message, gateway.generation),
         ...listener.conditions.filter((item) => item.type === 'ResolvedRefs'),
-        condition('Conflicted', true, 'HostnameConflict', message, gateway.generation),
+        condition('Conflicted', true, reason, message, gateway.generation),
       ];
     }
   }
