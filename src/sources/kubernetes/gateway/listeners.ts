@@ -9,7 +9,7 @@ import {
   type Gateway,
   type LabelSelector,
   type Listener,
-  type ParametersReference,
+  parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
 
@@ -45,17 +45,6 @@ export interface ResolvedGateway {
   listeners: ResolvedListener[];
   /** Why its `infrastructure.parametersRef` is refused (Accepted=False InvalidParameters), or null. */
   invalidParameters: string | null;
-}
-
-/**
- * Why a `parametersRef` is refused, or null when there is none. Tollgate takes no parameters
- * (docs/gateway-api.md#gateways): whatever is named, it can neither resolve nor understand it, and
- * serving as if it had been read would ignore what the owner asked for.
- */
-export function parametersProblem(ref: ParametersReference | undefined): string | null {
-  if (ref === undefined || ref === null) return null;
-  const named = `${ref.group || 'core'}/${ref.kind ?? '?'} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name ?? ''}`;
-  return `parametersRef ${named} is not understood: Tollgate takes no parameters`;
 }
 
 /** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */

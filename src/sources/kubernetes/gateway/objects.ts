@@ -176,3 +176,14 @@ export function condition(
     ...(observedGeneration === undefined ? {} : { observedGeneration }),
   };
 }
+
+/**
+ * Why a `parametersRef` is refused, or null when there is none. Tollgate takes no parameters
+ * (docs/gateway-api.md#gateways): whatever is named, it can neither resolve nor understand it, and
+ * serving as if it had been read would ignore what the owner asked for.
+ */
+export function parametersProblem(ref: ParametersReference | undefined): string | null {
+  if (ref === undefined || ref === null) return null;
+  const named = `${ref.group || 'core'}/${ref.kind ?? '?'} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name ?? ''}`;
+  return `parametersRef ${named} is not understood: Tollgate takes no parameters`;
+}

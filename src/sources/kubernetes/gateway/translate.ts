@@ -2,13 +2,7 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
-import {
-  gatewaySecrets,
-  parametersProblem,
-  type ResolvedGateway,
-  type RouteKind,
-  resolveGateway,
-} from './listeners.ts';
+import { gatewaySecrets, type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
 import {
   byAge,
   type Condition,
@@ -18,6 +12,7 @@ import {
   type GatewayClass,
   type HttpRoute,
   keyOf,
+  parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
 import {
