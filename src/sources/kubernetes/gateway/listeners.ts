@@ -7,6 +7,7 @@ import {
   condition,
   GATEWAY_GROUP,
   type Gateway,
+  type GatewayInfrastructure,
   type LabelSelector,
   type Listener,
   parametersProblem,
@@ -86,7 +87,9 @@ export function resolveGateway(
     seen.add(name);
     listeners.push({ ...resolved, gateway: gateway.metadata?.name ?? '', gatewayNamespace: namespace });
   }
-  const invalidParameters = parametersProblem(gateway.spec?.infrastructure?.parametersRef);
+  const invalidParameters = parametersProblem(
+    (gateway.spec as GatewayInfrastructure | undefined)?.infrastructure?.parametersRef,
+  );
   // A Gateway that is not accepted serves nothing: its listeners keep their own conditions, but
   // none is programmed and no route attaches.
   if (invalidParameters !== null)

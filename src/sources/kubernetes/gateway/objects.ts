@@ -68,11 +68,7 @@ export interface Listener {
 
 export interface Gateway {
   metadata?: ObjectMeta;
-  spec?: {
-    infrastructure?: { parametersRef?: ParametersReference };
-    gatewayClassName?: string;
-    listeners?: Listener[];
-  };
+  spec?: { gatewayClassName?: string; listeners?: Listener[] };
   status?: Record<string, unknown>;
 }
 
@@ -175,6 +171,11 @@ export function condition(
     message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
     ...(observedGeneration === undefined ? {} : { observedGeneration }),
   };
+}
+
+/** A Gateway's `spec.infrastructure` (GEP-1867), read beside the spec's other fields. */
+export interface GatewayInfrastructure {
+  infrastructure?: { parametersRef?: ParametersReference };
 }
 
 /**
