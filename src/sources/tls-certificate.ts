@@ -145,9 +145,16 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       ? {}
       : { secureOptions: verification.serverOptions.secureOptions }),
   });
+  /**
+   * The certificate a handshake for `name` is served, null for the default pair. A catch-all (`*`)
+   * replaces the default pair only where the default checks no client certificate: it must never
+   * lift that check for a name the default pair serves.
+   */
+  const chosenFor = (name: string) =>
+    store.served(name) ?? (defaultPolicy() === null ? store.catchAll() : null);
   /** The check of handshakes for a name: the served pair's, or the default pair's for other names. */
   const policyFor = (name: string): ClientCertificatePolicy | null => {
-    const served = store.served(name);
+    const served = chosenFor(name);
     return served === null ? defaultPolicy() : (served.clientCertificates ?? null);
   };
 
@@ -157,9 +164,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       ...defaultMaterial(),
       ...verification.serverOptions,
       SNICallback: verification.sniCallback((name) => {
-        // A catch-all (`*`) replaces the default pair only where the default checks no client
-        // certificate: it must never lift that check for a name the default pair serves.
-        const served = store.served(name) ?? (defaultPolicy() === null ? store.catchAll() : null);
+        const served = chosenFor(name);
         return served === null
           ? null
           : { context: served.context, policy: served.clientCertificates ?? null };
