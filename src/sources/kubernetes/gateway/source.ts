@@ -182,13 +182,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       .filter(([key]) => key.startsWith(`${resource} `))
       .flatMap(([, list]) => list) as T[];
 
-  const gatewayNames = settings.gatewayNames ?? null;
   const writer = createStatusWriter({
-    // With gateway_names, other deployments serve the other Gateways and write their route parents.
-    foreignParent: (ref, routeNamespace) =>
-      gatewayNames !== null &&
-      (ref.kind ?? 'Gateway') === 'Gateway' &&
-      !gatewayNames.includes(`${ref.namespace ?? routeNamespace}/${ref.name ?? ''}`),
     custom,
     logger,
     current: (status: DesiredStatus) =>
@@ -212,7 +206,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     if (!watches.every((item) => item.synced)) return;
     const base = {
       className: settings.gatewayClass,
-      gatewayNames,
+      gatewayNames: settings.gatewayNames ?? null,
       classes: objectsOf<GatewayClass>('gatewayclasses'),
       gateways: objectsOf<Gateway>('gateways'),
       policies: objectsOf<TollgatePolicy>('tollgatepolicies'),

@@ -59,11 +59,6 @@ export function createStatusWriter(deps: {
   logger: Logger;
   /** The object as the watches last saw it. */
   current: (status: DesiredStatus) => StoredObject | undefined;
-  /**
-   * True for a route parent of Tollgate's controllerName that another deployment writes (a Gateway
-   * outside `gateway_names`): kept as it is, never replaced or removed.
-   */
-  foreignParent?: (ref: ParentReference, routeNamespace: string) => boolean;
   now?: () => Date;
 }): StatusWriter {
   const { custom, logger } = deps;
@@ -78,7 +73,7 @@ export function createStatusWriter(deps: {
     let object = deps.current(desired);
     for (let attempt = 0; attempt < CONFLICT_RETRIES && !closed; attempt++) {
       if (object === undefined) return; // gone: nothing to write
-      const status = merged(desired, object.status ?? {}, now(), deps.foreignParent ?? (() => false));
+      const status = merged(desired, object.status ?? {}, now());
       if (canonical(status) === canonical(pick(object.status ?? {}, Object.keys(status)))) return;
       const api = API_OF[desired.resource];
       const body = {
@@ -167,15 +162,13 @@ function merged(
   desired: DesiredStatus,
   current: Record<string, unknown>,
   time: Date,
-  foreignParent: (ref: ParentReference, routeNamespace: string) => boolean,
 ): Record<string, unknown> {
   const stamp = time.toISOString().replace(/\.\d+Z$/, 'Z');
   if (desired.resource === 'httproutes' || desired.resource === 'grpcroutes') {
     const existing = (current.parents as RouteParentStatus[] | undefined) ?? [];
     const others = existing.filter(
       (parent) =>
-        parent.controllerName !== GATEWAY_CONTROLLER ||
-        foreignParent(parent.parentRef ?? {}, desired.namespace),
+        parent.controllerName !== GATEWAY_CONTROLLER || foreignParent(desired, parent.parentRef ?? {}),
     );
     const ours = ((desired.status.parents as RouteParentStatus[]) ?? []).map((parent) => {
       const before = existing.find(
@@ -208,6 +201,19 @@ function merged(
     );
   }
   return result;
+}
+
+/**
+ * A route parent of Tollgate's controllerName that another deployment writes (a Gateway outside
+ * this one's `gateway_names`): kept as it is, never replaced or removed.
+ */
+function foreignParent(desired: DesiredStatus, ref: ParentReference): boolean {
+  const own = desired.ownGateways;
+  return (
+    own !== undefined &&
+    (ref.kind ?? 'Gateway') === 'Gateway' &&
+    !own.includes(`${ref.namespace ?? desired.namespace}/${ref.name ?? ''}`)
+  );
 }
 
 function withTimes(

@@ -63,6 +63,11 @@ export interface DesiredStatus {
   namespace: string;
   name: string;
   status: Record<string, unknown>;
+  /**
+   * Routes, with gateway_names: the Gateways (`namespace/name`) this deployment serves; the parents
+   * of any other are another deployment's to write (status.ts keeps them).
+   */
+  ownGateways?: readonly string[];
 }
 
 export interface GatewayCertificate {
@@ -228,6 +233,7 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       resource: outcome.kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
       namespace: outcome.namespace,
       name: outcome.name,
+      ...(input.gatewayNames ? { ownGateways: input.gatewayNames } : {}),
       status: {
         parents: outcome.parents.map((parent) => ({
           parentRef: parent.parentRef,
