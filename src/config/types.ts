@@ -97,6 +97,8 @@ export interface KubernetesSettings {
   ingressClass?: string | null;
   /** `gateway_class`: serve Gateways of this GatewayClass name (docs/gateway-api.md); null = off. */
   gatewayClass?: string | null;
+  /** `gateway_names`: only these Gateways (`namespace/name`) of that class are served; null = all. */
+  gatewayNames?: string[] | null;
   /** `watch_namespaces`: the namespaces whose Ingresses are read; null = every namespace the RBAC allows. */
   watchNamespaces?: string[] | null;
   /** `publish_service`: `namespace/name` of Tollgate's own Service, written into Ingress status. */

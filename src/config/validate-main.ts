@@ -77,6 +77,7 @@ const KUBERNETES_KEYS = [
   'upstreams_configmap',
   'ingress_class',
   'gateway_class',
+  'gateway_names',
   'watch_namespaces',
   'publish_service',
   'publish_address',
@@ -482,6 +483,7 @@ function readKubernetes(
       DNS_SUBDOMAIN,
       'a GatewayClass name (lower-case letters, digits, - and ., at most 253)',
     ),
+    gatewayNames: readGatewayNames(r, fields.get('gateway_names'), fields.has('gateway_class')),
     watchNamespaces: stringList(r, fields.get('watch_namespaces'), (value) =>
       DNS_LABEL.test(value) ? null : `'${value}' is not a namespace name`,
     ),
@@ -492,6 +494,25 @@ function readKubernetes(
         : `'${value}' is neither an IP address nor a host name`,
     ),
   };
+}
+
+/**
+ * `gateway_names`: the Gateways (`namespace/name`) this deployment serves, of `gateway_class`
+ * (docs/gateway-api.md#one-deployment-per-gateway); null = every Gateway of the class.
+ */
+function readGatewayNames(r: YamlReader, field: Field | undefined, hasClass: boolean): string[] | null {
+  if (field !== undefined && !r.isNull(field.node) && !hasClass)
+    r.report(field.keyNode, field.path, 'needs gateway_class: it narrows the Gateways of that class');
+  return stringList(r, field, (value) => {
+    const [namespace, name, ...rest] = value.split('/');
+    return rest.length === 0 &&
+      namespace !== undefined &&
+      DNS_LABEL.test(namespace) &&
+      name !== undefined &&
+      DNS_SUBDOMAIN.test(name)
+      ? null
+      : `'${value}' is not namespace/name of a Gateway`;
+  });
 }
 
 /** A non-empty list of distinct strings, each checked by `problem`; null when absent. */

@@ -12,7 +12,9 @@ import type { ClientCertificatePolicy } from '../listeners/client-certificates.t
  * certificate's DNS subject alternative names, else its common name), then as a one-label wildcard
  * (`*.example.com` for `a.example.com`, not `a.b.example.com`); with no match (or no SNI) the
  * listener's default, the first pair of main.yaml, is served. When several certificates claim a
- * name, the earlier source wins, then the earlier certificate of the set.
+ * name, the earlier source wins, then the earlier certificate of the set. The name `*` claims every
+ * name nothing else claims (a Gateway's HTTPS listener without `hostname`, docs/gateway-api.md#gateways):
+ * `catchAll` gives it, for the TLS listener to serve instead of its default where that is safe.
  */
 export interface ServedCertificate {
   /** Lower-case DNS names it is served for; `*.` prefixes are wildcards. */
@@ -64,6 +66,11 @@ export class CertificateStore {
     return this.#wildcard.get(name.slice(dot + 1)) ?? null;
   }
 
+  /** The certificate claiming every other name (`*`), or null. */
+  catchAll(): ServedCertificate | null {
+    return this.#catchAll;
+  }
+
   /** For TLS servers' `SNICallback`. */
   readonly sniCallback = (
     servername: string,
@@ -72,13 +79,18 @@ export class CertificateStore {
     callback(null, this.select(servername) ?? undefined);
   };
 
+  /** The first certificate naming `*`: every name nothing else claims. */
+  #catchAll: ServedCertificate | null = null;
+
   #index(): void {
     const exact = new Map<string, ServedCertificate>();
     const wildcard = new Map<string, ServedCertificate>();
+    let catchAll: ServedCertificate | null = null;
     for (const certificates of this.#sources.values()) {
       for (const served of certificates) {
         for (const name of served.names) {
-          if (name.startsWith('*.')) {
+          if (name === '*') catchAll ??= served;
+          else if (name.startsWith('*.')) {
             const parent = name.slice(2);
             if (!wildcard.has(parent)) wildcard.set(parent, served);
           } else if (!exact.has(name)) {
@@ -87,6 +99,7 @@ export class CertificateStore {
         }
       }
     }
+    this.#catchAll = catchAll;
     this.#exact = exact;
     this.#wildcard = wildcard;
     this.#anyClientCertificates = [...this.#sources.values()].some((certificates) =>

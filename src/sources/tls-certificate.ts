@@ -151,9 +151,16 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       ? {}
       : { secureOptions: verification.serverOptions.secureOptions }),
   });
+  /**
+   * The certificate a handshake for `name` is served, null for the default pair. A catch-all (`*`)
+   * replaces the default pair only where the default checks no client certificate: it must never
+   * lift that check for a name the default pair serves.
+   */
+  const chosenFor = (name: string) =>
+    store.served(name) ?? (defaultPolicy() === null ? store.catchAll() : null);
   /** The check of handshakes for a name: the served pair's, or the default pair's for other names. */
   const policyFor = (name: string): ClientCertificatePolicy | null => {
-    const served = store.served(name);
+    const served = chosenFor(name);
     return served === null ? defaultPolicy() : (served.clientCertificates ?? null);
   };
 
@@ -163,7 +170,7 @@ export function createTlsContextProvider(options: TlsContextProviderOptions): Tl
       ...defaultMaterial(),
       ...verification.serverOptions,
       SNICallback: verification.sniCallback((name) => {
-        const served = store.served(name);
+        const served = chosenFor(name);
         return served === null
           ? null
           : { context: served.context, policy: served.clientCertificates ?? null };

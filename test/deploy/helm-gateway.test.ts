@@ -113,7 +113,7 @@ describe('helm chart: Gateway API', () => {
     await validates(manifests);
   });
 
-  test('watchNamespaces: Roles per namespace, the ClusterRole only for classes and Namespaces; no Secrets without readSecrets', async () => {
+  test('watchNamespaces: Roles per namespace, the ClusterRole only for classes and Namespaces; no Secrets without readSecrets; gatewayNames is kubernetes.gateway_names', async () => {
     const manifests = await render({
       gatewayAPI: {
         enabled: true,
@@ -121,6 +121,7 @@ describe('helm chart: Gateway API', () => {
         watchNamespaces: ['apps'],
         readSecrets: false,
         publishAddress: ['203.0.113.5'],
+        gatewayNames: ['apps/edge'],
         createGatewayClass: false,
         installPolicyCRD: false,
       },
@@ -138,6 +139,7 @@ describe('helm chart: Gateway API', () => {
     assert.deepEqual(mainYaml(manifests).kubernetes, {
       gateway_class: 'edge-gw',
       watch_namespaces: ['apps'],
+      gateway_names: ['apps/edge'],
       publish_address: ['203.0.113.5'],
     });
     await validates(manifests);

@@ -25,6 +25,24 @@ describe('SNI certificate store', () => {
     assert.equal(store.select('localhost'), null);
   });
 
+  it('`*` is a catch-all apart: select and served never give it (the TLS listener decides), catchAll does, the first one', () => {
+    const store = new CertificateStore();
+    const named = context();
+    const any = context();
+    const later = context();
+    store.set('files', [{ names: ['a.test'], context: named }]);
+    store.set('gateway', [
+      { names: ['*', 'b.test'], context: any },
+      { names: ['*'], context: later },
+    ]);
+    assert.equal(store.select('a.test'), named);
+    assert.equal(store.select('b.test'), any);
+    assert.equal(store.select('c.test'), null);
+    assert.equal(store.catchAll()?.context, any);
+    store.delete('gateway');
+    assert.equal(store.catchAll(), null);
+  });
+
   it('sources are independent: one is replaced or removed without touching the others; the earlier wins a name', () => {
     const store = new CertificateStore();
     const fromFiles = context();

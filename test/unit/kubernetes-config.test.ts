@@ -118,6 +118,7 @@ describe('main.yaml kubernetes:', () => {
       upstreamsConfigMap: 'tollgate-upstreams',
       ingressClass: null,
       gatewayClass: null,
+      gatewayNames: null,
       watchNamespaces: null,
       publishService: null,
       publishAddress: null,
@@ -129,6 +130,7 @@ describe('main.yaml kubernetes:', () => {
       upstreamsConfigMap: null,
       ingressClass: null,
       gatewayClass: null,
+      gatewayNames: null,
       watchNamespaces: null,
       publishService: null,
       publishAddress: null,
@@ -173,6 +175,26 @@ describe('main.yaml kubernetes:', () => {
     );
     assert.deepEqual(problems(main('kubernetes:\n  gateway_class: Tollgate_GW\n')), [
       "/etc/tollgate/main.yaml:2:18: kubernetes.gateway_class: 'Tollgate_GW' is not a GatewayClass name (lower-case letters, digits, - and ., at most 253)",
+    ]);
+  });
+
+  it('reads gateway_names (namespace/name), only beside gateway_class', () => {
+    assert.deepEqual(
+      valid(main('kubernetes:\n  gateway_class: tollgate\n  gateway_names: [infra/edge, apps/web.gw]\n'))
+        .kubernetes?.gatewayNames,
+      ['infra/edge', 'apps/web.gw'],
+    );
+    assert.equal(valid(main('kubernetes:\n  gateway_class: tollgate\n')).kubernetes?.gatewayNames, null);
+    assert.deepEqual(
+      problems(main('kubernetes:\n  gateway_class: tollgate\n  gateway_names: [edge, a/b/c, Infra/x]\n')),
+      [
+        "/etc/tollgate/main.yaml:3:19: kubernetes.gateway_names[0]: 'edge' is not namespace/name of a Gateway",
+        "/etc/tollgate/main.yaml:3:25: kubernetes.gateway_names[1]: 'a/b/c' is not namespace/name of a Gateway",
+        "/etc/tollgate/main.yaml:3:32: kubernetes.gateway_names[2]: 'Infra/x' is not namespace/name of a Gateway",
+      ],
+    );
+    assert.deepEqual(problems(main('kubernetes:\n  gateway_names: [infra/edge]\n')), [
+      '/etc/tollgate/main.yaml:2:3: kubernetes.gateway_names: needs gateway_class: it narrows the Gateways of that class',
     ]);
   });
 

@@ -47,7 +47,9 @@ export function describeKubernetesUse(main: MainConfig, upstreams: UpstreamsConf
   const gatewayClass = main.kubernetes?.gatewayClass;
   if (gatewayClass)
     lines.push(
-      `would serve Gateways of GatewayClass ${gatewayClass} and their routes in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
+      main.kubernetes?.gatewayNames
+        ? `would serve the Gateways ${main.kubernetes.gatewayNames.join(', ')} of GatewayClass ${gatewayClass} and their routes`
+        : `would serve Gateways of GatewayClass ${gatewayClass} and their routes in ${main.kubernetes?.watchNamespaces?.join(', ') ?? 'every namespace'}`,
     );
   const configMap = main.kubernetes?.upstreamsConfigMap;
   if (configMap)

@@ -281,6 +281,7 @@ upstreams.yaml is found beside main.yaml by default.
 {{- fail "gatewayAPI.watchNamespaces and ingressController.watchNamespaces are one main.yaml key (kubernetes.watch_namespaces): list the same namespaces in both, or in one only" }}
 {{- end }}
 {{- with $gw.watchNamespaces }}{{ $_ := set $kube "watch_namespaces" . }}{{ end }}
+{{- with $gw.gatewayNames }}{{ $_ := set $kube "gateway_names" . }}{{ end }}
 {{- if not (hasKey $kube "publish_address") }}{{- if not (hasKey $kube "publish_service") }}
 {{- if $gw.publishAddress }}
 {{- $_ := set $kube "publish_address" $gw.publishAddress }}

@@ -14,8 +14,10 @@ import {
   condition,
   GATEWAY_GROUP,
   type Gateway,
+  type GatewayInfrastructure,
   type LabelSelector,
   type Listener,
+  parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
 
@@ -51,6 +53,8 @@ export interface ResolvedGateway {
   name: string;
   generation: number | undefined;
   listeners: ResolvedListener[];
+  /** Why its `infrastructure.parametersRef` is refused (Accepted=False InvalidParameters), or null. */
+  invalidParameters: string | null;
 }
 
 /** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */
@@ -108,7 +112,21 @@ export function resolveGateway(
     seen.add(name);
     listeners.push({ ...resolved, gateway: gateway.metadata?.name ?? '', gatewayNamespace: namespace });
   }
-  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners };
+  const invalidParameters = parametersProblem(
+    (gateway.spec as GatewayInfrastructure | undefined)?.infrastructure?.parametersRef,
+  );
+  // A Gateway that is not accepted serves nothing: its listeners keep their own conditions, but
+  // none is programmed and no route attaches.
+  if (invalidParameters !== null)
+    for (const listener of listeners) {
+      listener.usable = false;
+      listener.conditions = listener.conditions.map((item) =>
+        item.type === 'Programmed'
+          ? condition('Programmed', false, 'Invalid', 'the Gateway is not accepted', generation)
+          : item,
+      );
+    }
+  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners, invalidParameters };
 }
 
 function resolveListener(
@@ -154,6 +172,8 @@ function resolveListener(
           message: `route kind ${kind.group ?? GATEWAY_GROUP}/${kind.kind} is not supported`,
         });
     }
+  // A listener of a protocol Tollgate does not serve supports no route kind (its supportedKinds is empty).
+  if (protocol !== listener.protocol) kinds.length = 0;
   const from = listener.allowedRoutes?.namespaces?.from ?? 'Same';
   if (from !== 'Same' && from !== 'All' && from !== 'Selector')
     problems.push({

@@ -28,9 +28,17 @@ export interface Condition {
   lastTransitionTime?: string;
 }
 
+/** A `parametersRef` (GatewayClass spec, Gateway spec.infrastructure): Tollgate takes none. */
+export interface ParametersReference {
+  group?: string;
+  kind?: string;
+  name?: string;
+  namespace?: string;
+}
+
 export interface GatewayClass {
   metadata?: ObjectMeta;
-  spec?: { controllerName?: string };
+  spec?: { controllerName?: string; parametersRef?: ParametersReference };
   status?: { conditions?: Condition[] };
 }
 
@@ -180,4 +188,20 @@ export function condition(
     message: message.length > 1000 ? `${message.slice(0, 997)}...` : message,
     ...(observedGeneration === undefined ? {} : { observedGeneration }),
   };
+}
+
+/** A Gateway's `spec.infrastructure` (GEP-1867), read beside the spec's other fields. */
+export interface GatewayInfrastructure {
+  infrastructure?: { parametersRef?: ParametersReference };
+}
+
+/**
+ * Why a `parametersRef` is refused, or null when there is none. Tollgate takes no parameters
+ * (docs/gateway-api.md#gateways): whatever is named, it can neither resolve nor understand it, and
+ * serving as if it had been read would ignore what the owner asked for.
+ */
+export function parametersProblem(ref: ParametersReference | undefined): string | null {
+  if (ref === undefined || ref === null) return null;
+  const named = `${ref.group || 'core'}/${ref.kind ?? '?'} ${ref.namespace ? `${ref.namespace}/` : ''}${ref.name ?? ''}`;
+  return `parametersRef ${named} is not understood: Tollgate takes no parameters`;
 }

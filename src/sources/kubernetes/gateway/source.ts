@@ -218,6 +218,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     if (!watches.every((item) => item.synced)) return;
     const base = {
       className: settings.gatewayClass,
+      gatewayNames: settings.gatewayNames ?? null,
       classes: objectsOf<GatewayClass>('gatewayclasses'),
       gateways: objectsOf<Gateway>('gateways'),
       policies: objectsOf<TollgatePolicy>('tollgatepolicies'),
@@ -272,6 +273,25 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       now.set(`malformed ${problem}`, problem);
       if (!reported.has(`malformed ${problem}`))
         logger.warn({ problem }, 'gateway api object malformed: left out');
+    }
+    // The configured class refused (a parametersRef): nothing of it is served; say so once.
+    const ownClass = translation.statuses.find(
+      (item) => item.resource === 'gatewayclasses' && item.name === settings.gatewayClass,
+    );
+    const refused = (
+      ownClass?.status.conditions as Array<{ type: string; status: string; message: string }>
+    )?.find((item) => item.type === 'Accepted' && item.status === 'False')?.message;
+    if (refused !== undefined) {
+      const key = `GatewayClass ${settings.gatewayClass}`;
+      now.set(key, refused);
+      if (reported.get(key) !== refused) {
+        logger.warn(
+          { gatewayClass: settings.gatewayClass, problem: refused },
+          'gateway class not accepted: none of its Gateways is served',
+        );
+        // A cluster-scoped object's Events live in the default namespace.
+        void event('GatewayClass', 'default', settings.gatewayClass, 'Warning', 'InvalidParameters', refused);
+      }
     }
     for (const gateway of translation.gateways) {
       // A listener that cannot be served: a Warning Event on its Gateway (its status says the same).
@@ -357,9 +377,11 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       HTTPRoute: 'httproutes',
       GRPCRoute: 'grpcroutes',
       Gateway: 'gateways',
+      GatewayClass: 'gatewayclasses',
     }[kind];
     const object = objectsOf<Stored>(resource ?? '').find(
-      (item) => item.metadata?.namespace === namespace && item.metadata?.name === name,
+      (item) =>
+        (kind === 'GatewayClass' || item.metadata?.namespace === namespace) && item.metadata?.name === name,
     );
     await recordEvent(
       core,

@@ -1,7 +1,12 @@
 import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.ts';
 import { timeoutOptions } from '../resource-watch.ts';
-import { type Condition, GATEWAY_CONTROLLER, type RouteParentStatus } from './objects.ts';
+import {
+  type Condition,
+  GATEWAY_CONTROLLER,
+  type ParentReference,
+  type RouteParentStatus,
+} from './objects.ts';
 import type { DesiredStatus } from './translate.ts';
 
 /** Where each kind lives in the API (group, version, plural; cluster-scoped or not). */
@@ -161,7 +166,10 @@ function merged(
   const stamp = time.toISOString().replace(/\.\d+Z$/, 'Z');
   if (desired.resource === 'httproutes' || desired.resource === 'grpcroutes') {
     const existing = (current.parents as RouteParentStatus[] | undefined) ?? [];
-    const others = existing.filter((parent) => parent.controllerName !== GATEWAY_CONTROLLER);
+    const others = existing.filter(
+      (parent) =>
+        parent.controllerName !== GATEWAY_CONTROLLER || foreignParent(desired, parent.parentRef ?? {}),
+    );
     const ours = ((desired.status.parents as RouteParentStatus[]) ?? []).map((parent) => {
       const before = existing.find(
         (item) =>
@@ -193,6 +201,19 @@ function merged(
     );
   }
   return result;
+}
+
+/**
+ * A route parent of Tollgate's controllerName that another deployment writes (a Gateway outside
+ * this one's `gateway_names`): kept as it is, never replaced or removed.
+ */
+function foreignParent(desired: DesiredStatus, ref: ParentReference): boolean {
+  const own = desired.ownGateways;
+  return (
+    own !== undefined &&
+    (ref.kind ?? 'Gateway') === 'Gateway' &&
+    !own.includes(`${ref.namespace ?? desired.namespace}/${ref.name ?? ''}`)
+  );
 }
 
 function withTimes(

@@ -18,6 +18,8 @@ import {
   type Gateway,
   type GatewayClass,
   type HttpRoute,
+  keyOf,
+  parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
 import {
@@ -28,11 +30,14 @@ import {
   type TollgatePolicy,
 } from './policy.ts';
 import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
+import { markConflicts } from './shared-ports.ts';
 
 /** Everything a translation reads: objects as the API gave them, nothing fetched here. */
 export interface GatewayInput {
   /** main.yaml `kubernetes.gateway_class`. */
   className: string;
+  /** main.yaml `kubernetes.gateway_names` (`namespace/name`): only these are ours; null = all of the class. */
+  gatewayNames?: readonly string[] | null;
   classes: readonly GatewayClass[];
   gateways: readonly Gateway[];
   httpRoutes: readonly HttpRoute[];
@@ -67,6 +72,11 @@ export interface DesiredStatus {
   namespace: string;
   name: string;
   status: Record<string, unknown>;
+  /**
+   * Routes, with gateway_names: the Gateways (`namespace/name`) this deployment serves; the parents
+   * of any other are another deployment's to write (status.ts keeps them).
+   */
+  ownGateways?: readonly string[];
 }
 
 export interface GatewayCertificate {
@@ -102,22 +112,35 @@ export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
   gateways: [],
 };
 
-/** True when the GatewayClass `className` is ours (its controllerName is Tollgate's). */
+/**
+ * True when the GatewayClass `className` is ours (its controllerName is Tollgate's) and accepted: a
+ * class with a `parametersRef` is not, and its Gateways are not served.
+ */
 export function classIsOurs(input: Pick<GatewayInput, 'className' | 'classes'>): boolean {
   return input.classes.some(
-    (item) => item.metadata?.name === input.className && item.spec?.controllerName === GATEWAY_CONTROLLER,
+    (item) =>
+      item.metadata?.name === input.className &&
+      item.spec?.controllerName === GATEWAY_CONTROLLER &&
+      parametersProblem(item.spec?.parametersRef) === null,
   );
 }
 
-/** Our Gateways: those of the configured class, when that class is ours. */
-export function ourGateways(input: Pick<GatewayInput, 'className' | 'classes' | 'gateways'>): Gateway[] {
+/** Our Gateways: those of the configured class, when that class is ours, narrowed by gateway_names. */
+export function ourGateways(
+  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'gatewayNames'>,
+): Gateway[] {
   if (!classIsOurs(input)) return [];
-  return input.gateways.filter((gateway) => gateway.spec?.gatewayClassName === input.className);
+  const names = input.gatewayNames ?? null;
+  return input.gateways.filter(
+    (gateway) =>
+      gateway.spec?.gatewayClassName === input.className &&
+      (names === null || names.includes(keyOf(gateway))),
+  );
 }
 
 /** The Secrets a translation reads (listener certificates, policy credentials): what to watch. */
 export function secretsWanted(
-  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'policies'>,
+  input: Pick<GatewayInput, 'className' | 'classes' | 'gateways' | 'gatewayNames' | 'policies'>,
 ): string[] {
   const names = new Set<string>();
   for (const gateway of ourGateways(input)) for (const name of gatewaySecrets(gateway)) names.add(name);
@@ -148,25 +171,11 @@ export function createdAt(object: { metadata?: { creationTimestamp?: string | Da
 export function translateGateways(input: GatewayInput): GatewayTranslation {
   const statuses: DesiredStatus[] = [];
   const ours = classIsOurs(input);
+  // Every class of Tollgate's controllerName gets a status, not only the configured one: another
+  // deployment may serve it, and each writes the same (it depends on the class alone).
   for (const item of input.classes) {
-    if (item.metadata?.name !== input.className || item.spec?.controllerName !== GATEWAY_CONTROLLER) continue;
-    statuses.push({
-      resource: 'gatewayclasses',
-      namespace: '',
-      name: input.className,
-      status: {
-        conditions: [
-          condition('Accepted', true, 'Accepted', 'served by Tollgate', item.metadata?.generation),
-          condition(
-            'SupportedVersion',
-            true,
-            'SupportedVersion',
-            'gateway.networking.k8s.io/v1',
-            item.metadata?.generation,
-          ),
-        ],
-      },
-    });
+    if (item.spec?.controllerName !== GATEWAY_CONTROLLER || !item.metadata?.name) continue;
+    statuses.push(classStatus(item));
   }
   if (!ours) return { ...EMPTY_GATEWAY_TRANSLATION, statuses };
 
@@ -185,6 +194,8 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
         return [];
       }
     });
+  // Listeners that would take each other's requests on Tollgate's shared ports: the newer is refused.
+  markConflicts(gateways);
   const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
   const context = {
     gateways: gatewayMap,
@@ -229,7 +240,9 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
   const attachment = applyPolicies(entries, routes, gateways, input);
   const hosts = hostsOf(entries);
   // Policy status comes from the table just built; a path without its policy is closed there.
-  const policies = policiesInForce(attachment, hosts, entries);
+  const policies = policiesInForce(attachment, hosts, entries).filter((outcome) =>
+    policyIsOurs(outcome, input, gatewayMap, routes),
+  );
   const certificates = certificatesOf(gateways, entries);
 
   for (const gateway of gateways) statuses.push(gatewayStatus(gateway, input));
@@ -238,6 +251,7 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       resource: outcome.kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
       namespace: outcome.namespace,
       name: outcome.name,
+      ...(input.gatewayNames ? { ownGateways: input.gatewayNames } : {}),
       status: {
         parents: outcome.parents.map((parent) => ({
           parentRef: parent.parentRef,
@@ -254,6 +268,35 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       status: { conditions: policy.conditions },
     });
   return { hosts, certificates, statuses, routes, policies, gateways, malformed, claims: routeClaims };
+}
+
+/**
+ * With gateway_names, a policy is this deployment's to report on only when it targets one of its
+ * Gateways or a route attached to one: another deployment reports on the rest (two would fight).
+ */
+function policyIsOurs(
+  outcome: PolicyOutcome,
+  input: GatewayInput,
+  gateways: ReadonlyMap<string, ResolvedGateway>,
+  routes: readonly RouteOutcome[],
+): boolean {
+  if ((input.gatewayNames ?? null) === null) return true;
+  const policy = input.policies.find(
+    (item) => item.metadata?.namespace === outcome.namespace && item.metadata?.name === outcome.name,
+  );
+  const refs = policy?.spec?.targetRefs;
+  if (!Array.isArray(refs)) return false;
+  return refs.some((ref) =>
+    ref.kind === 'Gateway'
+      ? gateways.has(`${outcome.namespace}/${ref.name ?? ''}`)
+      : routes.some(
+          (route) =>
+            route.kind === ref.kind &&
+            route.namespace === outcome.namespace &&
+            route.name === ref.name &&
+            route.parents.length > 0,
+        ),
+  );
 }
 
 /** A route whose shape the translation could not read: served nowhere, reported on its Events. */
@@ -301,7 +344,10 @@ function hostsOf(entries: readonly PathEntry[]): HostConfig[] {
   return hosts;
 }
 
-/** Each usable HTTPS listener's certificate, for the names routes were given through it. */
+/**
+ * Each usable HTTPS listener's certificate, for its own hostname and the names routes were given
+ * through it; a listener without hostname claims every name nothing more specific claims (`*`).
+ */
 function certificatesOf(
   gateways: readonly ResolvedGateway[],
   entries: readonly PathEntry[],
@@ -311,7 +357,7 @@ function certificatesOf(
     for (const listener of gateway.listeners) {
       if (listener.certificate === null || !listener.usable) continue;
       const key = `${gateway.namespace}/${gateway.name}`;
-      const names = new Set<string>();
+      const names = new Set<string>([listener.hostname ?? '*']);
       for (const entry of entries)
         if (
           entry.host !== DEFAULT_HOST &&
@@ -331,11 +377,54 @@ function certificatesOf(
   return certificates;
 }
 
+/** A GatewayClass of Tollgate's controllerName: Accepted, unless it names parameters. */
+function classStatus(item: GatewayClass): DesiredStatus {
+  const generation = item.metadata?.generation;
+  const problem = parametersProblem(item.spec?.parametersRef);
+  return {
+    resource: 'gatewayclasses',
+    namespace: '',
+    name: item.metadata?.name ?? '',
+    status: {
+      conditions: [
+        problem === null
+          ? condition('Accepted', true, 'Accepted', 'served by Tollgate', generation)
+          : condition('Accepted', false, 'InvalidParameters', problem, generation),
+        condition('SupportedVersion', true, 'SupportedVersion', 'gateway.networking.k8s.io/v1', generation),
+      ],
+    },
+  };
+}
+
+/**
+ * Gateway `Accepted`: False with InvalidParameters for a parametersRef, False with ListenersNotValid
+ * when no listener is accepted, True with ListenersNotValid when only some are (as the spec words it).
+ */
+function gatewayAccepted(gateway: ResolvedGateway): Condition {
+  const generation = gateway.generation;
+  if (gateway.invalidParameters !== null)
+    return condition('Accepted', false, 'InvalidParameters', gateway.invalidParameters, generation);
+  const accepted = gateway.listeners.filter((listener) =>
+    listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True'),
+  );
+  if (accepted.length === 0)
+    return condition('Accepted', false, 'ListenersNotValid', 'no listener is valid', generation);
+  if (accepted.length < gateway.listeners.length)
+    return condition(
+      'Accepted',
+      true,
+      'ListenersNotValid',
+      'served; some listeners are not valid (see their conditions)',
+      generation,
+    );
+  return condition('Accepted', true, 'Accepted', 'served by Tollgate', generation);
+}
+
 function gatewayStatus(gateway: ResolvedGateway, input: GatewayInput): DesiredStatus {
   const generation = gateway.generation;
   const usable = gateway.listeners.some((listener) => listener.usable);
   const conditions: Condition[] = [
-    condition('Accepted', true, 'Accepted', 'served by Tollgate', generation),
+    gatewayAccepted(gateway),
     usable
       ? condition('Programmed', true, 'Programmed', "served on Tollgate's listeners", generation)
       : condition('Programmed', false, 'Invalid', 'no listener can be served', generation),
