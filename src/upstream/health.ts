@@ -430,7 +430,10 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
       let counts: Map<string, number> | undefined;
       if (!successors.has(route)) {
         counts = exported.get(route.id);
-        if (counts === undefined) exported.set(route.id, (counts = new Map()));
+        if (counts === undefined) {
+          counts = new Map();
+          exported.set(route.id, counts);
+        }
       }
       for (const server of route.servers) {
         const list = routesByAddress.get(server.address);
