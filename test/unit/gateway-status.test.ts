@@ -124,6 +124,16 @@ describe('gateway status writer', () => {
     assert.equal(condition?.lastTransitionTime, '2026-01-02T00:00:00Z');
   });
 
+  it('an empty write leaves the writer ready: a later status is written', async () => {
+    const fake = fakeApi({ metadata: { name: 'web', namespace: 'apps', resourceVersion: '1' }, status: {} });
+    const writer = createStatusWriter({ custom: fake.api, logger, current: () => fake.current() });
+    writer.write([]);
+    await writer.idle();
+    writer.write([ours(true)]);
+    await writer.idle();
+    assert.equal(fake.writes.length, 1);
+  });
+
   it('gives up after repeated conflicts without throwing (the next translation tries again)', async () => {
     const fake = fakeApi({ metadata: { name: 'web', namespace: 'apps', resourceVersion: '1' }, status: {} });
     fake.conflictNext(100);

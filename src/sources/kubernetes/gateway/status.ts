@@ -136,13 +136,26 @@ export function createStatusWriter(deps: {
         logger.warn({ object: key, error: (error as Error).message }, 'could not write a Gateway API status');
       }
     }
-    running = null;
+  }
+
+  /**
+   * One drain at a time. `running` is cleared by the drain's own settling, not inside it: a drain
+   * with nothing to write ends synchronously, before the caller could assign it, and would
+   * otherwise leave the writer looking busy for ever.
+   */
+  function startDrain(): void {
+    if (running !== null) return;
+    const run: Promise<void> = drain().finally(() => {
+      if (running === run) running = null;
+      if (queue.size > 0 && !closed) startDrain();
+    });
+    running = run;
   }
 
   return {
     write(statuses) {
       for (const item of statuses) queue.set(keyOf(item), item);
-      running ??= drain();
+      startDrain();
     },
     idle: async () => {
       while (running !== null) await running;
