@@ -129,8 +129,15 @@ export function createPrimary(config: TollgateConfig, options: PrimaryOptions): 
     restartTimer: null,
   }));
   const slotOf = (worker: Worker) => slots.find((slot) => slot.worker === worker);
+  // A worker can exit between isConnected() and the write (one that failed to bind, at start): the
+  // write then fails with EPIPE, which without a callback is an 'error' event that ends the primary.
+  // Its exit is handled where workers' exits are, so the failed send is only noted.
   const sendTo = (worker: Worker | null, message: PrimaryMessage) => {
-    if (worker?.isConnected()) worker.send(message);
+    if (!worker?.isConnected()) return;
+    worker.send(message, undefined, undefined, (error: Error | null) => {
+      if (error)
+        logger.debug({ err: error, message: message.tollgate }, 'message to an exiting worker not sent');
+    });
   };
 
   let started = false;
