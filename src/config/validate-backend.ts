@@ -25,10 +25,7 @@ type BackendPolicies = Pick<PathConfig, 'timeouts' | 'upstreamHost' | 'redirect'
 
 /** The path's backend policies, only those written (so configs without them compare as before). */
 export function readBackendPolicies(r: YamlReader, fields: Map<string, Field>): Partial<BackendPolicies> {
-  const get = (key: string): Field | undefined => {
-    const field = fields.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const result: Partial<BackendPolicies> = {};
   const timeouts = get('timeouts');
   if (timeouts) result.timeouts = readTimeouts(r, timeouts);

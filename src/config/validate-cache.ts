@@ -48,10 +48,7 @@ export function readPathCache(r: YamlReader, field: Field): CacheConfig | undefi
   }
   const fields = r.fields(field.node, field.path, PATH_CACHE_KEYS);
   if (fields === null) return undefined;
-  const get = (key: string): Field | undefined => {
-    const found = fields.get(key);
-    return found && !r.isNull(found.node) ? found : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const maxField = get('max_bytes');
   if (maxField === undefined) {
     r.report(field.keyNode, field.path, "missing 'max_bytes' (what this path's cache may hold, e.g. 64m)");

@@ -22,10 +22,7 @@ export function readClientCertificateSettings(
 ): ClientCertificateSettings | undefined {
   const fields = r.fields(field.node, field.path, SETTINGS_KEYS);
   if (fields === null) return undefined;
-  const get = (key: string) => {
-    const entry = fields.get(key);
-    return entry === undefined || r.isNull(entry.node) ? undefined : entry;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const path = (key: string) => {
     const entry = get(key);
     if (entry === undefined) return undefined;
@@ -66,10 +63,7 @@ export function readClientCertificateAuth(
   r: YamlReader,
   fields: Map<string, Field>,
 ): ClientCertificateAuth | null {
-  const get = (key: string) => {
-    const entry = fields.get(key);
-    return entry === undefined || r.isNull(entry.node) ? undefined : entry;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   let ok = true;
   let subjectFrom = [...DEFAULT_SUBJECT_FROM];
   const sourcesField = get('subject_from');

@@ -25,10 +25,7 @@ export function readExtAuthzSettings(
   parent: Field,
   fields: Map<string, Field>,
 ): ExtAuthzSettings | null {
-  const get = (key: string) => {
-    const entry = fields.get(key);
-    return entry === undefined || r.isNull(entry.node) ? undefined : entry;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const grpcField = get('grpc');
   if (grpcField === undefined) {
     r.report(

@@ -30,10 +30,7 @@ export function readForwardSettings(
   fields: Map<string, Field>,
   creds: Field | undefined,
 ): ForwardAuthSettings | null {
-  const get = (key: string): Field | undefined => {
-    const field = fields.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const urlField = get('url');
   if (urlField && creds) {
     r.report(creds.keyNode, creds.path, `'url' and '${creds.key}' are both set; keep 'url'`);

@@ -128,10 +128,7 @@ export function validateMain(r: YamlReader, file: string): MainValidation {
   const dir = dirname(file);
   const root = r.root();
   const fields = r.isNull(root) ? new Map<string, Field>() : r.fields(root, '', MAIN_KEYS, MISPLACED_HINTS);
-  const get = (key: MainKey): Field | undefined => {
-    const field = fields?.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: MainKey): Field | undefined => r.given(fields, key);
   /** The key's value read by `parse`, or `fallback` when the key is unset (or invalid, then reported). */
   const read = <T, F>(key: MainKey, parse: (field: Field) => T | undefined, fallback: F): T | F => {
     const field = get(key);

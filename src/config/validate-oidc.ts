@@ -93,10 +93,7 @@ function readProviders(
 function readProvider(r: YamlReader, field: Field, dir: string): OidcProviderSettings | null {
   const fields = r.fields(field.node, field.path, PROVIDER_KEYS);
   if (fields === null) return null;
-  const get = (key: string) => {
-    const entry = fields.get(key);
-    return entry && !r.isNull(entry.node) ? entry : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   let ok = true;
   const required = (key: string): Field | undefined => {
     const entry = get(key);

@@ -40,10 +40,7 @@ export function readMaxBodyBytes(r: YamlReader, field: Field): number | undefine
 
 /** The policies of one path (only the keys written), for PathConfig's `policies`. */
 export function readPathPolicies(r: YamlReader, fields: Map<string, Field>): { policies?: PathPolicies } {
-  const get = (key: string): Field | undefined => {
-    const field = fields.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const policies: PathPolicies = {};
   const rewriteField = get('rewrite');
   const rewrite = rewriteField && readRewrite(r, rewriteField);
@@ -121,10 +118,7 @@ function readCors(r: YamlReader, field: Field): CorsConfig | undefined {
   }
   const fields = r.fields(field.node, field.path, CORS_KEYS);
   if (fields === null) return undefined;
-  const get = (key: string): Field | undefined => {
-    const found = fields.get(key);
-    return found && !r.isNull(found.node) ? found : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const origins = get('allow_origins');
   if (origins === undefined) {
     r.report(field.keyNode, field.path, 'missing \'allow_origins\' (a list of origins, or ["*"])');

@@ -124,10 +124,7 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
   }
   const fields = r.fields(root, '', TOP_KEYS, TOP_HINTS);
   if (fields === null) return config;
-  const get = (key: string): Field | undefined => {
-    const field = fields.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
 
   const provider = get('provider');
   if (provider) config.provider = readProvider(r, provider);
@@ -325,10 +322,7 @@ function readPath(
   }
   const fields = r.fields(entry.node, entry.path, PATH_KEYS, PATH_HINTS);
   if (fields === null) return undefined;
-  const get = (key: string): Field | undefined => {
-    const field = fields.get(key);
-    return field && !r.isNull(field.node) ? field : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
 
   const serversField = fields.get('servers');
   const serviceField = fields.get('service');
@@ -420,10 +414,7 @@ function readUpstreamTls(r: YamlReader, field: Field): UpstreamTlsConfig | null 
   }
   const fields = r.fields(field.node, field.path, UPSTREAM_TLS_KEYS);
   if (fields === null) return null;
-  const get = (key: string): Field | undefined => {
-    const found = fields.get(key);
-    return found && !r.isNull(found.node) ? found : undefined;
-  };
+  const get = (key: string): Field | undefined => r.given(fields, key);
   const caField = get('ca_file');
   const nameField = get('server_name');
   const certField = get('certificate');

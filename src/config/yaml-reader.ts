@@ -136,6 +136,12 @@ export class YamlReader {
     return (isSeq(field.node) || isMap(field.node)) && field.node.items.length === 0;
   }
 
+  /** A field of `fields` that was written with a value: absent and `key: null` / `key:` both give undefined. */
+  given(fields: ReadonlyMap<string, Field> | null | undefined, key: string): Field | undefined {
+    const field = fields?.get(key);
+    return field !== undefined && !this.isNull(field.node) ? field : undefined;
+  }
+
   /**
    * The fields of a mapping with a fixed set of keys. Unknown keys are reported with the closest
    * known key as a suggestion, or with `misplaced[key]` when the key is valid somewhere else.
