@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { V1ConfigMap, V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
 import { parseAllDocuments, parseDocument, stringify, visit } from 'yaml';
@@ -31,7 +31,7 @@ export const TRANSLATORS = ['ingress', 'gateway'] as const;
 export type Translator = (typeof TRANSLATORS)[number];
 
 /**
- * What a case may set of main.yaml and the world around the objects, on a first-line comment
+ * What a case may set of main.yaml and the world around the objects, on a comment line
  * `# golden: { ... }` (flow YAML). Every key is optional.
  */
 interface CaseSettings {
@@ -453,9 +453,26 @@ export function goldenCases(): GoldenCase[] {
   });
 }
 
-/** Rewrites every expected output from today's translators; returns the names of those that changed. */
+/** Expected outputs whose case is gone (renamed or deleted): `<translator>/<file>`. */
+export function orphanOutputs(): string[] {
+  return TRANSLATORS.flatMap((translator) =>
+    readdirSync(join(GOLDEN_DIR, translator))
+      .filter((file) => file.endsWith('.out.yaml'))
+      .filter((file) => !existsSync(join(GOLDEN_DIR, translator, file.replace(/\.out\.yaml$/, '.yaml'))))
+      .map((file) => `${translator}/${file}`),
+  );
+}
+
+/**
+ * Rewrites every expected output from today's translators and removes those of cases that are
+ * gone; returns what changed (`<translator>/<case>`, or the removed file).
+ */
 export function updateGoldenFiles(): string[] {
   const changed: string[] = [];
+  for (const orphan of orphanOutputs()) {
+    unlinkSync(join(GOLDEN_DIR, orphan));
+    changed.push(`${orphan} (removed: its case is gone)`);
+  }
   for (const item of goldenCases()) {
     const text = renderCase(item.translator, readFileSync(item.input, 'utf8'), item.name);
     let before = '';

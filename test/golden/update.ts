@@ -7,5 +7,7 @@ import { updateGoldenFiles } from './run.ts';
 const changed = updateGoldenFiles();
 for (const name of changed) console.log(`updated ${name}`);
 console.log(
-  changed.length === 0 ? 'golden files: all up to date' : `golden files: ${changed.length} rewritten`,
+  changed.length === 0
+    ? 'golden files: all up to date'
+    : `golden files: ${changed.length} changed: review git diff test/golden`,
 );
