@@ -352,8 +352,15 @@ function serviceText(ref: PathConfig['service'] | undefined): string | undefined
 export function renderCase(translator: Translator, caseText: string, caseName: string): string {
   const world = readCase(caseText);
   const result = translate(translator, world);
-  const paths = result.config.hosts.flatMap((host) => host.paths);
-  const routes = result.routes.map((route, index) => renderRoute(route, paths[index] as PathConfig));
+  // compile makes one route per path, in order: each route is shown beside the path it came from.
+  const paths = result.config.hosts.flatMap((host) => host.paths.map((path) => ({ host: host.name, path })));
+  if (paths.length !== result.routes.length) throw new Error('the table has not one route per path');
+  const routes = result.routes.map((route, index) => {
+    const from = paths[index] as { host: string; path: PathConfig };
+    if (route.hostKey !== from.host || route.prefix !== from.path.prefix)
+      throw new Error(`route ${route.id} is not beside its path (${from.host}${from.path.prefix})`);
+    return renderRoute(route, from.path);
+  });
   const certificates = [...result.certificates]
     .map((item) => ({ ...item, names: [...item.names].sort() }))
     .sort((a, b) => (a.secret < b.secret ? -1 : a.secret > b.secret ? 1 : 0))
