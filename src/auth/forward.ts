@@ -1,9 +1,9 @@
 import { Pool } from 'undici';
-import { forwardAuthDuration, forwardAuthFailing } from '../admin/metrics.ts';
 import type { ForwardAuthSettings } from '../config/types.ts';
 import { normaliseHeaderName } from '../header-names.ts';
 import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
+import { forwardAuthDuration, forwardAuthFailing } from '../observe/metrics.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import {
   type AuthDenial,

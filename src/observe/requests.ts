@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { requestDuration, requestsTotal } from '../admin/metrics.ts';
 import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import type { Unrouted } from '../pipeline/1-route.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import { normaliseHost } from '../routing/normalise.ts';
+import { requestDuration, requestsTotal } from './metrics.ts';
 import type { Tracing } from './tracing.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */

@@ -5,9 +5,9 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
-import { rateLimitBackendUp, rateLimitedTotal } from '../admin/metrics.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
+import { rateLimitBackendUp, rateLimitedTotal } from '../observe/metrics.ts';
 import { ClusterCounter } from './cluster-counters.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { PASS, refuse, type Verdict } from './verdict.ts';

@@ -1,4 +1,3 @@
-import { authFailuresTotal } from '../admin/metrics.ts';
 import { withAllowRules } from '../auth/allow-rules.ts';
 import type {
   AuthDenial,
@@ -11,6 +10,7 @@ import { type AuthMethodDeps, createAuthMethods } from '../auth/methods.ts';
 import { removeLoginCookies } from '../auth/session-cookie.ts';
 import { removeTokenCarriers, type TokenCarriers } from '../auth/token-carriers.ts';
 import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
+import { authFailuresTotal } from '../observe/metrics.ts';
 import type { AuthFailureGuard } from './3-rate-limit.ts';
 import type { ProxyRequest, Stage } from './request.ts';
 import { answer, PASS, refuse, type Verdict } from './verdict.ts';

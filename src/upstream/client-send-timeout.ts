@@ -1,6 +1,6 @@
 import http2, { type Http2Stream } from 'node:http2';
-import { clientSendTimeoutsTotal } from '../admin/metrics.ts';
 import { http2StreamOf } from '../local-response.ts';
+import { clientSendTimeoutsTotal } from '../observe/metrics.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 
 const { NGHTTP2_CANCEL } = http2.constants;

@@ -1,6 +1,6 @@
-import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import type { ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { upstreamErrorsTotal } from '../observe/metrics.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import type { ServerHealth } from './health.ts';

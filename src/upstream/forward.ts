@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
+import { upstreamRejectedTotal } from '../observe/metrics.ts';
 import type { ClientSpan } from '../observe/tracing.ts';
 import type { ProxyRequest } from '../pipeline/request.ts';
 import type { UpstreamServer } from '../routing/types.ts';

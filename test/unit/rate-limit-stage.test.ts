@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rateLimitBackendUp, rateLimitedTotal } from '../../src/admin/metrics.ts';
 import { createLogger } from '../../src/log.ts';
+import { rateLimitBackendUp, rateLimitedTotal } from '../../src/observe/metrics.ts';
 import { createRateLimitStage, rateLimitHeaders } from '../../src/pipeline/3-rate-limit.ts';
 import type { ProxyRequest } from '../../src/pipeline/request.ts';
 import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
