@@ -4,7 +4,7 @@ import { normaliseHeaderName } from '../header-names.ts';
 import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import { forwardAuthDuration, forwardAuthFailing } from '../observe/metrics.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import {
   type AuthDenial,
   type Authenticator,
