@@ -47,9 +47,10 @@ export interface UpgradeHooks {
 const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreachable: false });
 
 /**
- * Streams the request to the first candidate server and the response back to the client, trying the
- * next candidate when a server cannot be reached (which one, and whether: upstream/server-choice.ts). Never buffers a body: backpressure flows both ways
- * (undici pauses reading the upstream while the client socket is full).
+ * Streams the request to the first candidate server and the response back to the client, trying
+ * the next candidate when a server cannot be reached (which one, and whether, server choice says:
+ * upstream/server-choice.ts). Never buffers a body: backpressure flows both ways (undici pauses
+ * reading the upstream while the client socket is full).
  */
 export function createForwarder(deps: ForwarderDeps): (request: ForwardingRequest) => void {
   return (request) => attempt(request, deps, 0, null);
