@@ -38,7 +38,7 @@ import { usesKubernetes } from './sources/kubernetes/use.ts';
 import { createMasterkeySource, type MasterkeySource } from './sources/masterkey.ts';
 import { type RuntimeFiles, watchRuntimeFiles } from './sources/runtime-files.ts';
 import { createTlsContextProvider, type TlsContextProvider } from './sources/tls-certificate.ts';
-import { createUpstreamObserver } from './upstream/failure.ts';
+import { createUpstreamObserver } from './upstream/attempt-observer.ts';
 import { createForwarder } from './upstream/forward.ts';
 import { createServerHealth } from './upstream/health.ts';
 import { UpstreamPools } from './upstream/pools.ts';

@@ -1,6 +1,6 @@
 import pino from 'pino';
-import { logLinesDropped } from './admin/metrics.ts';
 import type { LogLevel } from './config/types.ts';
+import { logLinesDropped } from './observe/metrics.ts';
 
 /**
  * Paths pino censors in every log line. Declared once (pino's redaction is compiled, so it costs

@@ -2,10 +2,10 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import { ADMIN_CONNECTIONS } from '../client-limits.ts';
 import { sendError } from '../errors.ts';
+import { registry } from '../observe/metrics.ts';
 import { reloadRecords } from '../observe/reload-journal.ts';
 import { buildStatus, type StatusModel, sharedFor } from '../observe/status.ts';
 import type { Runtime } from '../runtime.ts';
-import { registry } from './metrics.ts';
 import { renderStatusPage } from './status-page.ts';
 
 /** What /readyz answers: 200 with a body when ready, 503 with the reason otherwise. */

@@ -1,13 +1,13 @@
 import type { KeyObject } from 'node:crypto';
 import http from 'node:http';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../admin/metrics.ts';
 import { type Clock, systemClock } from '../auth/clock.ts';
 import { safeEqual } from '../auth/compare.ts';
 import { deriveSigningKey, issueToken } from '../auth/tokens.ts';
 import type { MainConfig } from '../config/types.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../observe/metrics.ts';
 import { parseTokenRequest } from './token-request.ts';
 
 /** Bodies over this are answered 413 (docs/tokens.md). */

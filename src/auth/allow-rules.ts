@@ -1,5 +1,5 @@
 import type { AllowRules } from '../config/types.ts';
-import type { Identity, ProxyRequest } from '../pipeline/request.ts';
+import type { Identity, ProxyRequest } from '../request/record.ts';
 import type { Authenticator, AuthOutcome } from './authenticator.ts';
 import { commonNameCheck, sanPatternCheck } from './client-certificate.ts';
 

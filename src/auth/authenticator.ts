@@ -1,4 +1,4 @@
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import type { TokenCarriers } from './token-carriers.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { passwordChecksTotal } from '../admin/metrics.ts';
 import type { AuthorizationConfig } from '../config/types.ts';
+import { passwordChecksTotal } from '../observe/metrics.ts';
 import {
   type Authenticator,
   type AuthFailureReason,

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import type { AuthRedirect } from './authenticator.ts';
 import type { Clock } from './clock.ts';
 import { takeQueryParam } from './query.ts';

@@ -1,10 +1,10 @@
 import { Pool } from 'undici';
-import { forwardAuthDuration, forwardAuthFailing } from '../admin/metrics.ts';
 import type { ForwardAuthSettings } from '../config/types.ts';
 import { normaliseHeaderName } from '../header-names.ts';
 import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import { forwardAuthDuration, forwardAuthFailing } from '../observe/metrics.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import {
   type AuthDenial,
   type Authenticator,

@@ -6,9 +6,9 @@ import {
   type FetchImplementation,
   type JWTVerifyGetKey,
 } from 'jose';
-import { jwksRefreshesTotal } from '../admin/metrics.ts';
 import { readJwksFile } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
+import { jwksRefreshesTotal } from '../observe/metrics.ts';
 
 /**
  * Key sets of external issuers (docs/tokens.md#external-issuers). jose's remote JWK set does the

@@ -1,4 +1,4 @@
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import { type Identity, identityFromClaims } from './allow-rules.ts';
 import {
   type Authenticator,

@@ -1,7 +1,7 @@
-import { revokedTokens } from '../admin/metrics.ts';
 import { readRevokedTokensFile } from '../config/file-checks.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
+import { revokedTokens } from '../observe/metrics.ts';
 import type { FileWatcher } from '../sources/files.ts';
 
 /**

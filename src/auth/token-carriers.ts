@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 import { takeQueryParam } from './query.ts';
 
 /**

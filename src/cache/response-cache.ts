@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type CachePolicy from 'http-cache-semantics';
-import { cacheCoalescedTotal, cacheHitsTotal, cacheMissesTotal } from '../admin/metrics.ts';
 import type { CacheConfig } from '../config/policy-types.ts';
 import { isGrpcRequest, writeLocalResponse } from '../local-response.ts';
-import type { ProxyRequest, ResponseTap, Stage } from '../pipeline/request.ts';
+import { cacheCoalescedTotal, cacheHitsTotal, cacheMissesTotal } from '../observe/metrics.ts';
+import type { ProxyRequest, ResponseTap, Stage } from '../request/record.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { addVary, clientResponseHeaders } from '../upstream/headers.ts';
 import { detachedResponse } from './detached.ts';

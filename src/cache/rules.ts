@@ -1,6 +1,6 @@
 import CachePolicy from 'http-cache-semantics';
 import type { CacheConfig } from '../config/policy-types.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest } from '../request/record.ts';
 
 /**
  * What may be stored, and under which identity (docs/traffic.md#response-cache). RFC 9111's

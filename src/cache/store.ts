@@ -1,7 +1,7 @@
 import type CachePolicy from 'http-cache-semantics';
 import { LRUCache } from 'lru-cache';
-import { cacheBytes } from '../admin/metrics.ts';
 import type { CacheConfig } from '../config/policy-types.ts';
+import { cacheBytes } from '../observe/metrics.ts';
 
 /** One stored response (docs/traffic.md#response-cache). */
 export interface CachedResponse {

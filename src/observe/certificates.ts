@@ -1,4 +1,4 @@
-import { tlsCertificateExpiry } from '../admin/metrics.ts';
+import { tlsCertificateExpiry } from './metrics.ts';
 
 /**
  * tollgate_tls_certificate_expiry_timestamp_seconds for the listener's certificates

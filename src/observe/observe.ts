@@ -1,7 +1,8 @@
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
-import { createRequestRecorder, type QueryRedactor, type RequestRecorder } from './requests.ts';
-import { createTracing, type Tracing } from './tracing.ts';
+import { createRequestRecorder, type RequestRecorder } from './requests.ts';
+import { createTracing } from './tracing.ts';
+import type { QueryRedactor, Tracing } from './tracing-types.ts';
 
 /** What observes requests (docs/observability.md): the recorder, and tracing when configured. */
 export interface Observe {

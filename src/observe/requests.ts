@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { requestDuration, requestsTotal } from '../admin/metrics.ts';
 import { localGrpcStatus, localResponseBytes, protocolOf, recordedStatus } from '../local-response.ts';
 import type { Logger } from '../log.ts';
-import type { Unrouted } from '../pipeline/1-route.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ProxyRequest, Unrouted } from '../request/record.ts';
 import { normaliseHost } from '../routing/normalise.ts';
-import type { Tracing } from './tracing.ts';
+import { requestDuration, requestsTotal } from './metrics.ts';
+import type { QueryRedactor, Tracing } from './tracing-types.ts';
 
 /** Route label for requests that matched no route (404, 400): a constant, never a raw value. */
 export const NO_ROUTE = '(none)';
@@ -16,12 +15,6 @@ export interface RequestRecorder {
   /** A request refused before routing (bad host or path, no route). */
   unrouted(req: IncomingMessage, res: ServerResponse, startedAt: number, refused: Unrouted): void;
 }
-
-/**
- * Returns a raw query (without `?`) with every credential taken out, ready to be logged; `path` (the
- * normalised path) says which parameters are credentials there (a login callback's code and state).
- */
-export type QueryRedactor = (query: string, path: string) => string;
 
 /**
  * The one place a finished proxied request is recorded: metrics and the access log line

@@ -2,7 +2,7 @@
  * How busy each upstream server is, read when asked (a scrape, /status), never counted on the
  * request path a second time: the connection slots (upstream/slots) already know how many requests
  * hold one and how many were handed out. The app names where to read it (`followServerLoad`); the
- * metrics tollgate_upstream_in_flight and tollgate_upstream_requests_total (admin/metrics) read it
+ * metrics tollgate_upstream_in_flight and tollgate_upstream_requests_total (observe/metrics) read it
  * here (docs/observability.md).
  */
 export interface ServerLoad {

@@ -7,8 +7,8 @@ import {
 } from '@opentelemetry/api';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { SpanExporter } from '@opentelemetry/sdk-trace';
-import type { registerTracingMetrics } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
+import type { registerTracingMetrics } from './metrics.ts';
 
 /**
  * What becomes of exported spans (docs/observability.md#tracing): counted as exported or dropped,

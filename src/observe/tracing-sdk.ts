@@ -16,15 +16,15 @@ import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-
 import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
-import { registerTracingMetrics } from '../admin/metrics.ts';
 import type { TracingSettings } from '../config/types.ts';
 import { protocolOf } from '../local-response.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
-import type { Verdict } from '../pipeline/verdict.ts';
+import type { ClientSpan, ProxyRequest, RequestTrace } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import type { UpstreamServer } from '../routing/types.ts';
-import type { ClientSpan, RequestTrace, StartTracing, TracingDeps, UnroutedRequest } from './tracing.ts';
+import { registerTracingMetrics } from './metrics.ts';
 import { countingExporter, queueDropMeterProvider } from './tracing-export.ts';
 import { CallerSampler, fromUntrustedCaller } from './tracing-sampler.ts';
+import type { StartTracing, TracingDeps, UnroutedRequest } from './tracing-types.ts';
 
 /**
  * The OpenTelemetry SDK side of tracing (docs/observability.md#tracing), loaded only when main.yaml

@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import type { Routed, Unrouted } from '../request/record.ts';
+import type { Answer } from '../request/verdict.ts';
 import { DEFAULT_HOST, type NormalisedPath, normaliseHost, normaliseTarget } from '../routing/normalise.ts';
 import type { Route, RoutingTable } from '../routing/types.ts';
 import {
@@ -8,23 +10,7 @@ import {
   resolveClientAddress,
   type TrustTest,
 } from '../upstream/client-address.ts';
-import type { ProxyRequest } from './request.ts';
-import { type Answer, refuse } from './verdict.ts';
-
-/** A request refused before routing, with what the access log may say about it. */
-export interface Unrouted {
-  ok: false;
-  verdict: Answer;
-  clientIp: string;
-  /** The TCP peer is one of trusted_proxies (only then is its `traceparent` sampled flag followed). */
-  peerTrusted: boolean;
-  /** The normalised path, or null when the target could not be normalised (it is never logged raw). */
-  path: string | null;
-  /** The raw query without `?` ('' when none), to be logged only with credentials removed. */
-  query: string;
-}
-
-export type Routed = { ok: true; request: ProxyRequest } | Unrouted;
+import { refuse } from './verdict.ts';
 
 /**
  * The first stage: turns an incoming request into a ProxyRequest — normalised host and path, the

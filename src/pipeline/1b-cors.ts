@@ -1,5 +1,6 @@
-import type { ProxyRequest } from './request.ts';
-import { type Answer, answer, PASS, type Redirect, type Verdict } from './verdict.ts';
+import type { StageRequest } from '../request/record.ts';
+import type { Answer, Redirect, Verdict } from '../request/verdict.ts';
+import { answer, PASS } from './verdict.ts';
 
 const PREFLIGHT_VARY = 'Origin, Access-Control-Request-Method, Access-Control-Request-Headers';
 
@@ -11,7 +12,7 @@ const PREFLIGHT_VARY = 'Origin, Access-Control-Request-Method, Access-Control-Re
  * refuses). Any other request from an allowed origin goes on with the response headers to add; the
  * forwarder adds `Vary: Origin` to every response of the route (docs/policies.md#cors).
  */
-export function corsStage(request: ProxyRequest): Verdict {
+export function corsStage(request: StageRequest): Verdict {
   const cors = request.route.policy?.cors;
   if (cors == null) return PASS;
   const { headers } = request.req;
@@ -45,7 +46,7 @@ export function corsStage(request: ProxyRequest): Verdict {
  * A later stage's answer (a 401, a 429, a 413) with the CORS headers this request earned, so a page
  * on an allowed origin can read why it was refused; unchanged on routes without `cors`.
  */
-export function withCorsHeaders(request: ProxyRequest, verdict: Answer | Redirect): Answer | Redirect {
+export function withCorsHeaders(request: StageRequest, verdict: Answer | Redirect): Answer | Redirect {
   if (request.route.policy?.cors == null) return verdict;
   // A stored response's own Vary (the response cache's answers) is kept, with Origin added.
   const vary = verdict.headers?.vary;

@@ -1,7 +1,8 @@
 import type { MainConfig } from '../config/types.ts';
+import type { Stage, StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import { requestRedirectLocation } from '../routing/request-redirect.ts';
-import type { ProxyRequest, Stage } from './request.ts';
-import { PASS, redirect, type Verdict } from './verdict.ts';
+import { PASS, redirect } from './verdict.ts';
 
 /**
  * to_https and redirect_to. to_https (docs/configuration.md): a plain-HTTP request on a route with `to_https` is sent to the same
@@ -14,7 +15,7 @@ import { PASS, redirect, type Verdict } from './verdict.ts';
 export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
   // The public port is fixed for the process lifetime, so the suffix is computed once.
   const portSuffix = main.httpsPort === 443 ? '' : `:${main.httpsPort}`;
-  return function toHttps(request: ProxyRequest): Verdict {
+  return function toHttps(request: StageRequest): Verdict {
     const { route } = request;
     if (route.toHttps && !request.secure) return permanent(request, httpsLocation(request, portSuffix));
     if (route.redirectTo) return permanent(request, movedLocation(request, route.redirectTo));
@@ -31,7 +32,7 @@ export function createToHttpsStage(main: Pick<MainConfig, 'httpsPort'>): Stage {
 }
 
 /** 301 for GET/HEAD; 308 otherwise, so the client repeats the same method with the same body. */
-function permanent(request: ProxyRequest, location: string): Verdict {
+function permanent(request: StageRequest, location: string): Verdict {
   const method = request.req.method;
   return redirect(method === 'GET' || method === 'HEAD' ? 301 : 308, location);
 }
@@ -41,7 +42,7 @@ function permanent(request: ProxyRequest, location: string): Verdict {
  * query as received. Runs after to_https (a plain request on a to_https route goes to HTTPS first)
  * and before the rate limit and auth: the route serves nothing itself.
  */
-function movedLocation(request: Pick<ProxyRequest, 'path' | 'query'>, target: string): string {
+function movedLocation(request: Pick<StageRequest, 'path' | 'query'>, target: string): string {
   const query = request.query === '' ? '' : `?${request.query}`;
   return `${target}${request.path}${query}`;
 }
@@ -51,7 +52,7 @@ function movedLocation(request: Pick<ProxyRequest, 'path' | 'query'>, target: st
  * IPv6 literal gets its brackets back. The path is the normalised path, so the redirect never
  * points at something the proxy would refuse; the query is kept byte for byte.
  */
-function httpsLocation(request: Pick<ProxyRequest, 'host' | 'path' | 'query'>, portSuffix: string): string {
+function httpsLocation(request: Pick<StageRequest, 'host' | 'path' | 'query'>, portSuffix: string): string {
   const host = request.host.includes(':') ? `[${request.host}]` : request.host;
   const query = request.query === '' ? '' : `?${request.query}`;
   return `https://${host}${portSuffix}${request.path}${query}`;

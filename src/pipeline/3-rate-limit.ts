@@ -5,12 +5,13 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
-import { rateLimitBackendUp, rateLimitedTotal } from '../admin/metrics.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
+import { rateLimitBackendUp, rateLimitedTotal } from '../observe/metrics.ts';
+import type { Stage, StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import { ClusterCounter } from './cluster-counters.ts';
-import type { ProxyRequest, Stage } from './request.ts';
-import { PASS, refuse, type Verdict } from './verdict.ts';
+import { PASS, refuse } from './verdict.ts';
 
 /**
  * Rate limits (docs/configuration.md `rate_limit`): `rate_limit` requests per second per client IP per host, counted in
@@ -75,12 +76,12 @@ export function rateLimitRedisUrl(
  */
 export interface AuthFailureGuard {
   /** Milliseconds until this client may try this host again, or 0 when it is not blocked. */
-  blockedFor(request: ProxyRequest, limit: number): Promise<number>;
+  blockedFor(request: StageRequest, limit: number): Promise<number>;
   /**
    * Counts one failed authentication; resolves once counted, so the client's next request (to any
    * worker) sees it. Never rejects.
    */
-  record(request: ProxyRequest, limit: number): Promise<void>;
+  record(request: StageRequest, limit: number): Promise<void>;
 }
 
 export interface RateLimitStage {
@@ -142,7 +143,7 @@ export function createRateLimitStage({
   }
   const limiterFor = (points: number) => cachedLimiter(REDIS_PREFIX, points, 1);
   const failuresFor = (limit: number) => cachedLimiter(FAILURES_PREFIX, limit, FAILURE_WINDOW_SECONDS);
-  const clientKey = (request: ProxyRequest) => `${request.route.hostKey}|${request.clientIp}`;
+  const clientKey = (request: StageRequest) => `${request.route.hostKey}|${request.clientIp}`;
 
   const authFailures: AuthFailureGuard = {
     async blockedFor(request, limit) {
@@ -173,7 +174,7 @@ export function createRateLimitStage({
     },
   };
 
-  async function consume(request: ProxyRequest, points: number): Promise<Verdict> {
+  async function consume(request: StageRequest, points: number): Promise<Verdict> {
     const key = clientKey(request);
     try {
       await limiterFor(points).consume(key);

@@ -1,4 +1,3 @@
-import { authFailuresTotal } from '../admin/metrics.ts';
 import { withAllowRules } from '../auth/allow-rules.ts';
 import type {
   AuthDenial,
@@ -11,9 +10,11 @@ import { type AuthMethodDeps, createAuthMethods } from '../auth/methods.ts';
 import { removeLoginCookies } from '../auth/session-cookie.ts';
 import { removeTokenCarriers, type TokenCarriers } from '../auth/token-carriers.ts';
 import type { AuthMethod, AuthorizationConfig } from '../config/types.ts';
+import { authFailuresTotal } from '../observe/metrics.ts';
+import type { Stage, StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import type { AuthFailureGuard } from './3-rate-limit.ts';
-import type { ProxyRequest, Stage } from './request.ts';
-import { answer, PASS, refuse, type Verdict } from './verdict.ts';
+import { answer, PASS, refuse } from './verdict.ts';
 
 export interface AuthStageDeps extends AuthMethodDeps {
   /** Counts failed authentications for `auth_failure_limit`; without it the limit is not enforced. */
@@ -64,7 +65,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   };
 
   /** Counts and logs a refusal; a promise when it must first reach the brute-force guard's store. */
-  const counted = (request: ProxyRequest, method: AuthMethod, reason: string): Promise<void> | null => {
+  const counted = (request: StageRequest, method: AuthMethod, reason: string): Promise<void> | null => {
     authFailuresTotal.inc({ route: request.route.id, method, reason });
     // Path only: the query may hold a token. Never a credential, not even the user name.
     deps.logger.info(
@@ -87,7 +88,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     pending === null ? verdict : pending.then(() => verdict);
 
   const refused = (
-    request: ProxyRequest,
+    request: StageRequest,
     method: AuthMethod,
     reason: AuthFailureReason,
   ): Verdict | Promise<Verdict> => {
@@ -104,7 +105,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
     return after(pending, refuse(reason, challenge === '' ? {} : { 'www-authenticate': challenge }));
   };
 
-  const failed = (request: ProxyRequest, error: unknown): Verdict => {
+  const failed = (request: StageRequest, error: unknown): Verdict => {
     deps.logger.error(
       { event: 'auth_error', route: request.route.id, err: error },
       'authentication failed unexpectedly',
@@ -127,7 +128,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
 
   /** Another service's refusal (forward auth), relayed as it came. */
   const relayed = (
-    request: ProxyRequest,
+    request: StageRequest,
     method: AuthMethod,
     outcome: AuthDenial,
   ): Verdict | Promise<Verdict> => {
@@ -136,7 +137,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   };
 
   const settle = (
-    request: ProxyRequest,
+    request: StageRequest,
     method: AuthMethod,
     outcome: AuthOutcome,
   ): Verdict | Promise<Verdict> => {
@@ -148,7 +149,7 @@ export function createAuthStage(deps: AuthStageDeps): AuthStage {
   };
 
   const check = (
-    request: ProxyRequest,
+    request: StageRequest,
     policy: AuthorizationConfig,
     found: TokenCarriers,
   ): Verdict | Promise<Verdict> => {

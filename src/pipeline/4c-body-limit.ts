@@ -1,8 +1,9 @@
 import { type Readable, Transform } from 'node:stream';
 import { hasBody } from '../local-response.ts';
+import type { StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import { withCorsHeaders } from './1b-cors.ts';
-import type { ProxyRequest } from './request.ts';
-import { PASS, refuse, respond, type Verdict } from './verdict.ts';
+import { PASS, refuse, respond } from './verdict.ts';
 
 /**
  * `max_body_bytes` (docs/policies.md#max_body_bytes), after authentication (an anonymous client is
@@ -11,7 +12,7 @@ import { PASS, refuse, respond, type Verdict } from './verdict.ts';
  * HTTP layers enforce a declared length, so such a body can never grow past it. A body without one
  * (chunked, or HTTP/2 without content-length) is counted as it streams (limitedBody below).
  */
-export function bodyLimitStage(request: ProxyRequest): Verdict {
+export function bodyLimitStage(request: StageRequest): Verdict {
   const limit = request.route.policy?.maxBodyBytes;
   if (limit == null) return PASS;
   const { req } = request;
@@ -28,7 +29,7 @@ export function bodyLimitStage(request: ProxyRequest): Verdict {
  * its HTTP/2 stream reset, so the rest is never read), else its response is cut short. The upstream's
  * request is aborted, never ended: a body cut in the middle must not look complete there.
  */
-export function limitedBody(request: ProxyRequest, limit: number): Transform {
+export function limitedBody(request: StageRequest, limit: number): Transform {
   let seen = 0;
   let cut = false;
   // A body an authenticator already started reading (ext_authz include_body_bytes) comes as request.body.
@@ -54,7 +55,7 @@ export class BodyTooLargeError extends Error {
   readonly clientSide = true;
 }
 
-function tooLarge(request: ProxyRequest, source: Readable, counter: Transform): void {
+function tooLarge(request: StageRequest, source: Readable, counter: Transform): void {
   const { res } = request;
   source.unpipe(counter);
   if (res.headersSent) res.destroy();

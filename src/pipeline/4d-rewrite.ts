@@ -1,5 +1,6 @@
-import type { ProxyRequest } from './request.ts';
-import { PASS, refuse, type Verdict } from './verdict.ts';
+import type { StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
+import { PASS, refuse } from './verdict.ts';
 
 /**
  * `rewrite` and `x-forwarded-prefix` (docs/policies.md#rewrite): the path the upstream receives.
@@ -8,7 +9,7 @@ import { PASS, refuse, type Verdict } from './verdict.ts';
  * rewrite whose result is not a valid path is refused with 400 rather than forwarded as something
  * the upstream might read differently.
  */
-export function rewriteStage(request: ProxyRequest): Verdict {
+export function rewriteStage(request: StageRequest): Verdict {
   const policy = request.route.policy;
   if (policy == null) return PASS;
   if (policy.forwardedPrefix !== null) {

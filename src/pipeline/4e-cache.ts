@@ -1,6 +1,7 @@
 import type { CacheOutcome, ResponseCache } from '../cache/response-cache.ts';
-import type { ProxyRequest, Stage } from './request.ts';
-import { answer, PASS, type Verdict } from './verdict.ts';
+import type { Stage, StageRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
+import { answer, PASS } from './verdict.ts';
 
 /**
  * The response cache (docs/traffic.md#response-cache) on a route with `cache`: after
@@ -10,7 +11,7 @@ import { answer, PASS, type Verdict } from './verdict.ts';
  * forwarder shows the cache the upstream's answer.
  */
 export function createCacheStage(cache: ResponseCache, pickServer: Stage): Stage {
-  return function responseCache(request: ProxyRequest): Verdict | Promise<Verdict> {
+  return function responseCache(request: StageRequest): Verdict | Promise<Verdict> {
     const config = request.route.policy?.cache;
     if (config == null) return PASS;
     const outcome = cache.handle(request, config, pickServer);

@@ -5,11 +5,14 @@ import type { RevocationList } from '../auth/revocation.ts';
 import type { ResponseCache } from '../cache/response-cache.ts';
 import type { MainConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
-import { type Tracing, withAuthOutcome } from '../observe/tracing.ts';
+import { withAuthOutcome } from '../observe/tracing.ts';
+import type { Tracing } from '../observe/tracing-types.ts';
+import type { ProxyRequest, Routed, Stage } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { createTrustTest } from '../upstream/client-address.ts';
 import type { ServerHealth } from '../upstream/health.ts';
-import { type Routed, routeRequest } from './1-route.ts';
+import { routeRequest } from './1-route.ts';
 import { sourceRangesStage } from './1a-source-ranges.ts';
 import { corsStage } from './1b-cors.ts';
 import { createToHttpsStage } from './2-to-https.ts';
@@ -20,8 +23,7 @@ import { bodyLimitStage } from './4c-body-limit.ts';
 import { rewriteStage } from './4d-rewrite.ts';
 import { createCacheStage } from './4e-cache.ts';
 import { createPickServerStage } from './5-pick-server.ts';
-import type { ProxyRequest, Stage } from './request.ts';
-import { PASS, refuse, type Verdict } from './verdict.ts';
+import { PASS, refuse } from './verdict.ts';
 
 export interface PipelineDeps {
   main: MainConfig;

@@ -4,8 +4,9 @@ import type { Logger } from '../log.ts';
 import type { RequestRecorder } from '../observe/requests.ts';
 import { withCorsHeaders } from '../pipeline/1b-cors.ts';
 import type { Pipeline } from '../pipeline/pipeline.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
-import { refuse as refusal, respond, type Verdict } from '../pipeline/verdict.ts';
+import { refuse as refusal, respond } from '../pipeline/verdict.ts';
+import type { ProxyRequest } from '../request/record.ts';
+import type { Verdict } from '../request/verdict.ts';
 import { DEFAULT_CLIENT_SEND_TIMEOUT_MS, watchEndedResponse } from '../upstream/client-send-timeout.ts';
 
 export interface ProxyHandlerDeps {

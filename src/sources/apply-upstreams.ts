@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
-import { configInfo } from '../admin/metrics.ts';
 import { formatIssue } from '../config/issues.ts';
 import { checkConsistency, parseUpstreamsConfig } from '../config/load.ts';
 import type { ConfigIssue, UpstreamsConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
+import { configInfo } from '../observe/metrics.ts';
 import { compileRoutingTable } from '../routing/compile.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';

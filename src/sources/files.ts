@@ -1,9 +1,9 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import { configLastReloadSuccess, configReloadsTotal } from '../admin/metrics.ts';
 import { sha256Hex } from '../config/load.ts';
 import type { Logger } from '../log.ts';
+import { configLastReloadSuccess, configReloadsTotal } from '../observe/metrics.ts';
 import { noteReload, type ReloadDetail } from '../observe/reload-journal.ts';
 import { type CheckScheduler, createCheckScheduler } from './check-scheduler.ts';
 

@@ -1,5 +1,5 @@
-import { configReloadsTotal } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
+import { configReloadsTotal } from '../observe/metrics.ts';
 import { noteReload } from '../observe/reload-journal.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';

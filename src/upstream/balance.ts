@@ -10,8 +10,8 @@ import {
 
 /**
  * Load balancing: the servers the forwarder tries in order — the chosen one first, then the other
- * servers in rotation for failover. Ejected servers are left out. The pick-server stage
- * (pipeline/5-pick-server.ts) decides between a sticky pin and the rotation.
+ * servers in rotation for failover. Ejected servers are left out. Server choice
+ * (upstream/server-choice.ts) decides between a sticky pin and the rotation.
  *
  * The round-robin counter lives in a WeakMap keyed by the frozen Route, so a reload (new Route
  * objects) starts a fresh rotation and old state is collected with the old table.

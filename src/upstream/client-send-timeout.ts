@@ -1,15 +1,12 @@
 import http2, { type Http2Stream } from 'node:http2';
-import { clientSendTimeoutsTotal } from '../admin/metrics.ts';
 import { http2StreamOf } from '../local-response.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import { clientSendTimeoutsTotal } from '../observe/metrics.ts';
+import type { ForwardingRequest } from '../request/record.ts';
 
 const { NGHTTP2_CANCEL } = http2.constants;
 
 /** `client_send_timeout_seconds` when a forwarder is built without it (tests); main.yaml's default. */
 export const DEFAULT_CLIENT_SEND_TIMEOUT_MS = 60_000;
-
-/** Why Tollgate cut a response short: the access log's `reason` (docs/errors.md "Responses cut short"). */
-export type CutReason = 'client_send_timeout';
 
 /**
  * Resets the response of a client that took none of it for `client_send_timeout_seconds`
@@ -17,7 +14,7 @@ export type CutReason = 'client_send_timeout';
  * other streams live on); an HTTP/1.1 response can only be abandoned with its connection. Counted
  * and marked for the access log. The caller aborts the upstream request.
  */
-function cutStalledResponse(request: ProxyRequest): void {
+function cutStalledResponse(request: ForwardingRequest): void {
   const { res } = request;
   if (res.destroyed || request.cutShort !== null) return;
   request.cutShort = 'client_send_timeout';
@@ -36,13 +33,13 @@ function cutStalledResponse(request: ProxyRequest): void {
  * resets the response and calls `abort` to release the upstream request.
  */
 export class ClientSendTimer {
-  readonly #request: ProxyRequest;
+  readonly #request: ForwardingRequest;
   readonly #resume: () => void;
   readonly #abort: () => void;
   readonly #timer: NodeJS.Timeout;
   #waiting = false;
 
-  constructor(request: ProxyRequest, timeoutMs: number, resume: () => void, abort: () => void) {
+  constructor(request: ForwardingRequest, timeoutMs: number, resume: () => void, abort: () => void) {
     this.#request = request;
     this.#resume = resume;
     this.#abort = abort;
@@ -93,14 +90,14 @@ export class ClientSendTimer {
  * out (one setImmediate for all of them, no timer per response); only those still holding bytes
  * then get a timer.
  */
-const endedRequests: ProxyRequest[] = [];
+const endedRequests: ForwardingRequest[] = [];
 const endedTimeouts: number[] = [];
 
 /**
  * Called when Tollgate ended a response (docs/security.md "Client limits"): an HTTP/2 stream whose
  * bytes cannot reach the client is reset after `timeoutMs`, as a stalled download is.
  */
-export function watchEndedResponse(request: ProxyRequest, timeoutMs: number): void {
+export function watchEndedResponse(request: ForwardingRequest, timeoutMs: number): void {
   const stream = http2StreamOf(request.res);
   if (stream === null || stream.writableLength === 0) return;
   if (endedRequests.length === 0) setImmediate(checkEndedResponses);
@@ -110,7 +107,7 @@ export function watchEndedResponse(request: ProxyRequest, timeoutMs: number): vo
 
 function checkEndedResponses(): void {
   for (let i = 0; i < endedRequests.length; i++) {
-    const request = endedRequests[i] as ProxyRequest;
+    const request = endedRequests[i] as ForwardingRequest;
     const stream = http2StreamOf(request.res);
     if (stream !== null && !stream.closed && stream.writableLength > 0)
       guardUnflushed(request, stream, endedTimeouts[i] as number);
@@ -124,7 +121,7 @@ function checkEndedResponses(): void {
  * completed (its bytes sent): a client taking a small response slowly is not cut, one that takes
  * nothing is.
  */
-function guardUnflushed(request: ProxyRequest, stream: Http2Stream, timeoutMs: number): void {
+function guardUnflushed(request: ForwardingRequest, stream: Http2Stream, timeoutMs: number): void {
   let held = stream.writableLength;
   const timer = setTimeout(() => {
     if (stream.closed || stream.writableLength === 0) return;

@@ -1,15 +1,10 @@
-import { upstreamErrorsTotal } from '../admin/metrics.ts';
 import type { ErrorCode } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
-import type { UpstreamServer } from '../routing/types.ts';
-import type { ServerHealth } from './health.ts';
-import { createTlsFailureLog } from './tls-failure-log.ts';
 
 /**
  * One classification of upstream failures for plain requests and WebSocket upgrades alike
  * (docs/architecture.md "Upstream layer"): the kind labels `tollgate_upstream_errors_total` and
- * decides passive health; `notSent` says whether another server may be tried.
+ * decides passive health; `notSent` says whether another server may be tried. Pure: what each
+ * attempt's outcome then does (metrics, health) is upstream/attempt-observer.ts.
  */
 export type UpstreamFailureKind = 'connect' | 'timeout' | 'reset' | 'protocol' | 'tls';
 
@@ -108,37 +103,5 @@ function failure(kind: UpstreamFailureKind, facts: Partial<Omit<UpstreamFailure,
     notSent: facts.notSent ?? false,
     staleConnection: facts.staleConnection ?? false,
     answer: facts.answer ?? 'bad_gateway',
-  };
-}
-
-/** What the upstream layer tells the rest of the process about each attempt. */
-export interface ForwardObserver {
-  /** `error`, when there is one, is what the connection reported (logged for TLS failures). */
-  onUpstreamFailure(
-    request: ProxyRequest,
-    server: UpstreamServer,
-    failure: AttemptFailure,
-    error?: Error,
-  ): void;
-  onUpstreamSuccess(request: ProxyRequest, server: UpstreamServer): void;
-}
-
-/**
- * The one place an upstream attempt's outcome is recorded, for HTTP and WebSocket alike: the error
- * counter, passive health, and why TLS failed (tls-failure-log.ts). A client that hangs up is never
- * reported here.
- */
-export function createUpstreamObserver(health: ServerHealth, logger: Logger): ForwardObserver {
-  const logTlsFailure = createTlsFailureLog(logger);
-  return {
-    onUpstreamFailure(request, server, failure, error) {
-      const kind = failure.kind;
-      upstreamErrorsTotal.inc({ route: request.route.id, server: server.address, kind });
-      health.reportFailure(request.route, server, failure);
-      if (kind === 'tls' && error !== undefined) logTlsFailure(request.route.id, server, error);
-    },
-    onUpstreamSuccess(request, server) {
-      health.reportSuccess(request.route, server);
-    },
   };
 }

@@ -1,20 +1,21 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { upstreamRejectedTotal } from '../admin/metrics.ts';
 import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
-import type { ClientSpan } from '../observe/tracing.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import { upstreamRejectedTotal } from '../observe/metrics.ts';
+import type { ClientSpan, ForwardingRequest } from '../request/record.ts';
 import type { UpstreamServer } from '../routing/types.ts';
+import type { ForwardObserver } from './attempt-observer.ts';
 import {
   ClientSendTimer,
   DEFAULT_CLIENT_SEND_TIMEOUT_MS,
   watchEndedResponse,
 } from './client-send-timeout.ts';
-import { type AttemptFailure, classifyUpstreamError, type ForwardObserver } from './failure.ts';
+import { type AttemptFailure, classifyUpstreamError } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
+import { failoverIndex, spareServer } from './server-choice.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -46,11 +47,12 @@ export interface UpgradeHooks {
 const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreachable: false });
 
 /**
- * Streams the request to the first candidate server and the response back to the client, trying the
- * next candidate when a server cannot be reached. Never buffers a body: backpressure flows both ways
- * (undici pauses reading the upstream while the client socket is full).
+ * Streams the request to the first candidate server and the response back to the client, trying
+ * the next candidate when a server cannot be reached (which one, and whether, server choice says:
+ * upstream/server-choice.ts). Never buffers a body: backpressure flows both ways (undici pauses
+ * reading the upstream while the client socket is full).
  */
-export function createForwarder(deps: ForwarderDeps): (request: ProxyRequest) => void {
+export function createForwarder(deps: ForwarderDeps): (request: ForwardingRequest) => void {
   return (request) => attempt(request, deps, 0, null);
 }
 
@@ -59,13 +61,13 @@ export function createForwarder(deps: ForwarderDeps): (request: ProxyRequest) =>
  * passive health as a plain request; only the upstream's answer is handled differently (docs/
  * architecture.md "Upstream layer").
  */
-export function forwardUpgrade(request: ProxyRequest, deps: ForwarderDeps, hooks: UpgradeHooks): void {
+export function forwardUpgrade(request: ForwardingRequest, deps: ForwarderDeps, hooks: UpgradeHooks): void {
   attempt(request, deps, 0, hooks);
 }
 
 /** Takes a connection slot of `server` (waiting in its queue if need be), then dispatches. */
 function attempt(
-  request: ProxyRequest,
+  request: ForwardingRequest,
   deps: ForwarderDeps,
   index: number,
   upgrade: UpgradeHooks | null,
@@ -82,14 +84,11 @@ function attempt(
     new UpstreamExchange(request, deps, index, upgrade, server, release).send();
     return;
   }
-  // This server is at its limit: a later candidate with a free slot is as good as any.
-  for (let next = index + 1; next < request.candidates.length; next++) {
-    const other = request.candidates[next] as UpstreamServer;
-    const otherRelease = deps.pools.slots(other).tryAcquire(request.route.id);
-    if (otherRelease !== null) {
-      new UpstreamExchange(request, deps, next, upgrade, other, otherRelease).send();
-      return;
-    }
+  // This server is at its limit: server choice may name a later candidate with a free slot.
+  const spare = spareServer(request, index, (other) => deps.pools.slots(other).tryAcquire(request.route.id));
+  if (spare !== null) {
+    new UpstreamExchange(request, deps, spare.index, upgrade, spare.server, spare.release).send();
+    return;
   }
   request.upstream = server;
   const onClientGone = () => {
@@ -137,7 +136,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** Made at the first back-pressure only (see #pauseUntilDrained). */
   #sendTimer: ClientSendTimer | null = null;
 
-  readonly request: ProxyRequest;
+  readonly request: ForwardingRequest;
   readonly deps: ForwarderDeps;
   readonly index: number;
   readonly upgrade: UpgradeHooks | null;
@@ -148,7 +147,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly wire: Wire;
 
   constructor(
-    request: ProxyRequest,
+    request: ForwardingRequest,
     deps: ForwarderDeps,
     index: number,
     upgrade: UpgradeHooks | null,
@@ -423,9 +422,9 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       res.destroy(error);
       return;
     }
-    const retryable = failure.notSent || (failure.staleConnection && !this.withBody);
-    if (retryable && this.index + 1 < request.candidates.length) {
-      attempt(request, deps, this.index + 1, this.upgrade);
+    const next = failoverIndex(request, this.index, failure, this.withBody);
+    if (next !== -1) {
+      attempt(request, deps, next, this.upgrade);
       return;
     }
     // The last server failed too: a stale copy the upstream allowed (stale-if-error) beats an error.
@@ -440,7 +439,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
  * ending the stream (the compatibility API would add an empty DATA frame, which gRPC clients read
  * as a response missing its trailers).
  */
-function endTrailersOnly(res: ProxyRequest['res'], statusCode: number, outgoing: IncomingHttpHeaders): void {
+function endTrailersOnly(
+  res: ForwardingRequest['res'],
+  statusCode: number,
+  outgoing: IncomingHttpHeaders,
+): void {
   if (res.destroyed) return;
   const stream = http2StreamOf(res);
   if (stream === null || stream.headersSent) {
@@ -489,7 +492,7 @@ interface GrpcCall {
  * cut by a timer meant for a silent server.
  */
 function grpcCall(
-  request: ProxyRequest,
+  request: ForwardingRequest,
   idleMs: number,
   exchange: { readonly controller: Dispatcher.DispatchController | null },
 ): GrpcCall {
@@ -559,7 +562,10 @@ function expectsContinue(expect: string | undefined): boolean {
   return expect !== undefined && expect.toLowerCase() === '100-continue';
 }
 
-function passEarlyHints(request: ProxyRequest, headers: Record<string, string | string[] | undefined>): void {
+function passEarlyHints(
+  request: ForwardingRequest,
+  headers: Record<string, string | string[] | undefined>,
+): void {
   const { req, res } = request;
   if (res.headersSent || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return;
   const hints = earlyHintHeaders(headers);

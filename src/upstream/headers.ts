@@ -8,7 +8,7 @@ import {
   OURS,
   REROUTING,
 } from '../header-names.ts';
-import type { ProxyRequest } from '../pipeline/request.ts';
+import type { ForwardingRequest } from '../request/record.ts';
 import type { HeaderRules } from '../routing/header-rules.ts';
 
 /**
@@ -64,7 +64,7 @@ function forwardable(name: string, normalised: string, peerTrusted: boolean): bo
 }
 
 /** The route's request header rules, or its canary's for a request going to a canary server. */
-function headerRulesFor(request: ProxyRequest): HeaderRules | null {
+function headerRulesFor(request: ForwardingRequest): HeaderRules | null {
   const { route, upstream } = request;
   const canary = route.canaryRequestHeaders;
   if (canary == null || route.canary == null || upstream == null) return route.requestHeaders;
@@ -76,7 +76,7 @@ function headerRulesFor(request: ProxyRequest): HeaderRules | null {
  * duplicates and original casing survive), minus hop-by-hop, managed and consumed ones, plus ours.
  */
 export function upstreamRequestHeaders(
-  request: ProxyRequest,
+  request: ForwardingRequest,
   forwardedProto: string,
   forwardedHost: string,
 ): string[] {

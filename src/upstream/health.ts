@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher } from 'undici';
-import { upstreamUp } from '../admin/metrics.ts';
 import type { Logger } from '../log.ts';
+import { upstreamUp } from '../observe/metrics.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import type { AttemptFailure } from './failure.ts';

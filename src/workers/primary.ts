@@ -1,6 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Server } from 'node:net';
-import { rateLimitBackendUp, registerWorkerMetrics, registry } from '../admin/metrics.ts';
 import { createAdminServer, type Readiness } from '../admin/server.ts';
 import { createTokenApiServer } from '../api/server.ts';
 import { applyListenerLimits, prepareConfig, StartError, type TollgateConfig } from '../app.ts';
@@ -9,6 +8,7 @@ import type { MainConfig, UpstreamsConfig } from '../config/types.ts';
 import { createLifecycle } from '../lifecycle.ts';
 import { boundAddressesField, listen } from '../listen.ts';
 import { abandonLogs, createLogger, type Logger } from '../log.ts';
+import { rateLimitBackendUp, registerWorkerMetrics, registry } from '../observe/metrics.ts';
 import { reloadRecords } from '../observe/reload-journal.ts';
 import { buildStatus } from '../observe/status.ts';
 import { serveClusterCounters } from '../pipeline/cluster-counters.ts';

@@ -1,6 +1,6 @@
-import { registry } from '../admin/metrics.ts';
 import { createTollgate, type Tollgate } from '../app.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { registry } from '../observe/metrics.ts';
 import { isPrimaryMessage, type PrimaryMessage, type WorkerMessage, type WorkerPorts } from './messages.ts';
 
 /** How the workers share the proxy port: each binds it with SO_REUSEPORT, or the cluster module. */

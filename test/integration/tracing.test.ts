@@ -141,8 +141,11 @@ describe('tracing: spans, context and attributes (OTLP/HTTP protobuf)', () => {
     const received = upstream.requests.find((r) => r.url === '/api/items?page=2');
     assert.equal(received?.headers.traceparent, `00-${server.traceId}-${client.spanId}-01`);
     assert.ok(collector.contentTypes.every((type) => type === 'application/x-protobuf'));
-    const line = tollgate.logs().find((l) => l.msg === 'access' && l.path === '/api/items?page=2');
-    assert.equal(line?.trace_id, server.traceId);
+    // The access line may reach us after the spans (the log is written asynchronously): wait for it.
+    const accessLine = () =>
+      tollgate.logs().find((l) => l.msg === 'access' && l.path === '/api/items?page=2');
+    await waitFor(() => accessLine() !== undefined);
+    assert.equal(accessLine()?.trace_id, server.traceId);
   });
 
   it("continues a valid incoming traceparent and replaces the caller's own upstream; an invalid one starts a new trace", async () => {
@@ -337,7 +340,10 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
       collector.contentTypes.length > 0 &&
         collector.contentTypes.every((t) => t.startsWith('application/json')),
     );
-    const lines = tollgate.logs().filter((line) => line.msg === 'access');
+    // The access lines may reach us after the spans (the log is written asynchronously): wait for them.
+    const accessLines = () => tollgate.logs().filter((line) => line.msg === 'access');
+    await waitFor(() => accessLines().length >= 6);
+    const lines = accessLines();
     assert.deepEqual(
       lines.map((line) => line.trace_id),
       [undefined, undefined, undefined, undefined, undefined, TRACE_ID],

@@ -14,7 +14,7 @@ import {
   verifyPassword,
 } from '../../src/auth/password.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
 
 function request(headers: IncomingHttpHeaders, clientIp = '10.0.0.1'): ProxyRequest {
   return { req: { headers }, subject: null, consumedHeaders: [], clientIp } as unknown as ProxyRequest;

@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
 import type { IncomingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
-import { authFailuresTotal } from '../../src/admin/metrics.ts';
 import { hashPassword } from '../../src/auth/password.ts';
 import { deriveSigningKey, issueToken } from '../../src/auth/tokens.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
+import { authFailuresTotal } from '../../src/observe/metrics.ts';
 import { createAuthStage } from '../../src/pipeline/4-auth.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
-import { type Answer, PASS, type Verdict } from '../../src/pipeline/verdict.ts';
+import { PASS } from '../../src/pipeline/verdict.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
+import type { Answer, Verdict } from '../../src/request/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
 
 const MASTERKEY = 'stage-test-masterkey';

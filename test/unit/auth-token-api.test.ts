@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { decodeJwt } from 'jose';
-import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../../src/admin/metrics.ts';
 import { createTokenVerifier } from '../../src/auth/tokens.ts';
+import { tokenRequestsRefusedTotal, tokensIssuedTotal } from '../../src/observe/metrics.ts';
 import { tokenApiForTests } from '../helpers/token-api.ts';
 import { request } from '../helpers/tollgate.ts';
 

@@ -4,7 +4,7 @@ import { createBrowserLinks } from '../../src/auth/browser-links.ts';
 import { takeQueryParam } from '../../src/auth/query.ts';
 import { parseRevokedTokens } from '../../src/auth/revocation.ts';
 import { refererWithoutToken, takeCookie } from '../../src/auth/token-carriers.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
 
 const NAME = 'tollgatetoken';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type ELDHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { EVENT_LOOP_DELAY, RESOLUTION_MS, registerEventLoopDelay } from '../../src/admin/event-loop.ts';
+import { EVENT_LOOP_DELAY, RESOLUTION_MS, registerEventLoopDelay } from '../../src/observe/event-loop.ts';
 
 /** `name{le="bound"} value` lines of the text exposition, as a map bound → value. */
 async function buckets(registry: Registry): Promise<Map<string, number>> {

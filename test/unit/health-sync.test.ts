@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { registry } from '../../src/admin/metrics.ts';
 import type { HealthCheckConfig } from '../../src/config/types.ts';
 import { createLogger } from '../../src/log.ts';
+import { registry } from '../../src/observe/metrics.ts';
 import type { Route, UpstreamServer } from '../../src/routing/types.ts';
 import { classifyUpstreamError } from '../../src/upstream/failure.ts';
 import { createServerHealth, type ServerHealth } from '../../src/upstream/health.ts';

@@ -61,11 +61,14 @@ const FORBIDDEN: Record<string, { never: string[]; except?: string[] }> = {
       'auth',
     ],
   },
-  upstream: { never: ['app.ts', 'cli.ts', 'sources', 'pipeline', 'proxy', 'workers', 'api', 'auth'] },
-  pipeline: { never: ['app.ts', 'cli.ts', 'proxy', 'workers', 'api'] },
-  auth: { never: ['app.ts', 'cli.ts', 'pipeline', 'upstream', 'proxy', 'workers', 'api'] },
-  observe: { never: ['app.ts', 'cli.ts', 'auth', 'pipeline', 'upstream', 'proxy', 'workers'] },
-  'log.ts': { never: ['auth', 'pipeline', 'upstream', 'proxy'] },
+  upstream: {
+    never: ['app.ts', 'cli.ts', 'sources', 'pipeline', 'proxy', 'workers', 'api', 'auth', 'admin'],
+  },
+  pipeline: { never: ['app.ts', 'cli.ts', 'proxy', 'workers', 'api', 'admin'] },
+  auth: { never: ['app.ts', 'cli.ts', 'pipeline', 'upstream', 'proxy', 'workers', 'api', 'admin'] },
+  // Metric definitions live in observe/ (observe/metrics.ts); admin/ only serves them.
+  observe: { never: ['app.ts', 'cli.ts', 'auth', 'pipeline', 'upstream', 'proxy', 'workers', 'admin'] },
+  'log.ts': { never: ['auth', 'pipeline', 'upstream', 'proxy', 'admin'] },
 };
 
 test('no module reaches back up the request path at run time', () => {
@@ -75,6 +78,28 @@ test('no module reaches back up the request path at run time', () => {
     if (!rule || !rule.never.includes(area(to))) continue;
     if (rule.except?.includes(relative(SRC, to))) continue;
     violations.push(`${relative(SRC, from)} → ${relative(SRC, to)}`);
+  }
+  assert.deepEqual(violations, []);
+});
+
+/**
+ * The request record (request/) is a leaf every layer names: were it to import anything of theirs,
+ * even a type, they would import each other through it (the six-module circle through the record,
+ * observe/ and upstream/). Only node's types, routing's types and the error catalogue's codes.
+ */
+test('the request record imports nothing above it, not even a type', () => {
+  const allowed = (target: string) =>
+    area(target) === 'request' || ['routing/types.ts', 'errors.ts'].includes(relative(SRC, target));
+  const violations: string[] = [];
+  for (const name of readdirSync(join(SRC, 'request'))) {
+    const file = join(SRC, 'request', name);
+    const source = readFileSync(file, 'utf8');
+    for (const match of source.matchAll(/^import\s[^;]*?from\s+'([^']+)'/gms)) {
+      const specifier = String(match[1]);
+      if (specifier.startsWith('node:')) continue;
+      const target = specifier.startsWith('.') ? resolve(dirname(file), specifier) : specifier;
+      if (!specifier.startsWith('.') || !allowed(target)) violations.push(`request/${name} → ${specifier}`);
+    }
   }
   assert.deepEqual(violations, []);
 });

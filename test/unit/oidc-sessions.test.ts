@@ -13,7 +13,7 @@ import {
   sessionCookies,
 } from '../../src/auth/session-cookie.ts';
 import { createLogger } from '../../src/log.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
 
 const SECRET_OLD = Buffer.from('the-old-session-secret-0123456789-abcdef');
 const SECRET_NEW = Buffer.from('the-new-session-secret-0123456789-abcdef');

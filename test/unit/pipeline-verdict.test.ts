@@ -4,7 +4,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { localResponseBytes } from '../../src/local-response.ts';
-import { type Answer, type Redirect, redirect, refuse, respond } from '../../src/pipeline/verdict.ts';
+import { redirect, refuse, respond } from '../../src/pipeline/verdict.ts';
+import type { Answer, Redirect } from '../../src/request/verdict.ts';
 
 /** Serves one verdict through a real ServerResponse and returns what a client receives. */
 async function served(verdict: Answer | Redirect) {

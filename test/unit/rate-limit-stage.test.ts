@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rateLimitBackendUp, rateLimitedTotal } from '../../src/admin/metrics.ts';
 import { createLogger } from '../../src/log.ts';
+import { rateLimitBackendUp, rateLimitedTotal } from '../../src/observe/metrics.ts';
 import { createRateLimitStage, rateLimitHeaders } from '../../src/pipeline/3-rate-limit.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
-import { type Answer, PASS } from '../../src/pipeline/verdict.ts';
+import { PASS } from '../../src/pipeline/verdict.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
+import type { Answer } from '../../src/request/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
 import { startRedis } from '../helpers/redis-server.ts';
 import { refusedAddress, waitFor } from '../helpers/tollgate.ts';

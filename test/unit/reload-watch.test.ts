@@ -13,9 +13,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { configReloadsTotal } from '../../src/admin/metrics.ts';
 import { sha256Hex } from '../../src/config/load.ts';
 import { createLogger } from '../../src/log.ts';
+import { configReloadsTotal } from '../../src/observe/metrics.ts';
 import {
   createFileWatcher,
   type FileSnapshot,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AggregatorRegistry, Counter, Histogram, Registry } from 'prom-client';
-import { RequestCounter, RouteHistogram } from '../../src/admin/route-metrics.ts';
+import { RequestCounter, RouteHistogram } from '../../src/observe/route-metrics.ts';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 

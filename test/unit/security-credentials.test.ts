@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { createApiKeyAuthenticator } from '../../src/auth/apikey.ts';
 import { createBasicAuthenticator } from '../../src/auth/basic.ts';
 import type { AuthorizationConfig } from '../../src/config/types.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
 
 /** Hostile spellings of basic and apikey credentials, straight against the authenticators. */
 

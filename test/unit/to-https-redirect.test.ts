@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
 import { createToHttpsStage } from '../../src/pipeline/2-to-https.ts';
-import type { ProxyRequest } from '../../src/pipeline/request.ts';
-import { PASS, type Redirect, type Verdict } from '../../src/pipeline/verdict.ts';
+import { PASS } from '../../src/pipeline/verdict.ts';
+import type { ProxyRequest } from '../../src/request/record.ts';
+import type { Redirect, Verdict } from '../../src/request/verdict.ts';
 import type { Route } from '../../src/routing/types.ts';
 
 function fakeRequest(options: {

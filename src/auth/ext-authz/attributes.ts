@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import { commonName, subjectAltNames, verifiedClientCertificate } from '../client-certificate.ts';
 
 /**

@@ -6,7 +6,7 @@ import type { ExtAuthzSettings } from '../../config/types.ts';
 import { HOP_BY_HOP, normaliseHeaderName, unconfigurableHeaderReason } from '../../header-names.ts';
 import { hasBody } from '../../local-response.ts';
 import type { Logger } from '../../log.ts';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import type { AuthDenial, Authenticator, AuthOutcome } from '../authenticator.ts';
 import { MAX_RELAYED_BODY_BYTES } from '../forward.ts';
 import { checkRequest } from './attributes.ts';

@@ -1,6 +1,6 @@
 import * as client from 'openid-client';
 import type { Logger } from '../../log.ts';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import type { AuthAnswer, AuthDenial, AuthFailureReason, OidcFailureReason } from '../authenticator.ts';
 import { safeEqual } from '../compare.ts';
 import { sameHostTarget } from '../redirect.ts';

@@ -1,5 +1,5 @@
 import * as client from 'openid-client';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import type { AuthOutcome } from '../authenticator.ts';
 import type { Clock } from '../clock.ts';
 import { sameHostTarget } from '../redirect.ts';

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import * as client from 'openid-client';
 import { OIDC_CALLBACK_PATH } from '../../config/validate-oidc.ts';
 import { isGrpcRequest } from '../../local-response.ts';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import type { AuthAnswer } from '../authenticator.ts';
 import type { Sealer } from '../session-cookie.ts';
 import { STATE_COOKIE_PREFIX, setCookie } from '../session-cookie.ts';

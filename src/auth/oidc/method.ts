@@ -3,7 +3,7 @@ import { readSessionSecrets } from '../../config/file-checks.ts';
 import type { AuthorizationConfig, MainConfig } from '../../config/types.ts';
 import { DEFAULT_SESSION_MAX_AGE_SECONDS, OIDC_CALLBACK_PATH } from '../../config/validate-oidc.ts';
 import type { Logger } from '../../log.ts';
-import type { ProxyRequest } from '../../pipeline/request.ts';
+import type { ProxyRequest } from '../../request/record.ts';
 import { createAllowCheck, type Identity, identityFromClaims } from '../allow-rules.ts';
 import {
   type Authenticator,

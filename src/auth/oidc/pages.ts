@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isGrpcRequest } from '../../local-response.ts';
-import type { Identity } from '../../pipeline/request.ts';
+import type { Identity } from '../../request/record.ts';
 import type { AuthDenial } from '../authenticator.ts';
 import { OIDC_LOGOUT_PATH, SWITCH_ACCOUNT_PATH } from './endpoints.ts';
 

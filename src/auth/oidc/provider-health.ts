@@ -1,5 +1,5 @@
 import * as client from 'openid-client';
-import { oidcProviderProblem, oidcProviderUp } from '../../admin/metrics.ts';
+import { oidcProviderProblem, oidcProviderUp } from '../../observe/metrics.ts';
 
 /**
  * Why a provider's discovery failed, in a few words an operator acts on (docs/observability.md#the-status-page):

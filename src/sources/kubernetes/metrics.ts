@@ -1,5 +1,5 @@
 import { Counter, Gauge } from 'prom-client';
-import { registry } from '../../admin/metrics.ts';
+import { registry } from '../../observe/metrics.ts';
 
 // The Kubernetes watch families (docs/observability.md), on the registry the admin listener serves.
 

@@ -1,7 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { serverLoadNow } from '../observe/server-load.ts';
 import { registerEventLoopDelay } from './event-loop.ts';
 import { RequestCounter, RouteHistogram } from './route-metrics.ts';
+import { serverLoadNow } from './server-load.ts';
 
 /**
  * Every Tollgate metric family, declared in one place so names, labels and help texts are reviewed
@@ -10,7 +10,7 @@ import { RequestCounter, RouteHistogram } from './route-metrics.ts';
  */
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
-/** tollgate_event_loop_delay_seconds: stalls of this process's event loop (admin/event-loop). */
+/** tollgate_event_loop_delay_seconds: stalls of this process's event loop (observe/event-loop). */
 export const eventLoopDelay = registerEventLoopDelay(registry);
 
 export const logLinesDropped = new Counter({
@@ -19,7 +19,7 @@ export const logLinesDropped = new Counter({
   registers: [registry],
 });
 
-// The two families written on every request: allocation-free recorders (admin/route-metrics).
+// The two families written on every request: allocation-free recorders (observe/route-metrics).
 export const requestsTotal = new RequestCounter({
   name: 'tollgate_requests_total',
   help: 'Proxied requests by route, method and response status.',
