@@ -142,7 +142,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   HTTPRouteRetry: 'retries are not served',
   HTTPRouteRetryConnectionError: 'retries are not served',
   HTTPRouteRetryWithTimeouts: 'retries are not served',
-  HTTPRouteServiceTypes: 'headless and ExternalName Services are not ported',
 };
 
 /**
