@@ -124,13 +124,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   GatewayHTTPListenerIsolation: 'listener isolation is not served',
   HTTPRouteHTTPSListenerDetectMisdirectedRequests: 'misdirected-request detection (421) is not served',
   GatewayInfrastructure: 'infrastructure labels and annotations are not propagated',
-  GatewayFrontendClientCertificateValidation: 'Gateway frontend client-certificate validation is not served',
-  GatewayFrontendClientCertificateValidationInsecureFallback:
-    'Gateway frontend client-certificate validation is not served',
-  GatewayFrontendInvalidDefaultClientCertificateValidation:
-    'Gateway frontend client-certificate validation is not served',
-  GatewayInvalidFrontendClientCertificateValidation:
-    'Gateway frontend client-certificate validation is not served',
   GatewayOptionalAddressValue: 'Gateway spec.addresses are not honoured',
   GatewayStaticAddresses: 'Gateway spec.addresses are not honoured',
   GatewayWithAttachedRoutesWithPort8080: 'needs a listener served on its own port',

@@ -21,6 +21,23 @@ import {
   type ReferenceGrant,
 } from './objects.ts';
 
+/** The listener `Accepted` reason of a frontend validation none of whose CA references resolves. */
+const NO_VALID_CA = 'NoValidCACertificate';
+
+/**
+ * True when the listener holds its hostname and port (the routes' claims, docs/gateway-api.md
+ * #host-ownership, and conflicts, #listener-conflicts): its own shape was accepted, though it may lack
+ * a reference (its certificate, its client CA). A listener refused for its shape (a bad hostname, an
+ * unsupported protocol, a conflict) holds nothing. One refused for its client CA (`Accepted: False,
+ * NoValidCACertificate`) keeps holding, so its host is never served by another listener without the
+ * check.
+ */
+export function holdsClaim(listener: Pick<ResolvedListener, 'conditions'>): boolean {
+  return listener.conditions.some(
+    (item) => item.type === 'Accepted' && (item.status === 'True' || item.reason === NO_VALID_CA),
+  );
+}
+
 /** The route kinds a Tollgate listener serves: HTTP and HTTPS listeners take both. */
 export const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute'] as const;
 export type RouteKind = (typeof ROUTE_KINDS)[number];
@@ -55,6 +72,8 @@ export interface ResolvedGateway {
   listeners: ResolvedListener[];
   /** Why its `infrastructure.parametersRef` is refused (Accepted=False InvalidParameters), or null. */
   invalidParameters: string | null;
+  /** `spec.tls.frontend` lets clients in without a valid certificate somewhere (AllowInsecureFallback). */
+  insecureFrontend: boolean;
 }
 
 /** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */
@@ -126,7 +145,18 @@ export function resolveGateway(
           : item,
       );
     }
-  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners, invalidParameters };
+  const frontend = gateway.spec?.tls?.frontend;
+  const insecureFrontend = [frontend?.default, ...(frontend?.perPort ?? []).map((entry) => entry.tls)].some(
+    (settings) => settings?.validation?.mode === 'AllowInsecureFallback',
+  );
+  return {
+    namespace,
+    name: gateway.metadata?.name ?? '',
+    generation,
+    listeners,
+    invalidParameters,
+    insecureFrontend,
+  };
 }
 
 function resolveListener(
@@ -204,9 +234,18 @@ function resolveListener(
       else certificate = resolved;
     }
   }
-  // A CA reference that does not resolve leaves the listener unserved, never served unchecked.
-  if (frontend !== null && 'problem' in frontend)
+  // A CA reference that does not resolve leaves the listener unserved, never served unchecked. With
+  // none resolving, the spec has the listener not accepted either (it still holds its hostname:
+  // holdsClaim).
+  if (frontend !== null && 'problem' in frontend) {
     problems.push({ type: 'ResolvedRefs', ...frontend.problem });
+    if (frontend.noValidCa)
+      problems.push({
+        type: 'Accepted',
+        reason: NO_VALID_CA,
+        message: `no caCertificateRef resolves: ${frontend.problem.message}`,
+      });
+  }
   const accepted = problems.find((problem) => problem.type === 'Accepted');
   const refs = problems.find((problem) => problem.type === 'ResolvedRefs');
   const usable = accepted === undefined && refs === undefined;

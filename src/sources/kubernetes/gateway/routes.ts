@@ -1,6 +1,7 @@
 import type { PathConfig } from '../../../config/types.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
 import {
+  holdsClaim,
   namespaceAllowed,
   type ResolvedGateway,
   type ResolvedListener,
@@ -238,7 +239,7 @@ export function translateRoute(
 
 /** True when the listener's own shape was accepted (it may still lack a reference, e.g. its certificate). */
 function listenerAccepted(listener: ResolvedListener): boolean {
-  return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
+  return holdsClaim(listener);
 }
 
 /** The parentRef as written back into status (defaults filled in, as other controllers do). */
