@@ -121,7 +121,6 @@ const CASES: Readonly<Record<string, readonly string[]>> = {
 
 /** Why a case is not run, where Tollgate does not serve what it tests (docs/gateway-api.md#limits). */
 const NOT_SERVED: Readonly<Record<string, string>> = {
-  GatewayHTTPListenerIsolation: 'listener isolation is not served',
   HTTPRouteHTTPSListenerDetectMisdirectedRequests: 'misdirected-request detection (421) is not served',
   GatewayInfrastructure: 'infrastructure labels and annotations are not propagated',
   GatewayOptionalAddressValue: 'Gateway spec.addresses are not honoured',

@@ -3,8 +3,8 @@
  * conformance/tests), run through the built process against the fake API server with the suite's own
  * manifests (the `.yaml` of each case, copied as written: only `{GATEWAY_CLASS_NAME}` is filled in)
  * and the expectations of its `.go` file: GatewayWithAttachedRoutes, GatewayInvalidRouteKind,
- * GatewayModifyListeners, GatewayNameMaximumLength, the four GatewaySecret*ReferenceGrant cases and
- * HTTPRouteServiceTypes. In a cluster each Gateway gets its own address; here every Gateway shares
+ * GatewayModifyListeners, GatewayNameMaximumLength, the four GatewaySecret*ReferenceGrant cases,
+ * HTTPRouteServiceTypes and (extended) GatewayHTTPListenerIsolation. In a cluster each Gateway gets its own address; here every Gateway shares
  * Tollgate's two ports, so Gateways the suite creates side by side without a hostname (which one
  * deployment reports Conflicted, docs/gateway-api.md#listener-conflicts) are applied one after the
  * other, each deleted before the next.
@@ -546,6 +546,73 @@ ports:
   protocol: TCP${endpoints}`;
 }
 
+/**
+ * conformance/tests/gateway-http-listener-isolation.yaml and
+ * gateway-http-listener-isolation-with-hostname-intersection.yaml: one Gateway with four HTTP
+ * listeners on port 80 (no hostname, `*.example.com`, `*.foo.example.com`, `abc.foo.example.com`), a
+ * route attached to each by sectionName; in the second, every route names all four hostnames and
+ * `bar.com`.
+ */
+const ISOLATION_LISTENERS: ReadonlyArray<[name: string, hostname: string | null]> = [
+  ['empty-hostname', null],
+  ['wildcard-example-com', '*.example.com'],
+  ['wildcard-foo-example-com', '*.foo.example.com'],
+  ['abc-foo-example-com', 'abc.foo.example.com'],
+];
+function listenerIsolation(gateway: string, intersection: boolean): string {
+  const suffix = intersection ? '-with-hostname-intersection' : '';
+  const listeners = ISOLATION_LISTENERS.map(
+    ([name, hostname]) => `
+  - name: ${name}
+    port: 80
+    protocol: HTTP${hostname === null ? '' : `\n    hostname: "${hostname}"`}
+    allowedRoutes:
+      namespaces:
+        from: All`,
+  ).join('');
+  const routes = ISOLATION_LISTENERS.map(
+    ([name]) => `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: attaches-to-${name}${suffix}
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: ${gateway}
+    namespace: gateway-conformance-infra
+    sectionName: ${name}${
+      intersection
+        ? `
+  hostnames:
+  - "bar.com"
+  - "*.example.com"
+  - "*.foo.example.com"
+  - "abc.foo.example.com"`
+        : ''
+    }
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /${name}
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+`,
+  ).join('');
+  return `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: ${gateway}
+  namespace: gateway-conformance-infra
+spec:
+  gatewayClassName: "{GATEWAY_CLASS_NAME}"
+  listeners:${listeners}
+${routes}`;
+}
+
 /** The objects of a manifest file, as the suite applies them (its class name filled in). */
 function manifests(text: string): StoredObject[] {
   return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
@@ -980,6 +1047,54 @@ describe('Gateway API core Gateway cases with the suite’s manifests, through t
       await waitListeners('gateway-secret-invalid-reference-grant', [refused]);
     } finally {
       await cleanUp();
+    }
+  });
+
+  it('GatewayHTTPListenerIsolation: a request is served only by the routes of the most specific listener matching its host, with and without route hostnames', async () => {
+    // The suite's table: each host, each path; the listener the host belongs to serves its own path only.
+    const cases: Array<[host: string, path: string, expected: string]> = [];
+    const owner: Record<string, string> = {
+      'bar.com': 'empty-hostname',
+      'bar.example.com': 'wildcard-example-com',
+      'bar.foo.example.com': 'wildcard-foo-example-com',
+      'abc.foo.example.com': 'abc-foo-example-com',
+    };
+    for (const [host, listener] of Object.entries(owner))
+      for (const [path] of ISOLATION_LISTENERS)
+        cases.push([host, `/${path}`, path === listener ? 'infra-backend-v1' : 'status 404']);
+    for (const [gateway, intersection] of [
+      ['http-listener-isolation', false],
+      ['http-listener-isolation-with-hostname-intersection', true],
+    ] as const) {
+      apply(...manifests(listenerIsolation(gateway, intersection)));
+      try {
+        const suffix = intersection ? '-with-hostname-intersection' : '';
+        for (const [listener] of ISOLATION_LISTENERS) {
+          await waitRouteCondition(
+            `attaches-to-${listener}${suffix}`,
+            gateway,
+            'Accepted',
+            'True',
+            undefined,
+            listener,
+          );
+          await waitRouteCondition(
+            `attaches-to-${listener}${suffix}`,
+            gateway,
+            'ResolvedRefs',
+            'True',
+            undefined,
+            listener,
+          );
+        }
+        // The served ones first: once they answer, the table is live, and a 404 is the isolation's.
+        const served = cases.filter(([, , expected]) => expected !== 'status 404');
+        const isolated = cases.filter(([, , expected]) => expected === 'status 404');
+        for (const [host, path, expected] of [...served, ...isolated])
+          await expectBackend(host, path, expected);
+      } finally {
+        await cleanUp();
+      }
     }
   });
 

@@ -1,4 +1,5 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import type { ClientCheckPem } from '../ingress/certificates.ts';
 import { tlsPair } from '../secret-data.ts';
 import {
@@ -8,7 +9,7 @@ import {
   frontendValidation,
 } from './frontend-tls.ts';
 import { referencePermitted } from './grants.ts';
-import { hostnameKey } from './hostnames.ts';
+import { hostnameKey, hostWithin } from './hostnames.ts';
 import {
   type Condition,
   condition,
@@ -35,6 +36,33 @@ const NO_VALID_CA = 'NoValidCACertificate';
 export function holdsClaim(listener: Pick<ResolvedListener, 'conditions'>): boolean {
   return listener.conditions.some(
     (item) => item.type === 'Accepted' && (item.status === 'True' || item.reason === NO_VALID_CA),
+  );
+}
+
+/**
+ * Listener isolation (docs/gateway-api.md#routes): a request goes to the most specific listener of
+ * its Gateway on its port that matches its host, and only the routes attached to that listener serve
+ * it. So of the hosts a route gets through `listener`, those lying within a more specific sibling's
+ * hostname (a listener of the same Gateway served on the same port, holding its hostname) are left
+ * out: through `*.example.com`, not `*.foo.example.com` nor `abc.foo.example.com` where the Gateway
+ * has listeners for those; through a listener without hostname, none of the three.
+ */
+export function isolatedHosts(
+  hosts: readonly string[],
+  listener: ResolvedListener,
+  siblings: readonly ResolvedListener[],
+): string[] {
+  const narrower = siblings.filter(
+    (other) =>
+      other !== listener &&
+      other.protocol === listener.protocol &&
+      other.hostname !== null &&
+      other.hostname !== listener.hostname &&
+      hostWithin(other.hostname, listener.hostname) &&
+      holdsClaim(other),
+  );
+  return hosts.filter(
+    (host) => host === DEFAULT_HOST || !narrower.some((other) => hostWithin(host, other.hostname as string)),
   );
 }
 
