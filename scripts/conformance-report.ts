@@ -123,7 +123,6 @@ const CASES: Readonly<Record<string, readonly string[]>> = {
 const NOT_SERVED: Readonly<Record<string, string>> = {
   HTTPRouteHTTPSListenerDetectMisdirectedRequests: 'misdirected-request detection (421) is not served',
   GatewayInfrastructure: 'infrastructure labels and annotations are not propagated',
-  GatewayOptionalAddressValue: 'Gateway spec.addresses are not honoured',
   GatewayStaticAddresses: 'Gateway spec.addresses are not honoured',
   GatewayWithAttachedRoutesWithPort8080: 'needs a listener served on its own port',
   HTTPRouteListenerPortMatching: 'needs listeners served on their own ports',

@@ -4,7 +4,7 @@
  * manifests (the `.yaml` of each case, copied as written: only `{GATEWAY_CLASS_NAME}` is filled in)
  * and the expectations of its `.go` file: GatewayWithAttachedRoutes, GatewayInvalidRouteKind,
  * GatewayModifyListeners, GatewayNameMaximumLength, the four GatewaySecret*ReferenceGrant cases,
- * HTTPRouteServiceTypes and (extended) GatewayHTTPListenerIsolation. In a cluster each Gateway gets its own address; here every Gateway shares
+ * HTTPRouteServiceTypes and (extended) GatewayHTTPListenerIsolation and GatewayOptionalAddressValue. In a cluster each Gateway gets its own address; here every Gateway shares
  * Tollgate's two ports, so Gateways the suite creates side by side without a hostname (which one
  * deployment reports Conflicted, docs/gateway-api.md#listener-conflicts) are applied one after the
  * other, each deleted before the next.
@@ -1095,6 +1095,35 @@ describe('Gateway API core Gateway cases with the suite’s manifests, through t
       } finally {
         await cleanUp();
       }
+    }
+  });
+
+  it('GatewayOptionalAddressValue: a Gateway asking for an IPAddress without a value gets conditions of its generation and the published address', async () => {
+    // conformance/tests/gateway-optional-address-value.yaml
+    apply(
+      ...manifests(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: gateway-without-address-value
+  namespace: gateway-conformance-infra
+spec:
+  gatewayClassName: "{GATEWAY_CLASS_NAME}"
+  addresses:
+  - type: "IPAddress"
+  listeners:
+  - name: http
+    port: 8080
+    protocol: HTTP
+`),
+    );
+    try {
+      await waitLatestConditions('gateway-without-address-value');
+      const addresses = (gatewayOf('gateway-without-address-value')?.status as { addresses?: unknown[] })
+        .addresses;
+      assert.deepEqual(addresses, [{ type: 'IPAddress', value: '203.0.113.9' }]);
+    } finally {
+      await cleanUp();
     }
   });
 
