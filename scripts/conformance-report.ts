@@ -121,10 +121,13 @@ const CASES: Readonly<Record<string, readonly string[]>> = {
 
 /** Why a case is not run, where Tollgate does not serve what it tests (docs/gateway-api.md#limits). */
 const NOT_SERVED: Readonly<Record<string, string>> = {
-  HTTPRouteHTTPSListenerDetectMisdirectedRequests: 'misdirected-request detection (421) is not served',
-  GatewayInfrastructure: 'infrastructure labels and annotations are not propagated',
+  HTTPRouteHTTPSListenerDetectMisdirectedRequests:
+    'misdirected-request detection (421) is served between client-certificate checks only, not between listeners',
+  GatewayInfrastructure:
+    'Tollgate creates no resources to propagate infrastructure labels and annotations to',
   GatewayStaticAddresses: 'Gateway spec.addresses are not honoured',
-  GatewayWithAttachedRoutesWithPort8080: 'needs a listener served on its own port',
+  GatewayWithAttachedRoutesWithPort8080:
+    'needs a listener served on its own port (HTTP listeners without hostname on 80 and 8080 conflict here)',
   HTTPRouteListenerPortMatching: 'needs listeners served on their own ports',
   HTTPRouteMultipleGateways: 'needs one address per Gateway (one deployment each)',
   HTTPRouteRequestMirror: 'RequestMirror is not served',
