@@ -1,9 +1,10 @@
 /**
- * HTTPRouteRewritePath and HTTPRouteRewriteHost of the Gateway API conformance suite
- * (kubernetes-sigs/gateway-api v1.6, conformance/tests/httproute-rewrite-path.* and
- * httproute-rewrite-host.*) with the suite's manifests as written, through the built process and the
- * fake API server: every request of the `.go` file's table, the rewrite combined with a
- * RequestHeaderModifier included, checked on what the backend received.
+ * HTTPRoute cases of the Gateway API conformance suite (kubernetes-sigs/gateway-api v1.6,
+ * conformance/tests) with the suite's manifests as written (only `{GATEWAY_CLASS_NAME}` filled in),
+ * through the built process and the fake API server, every request of each `.go` file's table:
+ * HTTPRouteRewritePath and HTTPRouteRewriteHost (the rewrite combined with a RequestHeaderModifier
+ * included, checked on what the backend received), HTTPRouteHeaderMatching,
+ * HTTPRouteQueryParamMatching and HTTPRouteMethodMatching.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -155,6 +156,265 @@ spec:
           port: 8080
 `;
 
+// conformance/tests/httproute-header-matching.yaml
+const HEADER_MATCHING = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: header-matching
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  rules:
+  - matches:
+    - headers:
+      - name: version
+        value: one
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: two
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: two
+      - name: color
+        value: orange
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - headers:
+      - name: color
+        value: blue
+    - headers:
+      - name: color
+        value: green
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - headers:
+      - name: color
+        value: red
+    - headers:
+      - name: color
+        value: yellow
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+`;
+
+// conformance/tests/httproute-query-param-matching.yaml
+const QUERY_PARAM_MATCHING = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: query-param-matching
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  rules:
+  - matches:
+    - queryParams:
+      - name: animal
+        value: whale
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - queryParams:
+      - name: animal
+        value: dolphin
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - queryParams:
+      - name: animal
+        value: dolphin
+      - name: color
+        value: blue
+    - queryParams:
+      - name: ANIMAL
+        value: Whale
+    backendRefs:
+    - name: infra-backend-v3
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path1
+      queryParams:
+      - name: animal
+        value: whale
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: one
+      queryParams:
+      - name: animal
+        value: whale
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path2
+      headers:
+      - name: version
+        value: two
+      queryParams:
+      - name: animal
+        value: whale
+    backendRefs:
+    - name: infra-backend-v3
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path3
+      queryParams:
+      - name: animal
+        value: shark
+    - path:
+        type: PathPrefix
+        value: /path4
+      headers:
+      - name: version
+        value: three
+      queryParams:
+      - name: animal
+        value: kraken
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path5
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - queryParams:
+      - name: animal
+        value: hydra
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: four
+    backendRefs:
+    - name: infra-backend-v3
+      port: 8080
+`;
+
+// conformance/tests/httproute-method-matching.yaml
+const METHOD_MATCHING = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: method-matching
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  rules:
+  - matches:
+    - method: POST
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - method: GET
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path1
+      method: GET
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: one
+      method: PUT
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path2
+      headers:
+      - name: version
+        value: two
+      method: POST
+    backendRefs:
+    - name: infra-backend-v3
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path3
+      method: PATCH
+    - path:
+        type: PathPrefix
+        value: /path4
+      headers:
+      - name: version
+        value: three
+      method: DELETE
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /path5
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+  - matches:
+    - method: PATCH
+    backendRefs:
+    - name: infra-backend-v2
+      port: 8080
+  - matches:
+    - headers:
+      - name: version
+        value: four
+    backendRefs:
+    - name: infra-backend-v3
+      port: 8080
+`;
+
+/** A row of a matching table: method, path, headers, and the backend (or `status 404`) expected. */
+type Row = [method: string, path: string, headers: Record<string, string>, expected: string];
+const v1 = 'infra-backend-v1';
+const v2 = 'infra-backend-v2';
+const v3 = 'infra-backend-v3';
+const NOT_FOUND = 'status 404';
+
 function manifests(text: string): StoredObject[] {
   return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
     (document) => document.toJS() as StoredObject,
@@ -187,7 +447,7 @@ const MODIFIED_HEADERS = {
   absentHeaders: ['x-header-remove'],
 };
 
-describe('HTTPRouteRewritePath and HTTPRouteRewriteHost with the suite’s manifests, through the built process', () => {
+describe('Gateway API HTTPRoute cases with the suite’s manifests and tables, through the built process', () => {
   const upstreams = new Map<string, Upstream>();
   let api: FakeKubeApi;
   let dir: string;
@@ -235,6 +495,28 @@ describe('HTTPRouteRewritePath and HTTPRouteRewriteHost with the suite’s manif
       assert.fail(`${expected.host}${expected.path}: expected ${JSON.stringify(expected)}, got ${last}`);
     }
   };
+  /** Each row, served rows first (once they answer the route is live, and a 404 is the match's). */
+  const expectRows = async (rows: readonly Row[]) => {
+    const ordered = [
+      ...rows.filter(([, , , expected]) => expected !== NOT_FOUND),
+      ...rows.filter(([, , , expected]) => expected === NOT_FOUND),
+    ];
+    for (const [method, path, headers, expected] of ordered) {
+      let last = '';
+      try {
+        await waitFor(async () => {
+          const res = await request(`${tollgate.proxyUrl}${path}`, {
+            method,
+            headers: { host: 'example.test', ...headers },
+          });
+          last = res.status === 200 ? String(res.json().server) : `status ${res.status}`;
+          return last === expected;
+        }, SETTLE_MS);
+      } catch {
+        assert.fail(`${method} ${path} ${JSON.stringify(headers)}: expected ${expected}, got ${last}`);
+      }
+    }
+  };
   const accepted = async (route: string) => {
     try {
       await api.waitFor(
@@ -253,13 +535,14 @@ describe('HTTPRouteRewritePath and HTTPRouteRewriteHost with the suite’s manif
   };
 
   before(async () => {
-    for (const name of ['infra-backend-v1', 'infra-backend-v2'])
+    for (const name of ['infra-backend-v1', 'infra-backend-v2', 'infra-backend-v3'])
       upstreams.set(name, await startUpstream({ name }));
     api = await startFakeKubeApi();
     api.applyRaw(namespaceObject(INFRA, { 'gateway-conformance': 'infra' }));
     api.applyRaw(gatewayClassObject());
     serviceFor('infra-backend-v1');
     serviceFor('infra-backend-v2');
+    serviceFor('infra-backend-v3');
     for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-rewrite-'));
     tollgate = await startTollgate({
@@ -345,6 +628,81 @@ describe('HTTPRouteRewritePath and HTTPRouteRewriteHost with the suite’s manif
         await expectRequest(expected);
     } finally {
       api.delete('httproutes', INFRA, 'rewrite-host');
+    }
+  });
+
+  it('HTTPRouteHeaderMatching: exact header matches, ANDed within a match and ORed across matches; more headers win', async () => {
+    for (const object of manifests(HEADER_MATCHING)) api.applyRaw(object);
+    try {
+      await accepted('header-matching');
+      await expectRows([
+        ['GET', '/', { Version: 'one' }, v1],
+        ['GET', '/', { Version: 'two' }, v2],
+        ['GET', '/', { Version: 'two', Color: 'orange' }, v1],
+        ['GET', '/', { Version: 'two', Color: 'blue' }, v2],
+        ['GET', '/', { Color: 'orange' }, NOT_FOUND],
+        ['GET', '/', { 'Some-Other-Header': 'one' }, NOT_FOUND],
+        ['GET', '/', { Color: 'blue' }, v1],
+        ['GET', '/', { Color: 'green' }, v1],
+        ['GET', '/', { Color: 'red' }, v2],
+        ['GET', '/', { Color: 'yellow' }, v2],
+        ['GET', '/', { Color: 'purple' }, NOT_FOUND],
+      ]);
+    } finally {
+      api.delete('httproutes', INFRA, 'header-matching');
+    }
+  });
+
+  it('HTTPRouteQueryParamMatching: exact and case-sensitive query matches, with paths and headers, in the spec’s precedence', async () => {
+    for (const object of manifests(QUERY_PARAM_MATCHING)) api.applyRaw(object);
+    try {
+      await accepted('query-param-matching');
+      await expectRows([
+        ['GET', '/?animal=whale', {}, v1],
+        ['GET', '/?animal=dolphin', {}, v2],
+        ['GET', '/?animal=dolphin&color=blue', {}, v3],
+        ['GET', '/?ANIMAL=Whale', {}, v3],
+        ['GET', '/?animal=whale&otherparam=irrelevant', {}, v1],
+        ['GET', '/?animal=dolphin&color=yellow', {}, v2],
+        ['GET', '/?color=blue', {}, NOT_FOUND],
+        ['GET', '/?animal=dog', {}, NOT_FOUND],
+        ['GET', '/?animal=whaledolphin', {}, NOT_FOUND],
+        ['GET', '/', {}, NOT_FOUND],
+        ['GET', '/path1?animal=whale', {}, v1],
+        ['GET', '/?animal=whale', { version: 'one' }, v2],
+        ['GET', '/path2?animal=whale', { version: 'two' }, v3],
+        ['GET', '/path3?animal=shark', {}, v1],
+        ['GET', '/path4?animal=kraken', { version: 'three' }, v1],
+        ['GET', '/?animal=shark', {}, NOT_FOUND],
+        ['GET', '/path4?animal=kraken', {}, NOT_FOUND],
+        ['GET', '/path5?animal=hydra', {}, v1],
+        ['GET', '/?animal=hydra', { version: 'four' }, v3],
+      ]);
+    } finally {
+      api.delete('httproutes', INFRA, 'query-param-matching');
+    }
+  });
+
+  it('HTTPRouteMethodMatching: method matches alone and with paths and headers; HEAD is not GET; the spec’s precedence', async () => {
+    for (const object of manifests(METHOD_MATCHING)) api.applyRaw(object);
+    try {
+      await accepted('method-matching');
+      await expectRows([
+        ['POST', '/', {}, v1],
+        ['GET', '/', {}, v2],
+        ['HEAD', '/', {}, NOT_FOUND],
+        ['GET', '/path1', {}, v1],
+        ['PUT', '/', { version: 'one' }, v2],
+        ['POST', '/path2', { version: 'two' }, v3],
+        ['PATCH', '/path3', {}, v1],
+        ['DELETE', '/path4', { version: 'three' }, v1],
+        ['PUT', '/', {}, NOT_FOUND],
+        ['DELETE', '/path4', {}, NOT_FOUND],
+        ['PATCH', '/path5', {}, v1],
+        ['PATCH', '/', { version: 'four' }, v2],
+      ]);
+    } finally {
+      api.delete('httproutes', INFRA, 'method-matching');
     }
   });
 });
