@@ -121,19 +121,13 @@ const CASES: Readonly<Record<string, readonly string[]>> = {
 
 /** Why a case is not run, where Tollgate does not serve what it tests (docs/gateway-api.md#limits). */
 const NOT_SERVED: Readonly<Record<string, string>> = {
-  GatewayHTTPListenerIsolation: 'listener isolation is not served',
-  HTTPRouteHTTPSListenerDetectMisdirectedRequests: 'misdirected-request detection (421) is not served',
-  GatewayInfrastructure: 'infrastructure labels and annotations are not propagated',
-  GatewayFrontendClientCertificateValidation: 'Gateway frontend client-certificate validation is not served',
-  GatewayFrontendClientCertificateValidationInsecureFallback:
-    'Gateway frontend client-certificate validation is not served',
-  GatewayFrontendInvalidDefaultClientCertificateValidation:
-    'Gateway frontend client-certificate validation is not served',
-  GatewayInvalidFrontendClientCertificateValidation:
-    'Gateway frontend client-certificate validation is not served',
-  GatewayOptionalAddressValue: 'Gateway spec.addresses are not honoured',
+  HTTPRouteHTTPSListenerDetectMisdirectedRequests:
+    'misdirected-request detection (421) is served between client-certificate checks only, not between listeners',
+  GatewayInfrastructure:
+    'Tollgate creates no resources to propagate infrastructure labels and annotations to',
   GatewayStaticAddresses: 'Gateway spec.addresses are not honoured',
-  GatewayWithAttachedRoutesWithPort8080: 'needs a listener served on its own port',
+  GatewayWithAttachedRoutesWithPort8080:
+    'needs a listener served on its own port (HTTP listeners without hostname on 80 and 8080 conflict here)',
   HTTPRouteListenerPortMatching: 'needs listeners served on their own ports',
   HTTPRouteMultipleGateways: 'needs one address per Gateway (one deployment each)',
   HTTPRouteRequestMirror: 'RequestMirror is not served',
@@ -142,7 +136,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   HTTPRouteRetry: 'retries are not served',
   HTTPRouteRetryConnectionError: 'retries are not served',
   HTTPRouteRetryWithTimeouts: 'retries are not served',
-  HTTPRouteServiceTypes: 'headless and ExternalName Services are not ported',
 };
 
 /**

@@ -206,6 +206,7 @@ describe('Gateway spec.tls.frontend: client certificates on HTTPS listeners', {
       const strict = listeners?.find((listener) => listener.name === 'strict');
       return (
         hasCondition(strict?.conditions, 'ResolvedRefs', 'False', 'InvalidCACertificateRef') &&
+        hasCondition(strict?.conditions, 'Accepted', 'False', 'NoValidCACertificate') &&
         hasCondition(strict?.conditions, 'Programmed', 'False')
       );
     }, 'the strict listener ResolvedRefs False');

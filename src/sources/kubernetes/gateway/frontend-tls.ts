@@ -20,10 +20,14 @@ export interface CaObjects {
   configMaps: ReadonlyMap<string, V1ConfigMap>;
 }
 
-/** The validation of a listener: its check, a problem for its ResolvedRefs condition, or none. */
+/**
+ * The validation of a listener: its check, a problem for its ResolvedRefs condition, or none.
+ * `noValidCa`: not one of the refs resolves, which the spec reports as the listener's `Accepted:
+ * False, NoValidCACertificate` besides.
+ */
 export type FrontendValidation =
   | { check: ClientCheckPem }
-  | { problem: { reason: string; message: string } }
+  | { problem: { reason: string; message: string }; noValidCa: boolean }
   | null;
 
 type Ref = { group?: string; kind?: string; name?: string; namespace?: string };
@@ -63,18 +67,22 @@ export function frontendValidation(
   const validation = settingsFor(gateway, port)?.validation;
   if (validation === undefined) return null;
   const namespace = gateway.metadata?.namespace ?? 'default';
-  const invalid = (message: string, reason = 'InvalidCACertificateRef') => ({ problem: { reason, message } });
+  const invalid = (message: string, noValidCa = false, reason = 'InvalidCACertificateRef') => ({
+    problem: { reason, message },
+    noValidCa,
+  });
   const mode = validation.mode ?? 'AllowValidOnly';
   if (mode !== 'AllowValidOnly' && mode !== 'AllowInsecureFallback')
     return invalid(`frontend validation mode ${mode} is not AllowValidOnly or AllowInsecureFallback`);
   const refs = validation.caCertificateRefs ?? [];
-  if (refs.length === 0) return invalid('frontend validation names no caCertificateRefs');
-  const bundles: string[] = [];
-  for (const ref of refs) {
-    const resolved = caOf(ref, namespace, objects, grants);
-    if (typeof resolved !== 'string') return { problem: resolved };
-    bundles.push(resolved.trim());
-  }
+  if (refs.length === 0) return invalid('frontend validation names no caCertificateRefs', true);
+  const resolved = refs.map((ref) => caOf(ref, namespace, objects, grants));
+  const problem = resolved.find((item) => typeof item !== 'string');
+  // One ref that does not resolve refuses the whole validation (never a narrower trust store than
+  // written, never served unchecked).
+  if (problem !== undefined)
+    return { problem, noValidCa: resolved.every((item) => typeof item !== 'string') };
+  const bundles = (resolved as string[]).map((text) => text.trim());
   const ca = `${bundles.join('\n')}\n`;
   try {
     checkClientCaFiles(

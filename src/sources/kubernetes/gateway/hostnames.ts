@@ -31,6 +31,12 @@ function coveredBy(inner: string, outer: string): boolean {
   return name.length > suffix.length && name.endsWith(suffix);
 }
 
+/** True when the host key `inner` (a name or a wildcard) lies within `outer` (null: every host). */
+export function hostWithin(inner: string, outer: string | null): boolean {
+  if (outer === null || inner === outer) return true;
+  return outer.startsWith('*.') && coveredBy(inner, outer);
+}
+
 /**
  * The host keys a route serves through a listener: the intersection of the route's hostnames with
  * the listener's hostname, each side a name or a wildcard; the more specific of two overlapping ones

@@ -1,4 +1,5 @@
 import type { V1Secret } from '@kubernetes/client-node';
+import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import type { ClientCheckPem } from '../ingress/certificates.ts';
 import { tlsPair } from '../secret-data.ts';
 import {
@@ -8,7 +9,7 @@ import {
   frontendValidation,
 } from './frontend-tls.ts';
 import { referencePermitted } from './grants.ts';
-import { hostnameKey } from './hostnames.ts';
+import { hostnameKey, hostWithin } from './hostnames.ts';
 import {
   type Condition,
   condition,
@@ -20,6 +21,50 @@ import {
   parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
+
+/** The listener `Accepted` reason of a frontend validation none of whose CA references resolves. */
+const NO_VALID_CA = 'NoValidCACertificate';
+
+/**
+ * True when the listener holds its hostname and port (the routes' claims, docs/gateway-api.md
+ * #host-ownership, and conflicts, #listener-conflicts): its own shape was accepted, though it may lack
+ * a reference (its certificate, its client CA). A listener refused for its shape (a bad hostname, an
+ * unsupported protocol, a conflict) holds nothing. One refused for its client CA (`Accepted: False,
+ * NoValidCACertificate`) keeps holding, so its host is never served by another listener without the
+ * check.
+ */
+export function holdsClaim(listener: Pick<ResolvedListener, 'conditions'>): boolean {
+  return listener.conditions.some(
+    (item) => item.type === 'Accepted' && (item.status === 'True' || item.reason === NO_VALID_CA),
+  );
+}
+
+/**
+ * Listener isolation (docs/gateway-api.md#routes): a request goes to the most specific listener of
+ * its Gateway on its port that matches its host, and only the routes attached to that listener serve
+ * it. So of the hosts a route gets through `listener`, those lying within a more specific sibling's
+ * hostname (a listener of the same Gateway served on the same port, holding its hostname) are left
+ * out: through `*.example.com`, not `*.foo.example.com` nor `abc.foo.example.com` where the Gateway
+ * has listeners for those; through a listener without hostname, none of the three.
+ */
+export function isolatedHosts(
+  hosts: readonly string[],
+  listener: ResolvedListener,
+  siblings: readonly ResolvedListener[],
+): string[] {
+  const narrower = siblings.filter(
+    (other) =>
+      other !== listener &&
+      other.protocol === listener.protocol &&
+      other.hostname !== null &&
+      other.hostname !== listener.hostname &&
+      hostWithin(other.hostname, listener.hostname) &&
+      holdsClaim(other),
+  );
+  return hosts.filter(
+    (host) => host === DEFAULT_HOST || !narrower.some((other) => hostWithin(host, other.hostname as string)),
+  );
+}
 
 /** The route kinds a Tollgate listener serves: HTTP and HTTPS listeners take both. */
 export const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute'] as const;
@@ -55,6 +100,8 @@ export interface ResolvedGateway {
   listeners: ResolvedListener[];
   /** Why its `infrastructure.parametersRef` is refused (Accepted=False InvalidParameters), or null. */
   invalidParameters: string | null;
+  /** `spec.tls.frontend` lets clients in without a valid certificate somewhere (AllowInsecureFallback). */
+  insecureFrontend: boolean;
 }
 
 /** The `namespace/name` of every Secret a Gateway's listeners name (what the watches must list). */
@@ -126,7 +173,18 @@ export function resolveGateway(
           : item,
       );
     }
-  return { namespace, name: gateway.metadata?.name ?? '', generation, listeners, invalidParameters };
+  const frontend = gateway.spec?.tls?.frontend;
+  const insecureFrontend = [frontend?.default, ...(frontend?.perPort ?? []).map((entry) => entry.tls)].some(
+    (settings) => settings?.validation?.mode === 'AllowInsecureFallback',
+  );
+  return {
+    namespace,
+    name: gateway.metadata?.name ?? '',
+    generation,
+    listeners,
+    invalidParameters,
+    insecureFrontend,
+  };
 }
 
 function resolveListener(
@@ -204,9 +262,18 @@ function resolveListener(
       else certificate = resolved;
     }
   }
-  // A CA reference that does not resolve leaves the listener unserved, never served unchecked.
-  if (frontend !== null && 'problem' in frontend)
+  // A CA reference that does not resolve leaves the listener unserved, never served unchecked. With
+  // none resolving, the spec has the listener not accepted either (it still holds its hostname:
+  // holdsClaim).
+  if (frontend !== null && 'problem' in frontend) {
     problems.push({ type: 'ResolvedRefs', ...frontend.problem });
+    if (frontend.noValidCa)
+      problems.push({
+        type: 'Accepted',
+        reason: NO_VALID_CA,
+        message: `no caCertificateRef resolves: ${frontend.problem.message}`,
+      });
+  }
   const accepted = problems.find((problem) => problem.type === 'Accepted');
   const refs = problems.find((problem) => problem.type === 'ResolvedRefs');
   const usable = accepted === undefined && refs === undefined;

@@ -1,6 +1,8 @@
 import type { PathConfig } from '../../../config/types.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
 import {
+  holdsClaim,
+  isolatedHosts,
   namespaceAllowed,
   type ResolvedGateway,
   type ResolvedListener,
@@ -147,7 +149,11 @@ export function translateRoute(
     // missing): it is counted in attachedRoutes, and served once the listener is. Such a listener
     // still carries the route's claim; one refused for its own shape (a bad hostname) carries none.
     for (const listener of admitting.filter(listenerAccepted)) {
-      const hosts = intersectHostnames(hostnames, listener.hostname);
+      const hosts = isolatedHosts(
+        intersectHostnames(hostnames, listener.hostname),
+        listener,
+        gateway.listeners,
+      );
       for (const host of hosts) claims.add(host);
       if (!listener.usable && hosts.length > 0) listener.attachedRoutes += 1;
     }
@@ -160,7 +166,11 @@ export function translateRoute(
     }
     let matched = false;
     for (const listener of allowed) {
-      const hosts = intersectHostnames(hostnames, listener.hostname);
+      const hosts = isolatedHosts(
+        intersectHostnames(hostnames, listener.hostname),
+        listener,
+        gateway.listeners,
+      );
       if (hosts.length === 0) continue;
       matched = true;
       listener.attachedRoutes += 1;
@@ -238,7 +248,7 @@ export function translateRoute(
 
 /** True when the listener's own shape was accepted (it may still lack a reference, e.g. its certificate). */
 function listenerAccepted(listener: ResolvedListener): boolean {
-  return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
+  return holdsClaim(listener);
 }
 
 /** The parentRef as written back into status (defaults filled in, as other controllers do). */

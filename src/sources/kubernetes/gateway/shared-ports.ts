@@ -1,4 +1,4 @@
-import type { ResolvedGateway, ResolvedListener } from './listeners.ts';
+import { holdsClaim, type ResolvedGateway, type ResolvedListener } from './listeners.ts';
 import { condition } from './objects.ts';
 
 /**
@@ -61,5 +61,5 @@ export function markConflicts(gateways: readonly ResolvedGateway[]): void {
 }
 
 function accepted(listener: ResolvedListener): boolean {
-  return listener.conditions.some((item) => item.type === 'Accepted' && item.status === 'True');
+  return holdsClaim(listener);
 }

@@ -428,6 +428,18 @@ function gatewayStatus(gateway: ResolvedGateway, input: GatewayInput): DesiredSt
     usable
       ? condition('Programmed', true, 'Programmed', "served on Tollgate's listeners", generation)
       : condition('Programmed', false, 'Invalid', 'no listener can be served', generation),
+    // GEP-91: said while a frontend validation lets clients in without a valid certificate.
+    ...(gateway.insecureFrontend
+      ? [
+          condition(
+            'InsecureFrontendValidationMode',
+            true,
+            'ConfigurationChanged',
+            'AllowInsecureFallback is set',
+            generation,
+          ),
+        ]
+      : []),
   ];
   return {
     resource: 'gateways',
