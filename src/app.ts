@@ -44,9 +44,9 @@ export interface Tollgate {
 }
 
 /**
- * One Tollgate in one process (docs/architecture.md, "Control plane and data plane"): a control
- * plane (config sources, admin listener, token API, readiness) whose snapshots a data plane (proxy
- * listeners, pipeline, upstreams) applies. Nothing is bound until listen(), and nothing here touches
+ * One Tollgate in one process (docs/architecture.md): a control plane (config sources, admin
+ * listener, token API, readiness) whose snapshots a data plane (proxy listeners, pipeline,
+ * upstreams) applies. Nothing is bound until listen(), and nothing here touches
  * process-wide state (signals, exit codes, argv): that is src/cli.ts's job. With `workers` above 1,
  * workers/primary.ts wires the control plane and workers/worker.ts a data plane per process.
  */

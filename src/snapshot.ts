@@ -4,8 +4,7 @@ import type { RoutingTable } from './routing/types.ts';
 import type { CertificatePem } from './sources/kubernetes/ingress/certificates.ts';
 
 /**
- * What a data plane needs to serve one configuration (docs/architecture.md, "Control plane and
- * data plane"): the compiled table, the masterkey tokens are checked with, and the TLS certificates
+ * What a data plane needs to serve one configuration (docs/architecture.md): the compiled table, the masterkey tokens are checked with, and the TLS certificates
  * the Kubernetes sources add to the SNI store. Applied whole by `applySnapshot`, never edited.
  */
 export interface Snapshot {

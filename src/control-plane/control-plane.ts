@@ -29,9 +29,9 @@ export interface ControlPlaneOptions {
 }
 
 /**
- * Everything that must be one per Tollgate (docs/architecture.md, "Control plane and data plane"):
- * the config sources (files, the Kubernetes API), the admin listener, the token API and readiness.
- * It serves no proxy request; it produces configuration snapshots for the data plane(s).
+ * Everything that must be one per Tollgate (docs/architecture.md): the config sources (files, the
+ * Kubernetes API), the admin listener, the token API and readiness. It serves no proxy request; it
+ * produces configuration snapshots for the data plane(s).
  */
 export interface ControlPlane {
   readonly logger: Logger;

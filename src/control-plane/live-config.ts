@@ -39,8 +39,11 @@ export interface LiveConfig extends ConfigPublisher {
   publish(table: RoutingTable, reload?: { config: UpstreamsConfig; via: ReloadSource }): void;
   /** A reload refused: the live snapshot stays, the refusal is counted and journalled. */
   refused(via: ReloadSource, problems: readonly string[]): void;
-  /** Marks the config loaded at start as live in the metrics and the journal (when watching). */
-  recordStart(): void;
+  /**
+   * Marks the config loaded at start as live in the metrics and the journal (when watching), or a
+   * file it reads (`source`: jwks_file) as loaded.
+   */
+  recordStart(source?: string): void;
   /** Called with every snapshot published, and the one it replaces. */
   onSnapshot(listener: (next: ConfigSnapshot, previous: ConfigSnapshot) => void): void;
   /** From now on the snapshots carry what the Kubernetes provider adds. */
@@ -92,8 +95,9 @@ export function createLiveConfig(options: LiveConfigOptions): LiveConfig {
     refused(via, problems) {
       recordReload(via.source, 'failure', { origin: via.origin, problems });
     },
-    recordStart() {
-      recordLoadedAtStart(UPSTREAMS_METRIC_NAME, { hash: current.table.hash });
+    recordStart(source = UPSTREAMS_METRIC_NAME) {
+      if (source !== UPSTREAMS_METRIC_NAME) return recordLoadedAtStart(source);
+      recordLoadedAtStart(source, { hash: current.table.hash });
       recordLiveConfig(current.table.hash);
     },
     onSnapshot(listener) {

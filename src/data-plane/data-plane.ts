@@ -40,9 +40,9 @@ export interface DataPlaneOptions {
 }
 
 /**
- * What serves proxy requests (docs/architecture.md, "Control plane and data plane"): the live table,
- * the pipeline, the upstream pools and health, the response cache and the proxy listeners. A
- * configuration reaches it only as a snapshot, through applySnapshot.
+ * What serves proxy requests (docs/architecture.md): the live table, the pipeline, the upstream
+ * pools and health, the response cache and the proxy listeners. A configuration reaches it only as
+ * a snapshot, through applySnapshot.
  */
 export interface DataPlane {
   /** The live routing table; swapped by applySnapshot alone. */

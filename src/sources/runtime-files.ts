@@ -15,7 +15,6 @@ import {
   type FileWatcher,
   type FileWatcherOptions,
   readSnapshot,
-  recordLoadedAtStart,
 } from './files.ts';
 import { type MasterkeySource, watchMasterkeyFile } from './masterkey.ts';
 
@@ -70,8 +69,8 @@ export function createMainChangeNotice(
 
 /** What the file watches need of the control plane's live config (control-plane/live-config.ts). */
 export interface WatchedConfig extends ConfigPublisher {
-  /** Marks the config loaded at start as live in the metrics and the journal. */
-  recordStart(): void;
+  /** Marks the config loaded at start as live in the metrics and the journal, or `source` as loaded. */
+  recordStart(source?: string): void;
   /** Called after every snapshot published. */
   onSnapshot(listener: () => void): void;
 }
@@ -184,7 +183,7 @@ async function watchJwksFiles(
     watched = paths.join('\n');
     files.unwatch(JWKS_METRIC_NAME);
     if (paths.length === 0) return;
-    recordLoadedAtStart(JWKS_METRIC_NAME);
+    liveConfig.recordStart(JWKS_METRIC_NAME);
     await files.watch({
       name: JWKS_METRIC_NAME,
       paths,
