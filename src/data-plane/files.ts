@@ -46,7 +46,7 @@ export function sameCertificates(a: Snapshot['certificates'], b: Snapshot['certi
       other !== undefined &&
       item.certificate === other.certificate &&
       item.key === other.key &&
-      item.names.join('\n') === other.names.join('\n') &&
+      (item.names === other.names || item.names.join('\n') === other.names.join('\n')) &&
       (item.clientCertificates === other.clientCertificates ||
         JSON.stringify(item.clientCertificates ?? null) === JSON.stringify(other.clientCertificates ?? null))
     );
