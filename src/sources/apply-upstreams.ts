@@ -76,7 +76,7 @@ export interface UpstreamsApplier {
 /**
  * Turns a changed upstreams.yaml into a live routing table, or explains why not. Validation and
  * compilation are the same as at start, plus the cross-file masterkey rule, so a config that would
- * not start never goes live by reload either. The new table goes out as a snapshot (live.publish),
+ * not start never goes live by reload either. The new table goes out as a snapshot (liveConfig.publish),
  * which every data plane applies with one reference swap: a request holds the table it started with.
  */
 export function createUpstreamsApplier(options: UpstreamsApplierOptions): UpstreamsApplier {
