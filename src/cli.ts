@@ -1,14 +1,16 @@
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
-import { createTollgate, prepareConfig, StartError, type Tollgate, type TollgateConfig } from './app.ts';
+import { createTollgate, type Tollgate } from './app.ts';
 import { runHashPassword } from './auth/hash-password-cli.ts';
 import { runTokenCommand } from './auth/token-cli.ts';
 import { formatIssue } from './config/issues.ts';
 import { loadConfig, waitsForConfigMap } from './config/load.ts';
 import { releaseParseMemorySoon } from './config/parse-memory.ts';
+import { prepareConfig, type TollgateConfig } from './control-plane/prepare.ts';
 import { abandonLogs } from './log.ts';
 import { captureSignals, type ProcessSignals } from './signals.ts';
 import { describeKubernetesUse } from './sources/kubernetes/use.ts';
+import { StartError } from './start-error.ts';
 import { resolveWorkerCount } from './workers/count.ts';
 import { serveWorkers } from './workers/serve.ts';
 import { runWorker } from './workers/worker.ts';

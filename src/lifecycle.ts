@@ -3,7 +3,8 @@ import type { Socket } from 'node:net';
 import type { MainConfig } from './config/types.ts';
 import { http2StreamOf } from './local-response.ts';
 import { flushLogs, type Logger } from './log.ts';
-import type { Runtime } from './runtime.ts';
+import type { Phase } from './runtime.ts';
+import { startErrorOf } from './start-error.ts';
 
 /** What the drain needs from a listener; http.Server and https.Server both fit. */
 export interface DrainableServer {
@@ -26,7 +27,8 @@ export interface ClosableServer {
 }
 
 export interface LifecycleOptions {
-  runtime: Runtime;
+  /** Whose phase readiness reports: `draining` from the first moment of a shutdown. */
+  runtime: { phase: Phase };
   /** Listeners that stop accepting and drain: proxy, proxy TLS, token API. */
   servers: readonly DrainableServer[];
   /** Listeners kept up until the process exits, so the kubelet keeps seeing /readyz 503 (admin). */
@@ -273,4 +275,22 @@ function createOpenResponses() {
       for (const res of latest.values()) if (res !== null) yield res;
     },
   };
+}
+
+/**
+ * Runs a start; when it fails nothing is served half-way: what was bound is released (close), then
+ * the first problem is rethrown, a listener that could not be bound as the CLI's one line.
+ */
+export async function startOrRelease<T>(
+  lifecycle: Lifecycle,
+  close: (reason: string) => Promise<unknown>,
+  start: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    lifecycle.startFailed(error);
+    await close('start-up failed');
+    throw startErrorOf(error);
+  }
 }

@@ -5,9 +5,9 @@ import type { RoutingTable } from './routing/types.ts';
 export type Phase = 'starting' | 'ready' | 'draining';
 
 /**
- * The process's mutable state, kept to the minimum: the current routing table (swapped whole on
- * reload, never edited) and the lifecycle phase. Everything else is derived from these or is
- * immutable configuration.
+ * A data plane's mutable state, kept to the minimum: the current routing table (swapped whole,
+ * never edited, by the data plane's applySnapshot alone) and the lifecycle phase. Everything else
+ * is derived from these or is immutable configuration.
  */
 export interface Runtime {
   readonly main: MainConfig;

@@ -5,7 +5,8 @@ import { sendError } from '../errors.ts';
 import { registry } from '../observe/metrics.ts';
 import { reloadRecords } from '../observe/reload-journal.ts';
 import { buildStatus, type StatusModel, sharedFor } from '../observe/status.ts';
-import type { Runtime } from '../runtime.ts';
+import type { RoutingTable } from '../routing/types.ts';
+import type { Phase } from '../runtime.ts';
 import { renderStatusPage } from './status-page.ts';
 
 /** What /readyz answers: 200 with a body when ready, 503 with the reason otherwise. */
@@ -33,8 +34,14 @@ export interface AdminSources {
 /** How long one /status build is reused: a reload loop costs one build per second (see sharedFor). */
 const STATUS_REUSE_MS = 1_000;
 
+/** What the admin port reports of the configuration served: readiness and the live table. */
+export interface ServedConfig {
+  readonly phase: Phase;
+  table(): RoutingTable;
+}
+
 /** A single process: ready once its own listeners are bound; its own registry. */
-export function processSources(runtime: Runtime): AdminSources {
+export function processSources(runtime: ServedConfig): AdminSources {
   return {
     readiness: () =>
       runtime.phase === 'ready'
@@ -65,10 +72,7 @@ export function processSources(runtime: Runtime): AdminSources {
  * its answer). Only connections whose request is being computed right now are never evicted, and
  * those take milliseconds; a hard ceiling of twice the cap bounds even those.
  */
-export function createAdminServer(
-  runtime: Runtime,
-  sources: AdminSources = processSources(runtime),
-): http.Server {
+export function createAdminServer(sources: AdminSources): http.Server {
   const status = sharedFor(STATUS_REUSE_MS, () => sources.status());
   const served: AdminSources = { ...sources, status };
   // Insertion order is the eviction order: a connection moves to the end when it was last served.

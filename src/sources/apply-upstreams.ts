@@ -1,23 +1,43 @@
 import { resolve } from 'node:path';
 import { formatIssue } from '../config/issues.ts';
 import { checkConsistency, parseUpstreamsConfig } from '../config/load.ts';
-import type { ConfigIssue, UpstreamsConfig } from '../config/types.ts';
+import type { ConfigIssue, MainConfig, UpstreamsConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
 import { configInfo } from '../observe/metrics.ts';
 import { compileRoutingTable } from '../routing/compile.ts';
 import type { RoutingTable } from '../routing/types.ts';
-import type { Runtime } from '../runtime.ts';
-import { type FileSnapshot, recordLoadedAtStart, recordReload } from './files.ts';
+import type { FileSnapshot } from './files.ts';
 
 /** The `file` label of the reload metrics for upstreams.yaml, whichever source delivered it. */
 export const UPSTREAMS_METRIC_NAME = 'upstreams.yaml';
+
+/** Which source a reload of the routing config came through, as the metrics and /status name it. */
+export interface ReloadSource {
+  /** The `file` label: upstreams.yaml, or the file whose change made it apply again (jwks_file). */
+  source: string;
+  /** Where the text came from: the upstreams_conf path, or a ConfigMap (docs/kubernetes.md). */
+  origin: string;
+}
+
+/**
+ * What a source of the routing config needs of the control plane (control-plane/live-config.ts):
+ * the table served now, and the one place a new one is published or a refusal recorded.
+ */
+export interface ConfigPublisher {
+  readonly main: MainConfig;
+  readonly logger: Logger;
+  table(): RoutingTable;
+  publish(table: RoutingTable, reload?: { config: UpstreamsConfig; via: ReloadSource }): void;
+  refused(via: ReloadSource, problems: readonly string[]): void;
+}
 
 export type ReloadOutcome =
   | { ok: true; hash: string }
   | { ok: false; reason: 'unavailable' | 'invalid'; messages: string[] };
 
 export interface UpstreamsApplierOptions {
-  runtime: Runtime;
+  /** The control plane's live config: what is served now, and where a new table is published. */
+  liveConfig: ConfigPublisher;
   logger?: Logger;
   /**
    * Applies other state derived from upstreams.yaml (e.g. the masterkey source) once the new config
@@ -32,7 +52,7 @@ export interface UpstreamsApplierOptions {
   compile?: (config: UpstreamsConfig) => RoutingTable;
   /** The content loaded at start, when known: what reapply() applies until a reload replaces it. */
   live?: FileSnapshot;
-  /** Called after a new table went live (the runtime's own onTableSwap listeners have run). */
+  /** Called after a new table went live (every onSnapshot listener has run). */
   onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
 }
 
@@ -54,30 +74,17 @@ export interface UpstreamsApplier {
   reapply(trigger: string, metricName: string): ReloadOutcome | null;
 }
 
-/** Exposes which upstreams.yaml is live: tollgate_config_info{hash} (and the success timestamp). */
-export function recordLiveConfig(hash: string): void {
-  // Exactly one hash series at a time: a dashboard joining on it must never see two "live" configs.
-  configInfo.reset();
-  configInfo.set({ hash }, 1);
-}
-
-/** Publishes the table loaded at start as live, before any reload. */
-export function recordStartupConfig(table: RoutingTable, origin?: string): void {
-  recordLoadedAtStart(UPSTREAMS_METRIC_NAME, { hash: table.hash, origin });
-  recordLiveConfig(table.hash);
-}
-
 /**
  * Turns a changed upstreams.yaml into a live routing table, or explains why not. Validation and
  * compilation are the same as at start, plus the cross-file masterkey rule, so a config that would
- * not start never goes live by reload either. The swap is one reference assignment in the runtime:
- * a request holds the table it started with until it finishes.
+ * not start never goes live by reload either. The new table goes out as a snapshot (liveConfig.publish),
+ * which every data plane applies with one reference swap: a request holds the table it started with.
  */
 export function createUpstreamsApplier(options: UpstreamsApplierOptions): UpstreamsApplier {
-  const { runtime, beforeSwap, onReloaded } = options;
+  const { liveConfig, beforeSwap, onReloaded } = options;
   const compile = options.compile ?? compileRoutingTable;
-  const logger = options.logger ?? runtime.logger;
-  const upstreamsFile = runtime.main.upstreamsConf;
+  const logger = options.logger ?? liveConfig.logger;
+  const upstreamsFile = liveConfig.main.upstreamsConf;
   let live: { snapshot: FileSnapshot; origin: string } | null =
     options.live?.kind === 'content' ? { snapshot: options.live, origin: upstreamsFile } : null;
 
@@ -88,9 +95,9 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
     messages: string[],
     details: Record<string, unknown>,
   ): ReloadOutcome => {
-    recordReload(metric, 'failure', { origin: file, problems: messages });
+    liveConfig.refused({ source: metric, origin: file }, messages);
     logger.error(
-      { file, live_hash: runtime.table().hash, ...details },
+      { file, live_hash: liveConfig.table().hash, ...details },
       `upstreams.yaml not reloaded; the previous config keeps serving`,
     );
     return { ok: false, reason, messages };
@@ -112,7 +119,7 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       });
     }
     const parsed = parseUpstreamsConfig(snapshot.text, file);
-    const issues = parsed.ok ? checkConsistency(runtime.main, parsed.value) : parsed.issues;
+    const issues = parsed.ok ? checkConsistency(liveConfig.main, parsed.value) : parsed.issues;
     if (!parsed.ok || issues.length > 0) {
       const messages = logIssues(issues);
       // No hash of the rejected file: a hash of a file holding passwords can be guessed at.
@@ -129,11 +136,9 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
       return reject(metric, file, 'invalid', [message], { trigger, problems: 1 });
     }
 
-    const previous = runtime.table();
-    runtime.swapTable(table);
+    const previous = liveConfig.table();
+    liveConfig.publish(table, { config, via: { source: metric, origin: file } });
     live = { snapshot, origin: file };
-    recordReload(metric, 'success', { origin: file, hash: table.hash });
-    recordLiveConfig(table.hash);
     logger.info(
       {
         file,

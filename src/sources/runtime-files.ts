@@ -2,10 +2,9 @@ import type { Logger } from '../log.ts';
 import { configReloadsTotal } from '../observe/metrics.ts';
 import { noteReload } from '../observe/reload-journal.ts';
 import type { RoutingTable } from '../routing/types.ts';
-import type { Runtime } from '../runtime.ts';
 import {
+  type ConfigPublisher,
   createUpstreamsApplier,
-  recordStartupConfig,
   UPSTREAMS_METRIC_NAME,
   type UpstreamsApplier,
   type UpstreamsApplierOptions,
@@ -16,10 +15,8 @@ import {
   type FileWatcher,
   type FileWatcherOptions,
   readSnapshot,
-  recordLoadedAtStart,
 } from './files.ts';
 import { type MasterkeySource, watchMasterkeyFile } from './masterkey.ts';
-import type { TlsContextProvider } from './tls-certificate.ts';
 
 export const MAIN_METRIC_NAME = 'main.yaml';
 /** The `file` label for the key set files external issuers name (`jwks_file`). */
@@ -70,11 +67,19 @@ export function createMainChangeNotice(
   };
 }
 
+/** What the file watches need of the control plane's live config (control-plane/live-config.ts). */
+export interface WatchedConfig extends ConfigPublisher {
+  /** Marks the config loaded at start as live in the metrics and the journal, or `source` as loaded. */
+  recordStart(source?: string): void;
+  /** Called after every snapshot published. */
+  onSnapshot(listener: () => void): void;
+}
+
 export interface RuntimeFilesOptions extends Omit<FileWatcherOptions, 'logger'> {
-  runtime: Runtime;
+  /** The control plane's live config: reloads publish their snapshots there. */
+  liveConfig: WatchedConfig;
   logger?: Logger;
   masterkeys: MasterkeySource;
-  tls?: TlsContextProvider | null;
   /** After a new upstreams.yaml went live (a primary sends it on to its workers, docs/workers.md). */
   onUpstreamsReloaded?: UpstreamsApplierOptions['onReloaded'];
   /** Compiles each new upstreams.yaml (the Kubernetes provider fills `service:` paths, docs/kubernetes.md). */
@@ -95,22 +100,24 @@ export interface RuntimeFiles {
 }
 
 /**
- * Watches every file a running process reads (docs/reload.md): upstreams.yaml (reloaded),
- * main.yaml (restart notice), masterkey_file and the TLS certificate and key (each applied on its
- * own), through one watcher. Marks what was loaded at start as live in the metrics first.
+ * Watches the config files of the control plane (docs/reload.md): upstreams.yaml (reloaded),
+ * main.yaml (restart notice), masterkey_file and the jwks_files the routes name, through one
+ * watcher, which the data plane registers its own files with (TLS pairs, revoked tokens). Marks
+ * what was loaded at start as live in the metrics first.
  */
 export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<RuntimeFiles> {
-  const { runtime, masterkeys, tls } = options;
-  const logger = options.logger ?? runtime.logger;
+  const { liveConfig, masterkeys } = options;
+  const { main } = liveConfig;
+  const logger = options.logger ?? liveConfig.logger;
   const files = await createFileWatcher({ ...options, logger });
   // The file's content stands for what was loaded at start when it hashes the same.
   const upstreamsAtStart =
-    options.watchUpstreamsFile === false ? null : await readSnapshot(runtime.main.upstreamsConf);
+    options.watchUpstreamsFile === false ? null : await readSnapshot(main.upstreamsConf);
   const upstreams = createUpstreamsApplier({
-    runtime,
+    liveConfig,
     logger,
     live:
-      upstreamsAtStart?.kind === 'content' && upstreamsAtStart.hash === runtime.table().sourceHash
+      upstreamsAtStart?.kind === 'content' && upstreamsAtStart.hash === liveConfig.table().sourceHash
         ? upstreamsAtStart
         : undefined,
     beforeSwap: (next) => masterkeys.reload(next),
@@ -118,32 +125,31 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
     compile: options.compileUpstreams,
   });
   try {
-    recordStartupConfig(runtime.table());
+    liveConfig.recordStart();
     if (options.watchUpstreamsFile !== false) {
       await files.watch({
         name: UPSTREAMS_METRIC_NAME,
-        paths: [runtime.main.upstreamsConf],
-        liveHashes: [runtime.table().sourceHash],
+        paths: [main.upstreamsConf],
+        liveHashes: [liveConfig.table().sourceHash],
         onChange: ([snapshot], trigger) => {
           if (snapshot) upstreams.apply(snapshot, trigger);
         },
       });
     }
     // What main.yaml holds now stands for what the process started with (read moments ago).
-    const mainAtStart = await readSnapshot(runtime.main.file);
+    const mainAtStart = await readSnapshot(main.file);
     const runningHash = mainAtStart.kind === 'content' ? mainAtStart.hash : null;
-    const notice = createMainChangeNotice(logger, runtime.main.file, runningHash);
+    const notice = createMainChangeNotice(logger, main.file, runningHash);
     await files.watch({
       name: MAIN_METRIC_NAME,
-      paths: [runtime.main.file],
+      paths: [main.file],
       liveHashes: runningHash === null ? undefined : [runningHash],
       onChange: ([snapshot]) => {
         if (snapshot) notice(snapshot);
       },
     });
     await watchMasterkeyFile(files, masterkeys);
-    await tls?.watch(files);
-    await watchJwksFiles(files, runtime, upstreams, logger);
+    await watchJwksFiles(files, liveConfig, upstreams, logger);
   } catch (error) {
     await files.close();
     throw error;
@@ -165,19 +171,19 @@ export async function watchRuntimeFiles(options: RuntimeFilesOptions): Promise<R
  */
 async function watchJwksFiles(
   files: FileWatcher,
-  runtime: Runtime,
+  liveConfig: WatchedConfig,
   upstreams: UpstreamsApplier,
   logger: Logger,
 ): Promise<void> {
   let watched = '';
   let updating: Promise<void> = Promise.resolve();
   const follow = async () => {
-    const paths = jwksFilesOf(runtime.table());
+    const paths = jwksFilesOf(liveConfig.table());
     if (paths.join('\n') === watched) return;
     watched = paths.join('\n');
     files.unwatch(JWKS_METRIC_NAME);
     if (paths.length === 0) return;
-    recordLoadedAtStart(JWKS_METRIC_NAME);
+    liveConfig.recordStart(JWKS_METRIC_NAME);
     await files.watch({
       name: JWKS_METRIC_NAME,
       paths,
@@ -190,7 +196,7 @@ async function watchJwksFiles(
     });
   };
   await follow();
-  runtime.onTableSwap(() => {
+  liveConfig.onSnapshot(() => {
     updating = updating.then(follow).catch((error: unknown) => {
       logger.error({ err: error }, 'following the jwks_file list failed');
     });

@@ -11,8 +11,11 @@ import type { CertificatePem } from '../sources/kubernetes/ingress/certificates.
 /** One process's metrics, as prom-client's `registry.getMetricsAsJSON()` gives them. */
 export type MetricsSnapshot = MetricObjectWithValues<MetricValue<string>>[];
 
-/** The config a worker serves: validated by the primary, compiled by the worker. */
-export interface ConfigSnapshot {
+/**
+ * A control-plane snapshot as sent to a worker (workers/snapshots.ts): validated by the primary,
+ * compiled by the worker (no table travels; compile is pure, so it is the primary's table).
+ */
+export interface WorkerSnapshot {
   /** Increases with every config the primary sends; an answer names the one it is about. */
   seq: number;
   upstreams: UpstreamsConfig;
@@ -41,8 +44,8 @@ export interface WorkerPorts {
 
 export type PrimaryMessage =
   /** First message to a new worker: everything it needs to serve, no file read of its own. */
-  | { tollgate: 'start'; main: MainConfig; config: ConfigSnapshot }
-  | { tollgate: 'config'; config: ConfigSnapshot }
+  | { tollgate: 'start'; main: MainConfig; config: WorkerSnapshot }
+  | { tollgate: 'config'; config: WorkerSnapshot }
   | { tollgate: 'metrics-request'; id: number }
   /** The admin port's `DELETE /cache` (docs/traffic.md#response-cache): each worker empties its own store. */
   | { tollgate: 'cache-purge'; id: number; host: string; prefix: string }

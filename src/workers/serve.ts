@@ -1,6 +1,6 @@
-import type { TollgateConfig } from '../app.ts';
-import { StartError } from '../app.ts';
+import type { TollgateConfig } from '../control-plane/prepare.ts';
 import type { ProcessSignals } from '../signals.ts';
+import { StartError } from '../start-error.ts';
 import { createPrimary } from './primary.ts';
 
 /**

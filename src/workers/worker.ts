@@ -1,7 +1,17 @@
-import { createTollgate, type Tollgate } from '../app.ts';
+import type { MainConfig } from '../config/types.ts';
+import { createDataPlane, type DataPlane } from '../data-plane/data-plane.ts';
+import { createLifecycle, startOrRelease } from '../lifecycle.ts';
+import { boundAddressesField } from '../listen.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { registry } from '../observe/metrics.ts';
-import { isPrimaryMessage, type PrimaryMessage, type WorkerMessage, type WorkerPorts } from './messages.ts';
+import {
+  isPrimaryMessage,
+  type PrimaryMessage,
+  type WorkerMessage,
+  type WorkerPorts,
+  type WorkerSnapshot,
+} from './messages.ts';
+import { fromWorkerSnapshot } from './snapshots.ts';
 
 /** How the workers share the proxy port: each binds it with SO_REUSEPORT, or the cluster module. */
 export type ConnectionSpreading = 'reuseport' | 'cluster';
@@ -39,11 +49,11 @@ function nextMessage<T extends PrimaryMessage['tollgate']>(
 }
 
 /**
- * One worker process (docs/workers.md): it reads no config file and asks no API. The primary sends
- * main.yaml's settings, then each validated config (upstreams, masterkey, Service endpoints); the
- * worker compiles it, swaps and says so, serves the proxy listener(s), and answers the primary's
- * requests for its metrics. It watches only what its own requests read (TLS certificate, revoked
- * tokens). Resolves with the exit code.
+ * One worker process (docs/workers.md): a data plane alone. It reads no config file and asks no
+ * API: the primary sends main.yaml's settings, then each snapshot (upstreams, masterkey, Service
+ * endpoints, certificates); the worker compiles it, applies it and says so, serves the proxy
+ * listener(s), and answers the primary's requests for its metrics. It watches only what its own
+ * requests read (TLS certificate, revoked tokens). Resolves with the exit code.
  */
 export async function runWorker(): Promise<number> {
   // Metrics requests can come before the start message is handled; answer them from the first moment.
@@ -54,16 +64,9 @@ export async function runWorker(): Promise<number> {
   await send({ tollgate: 'hello' });
   const start = await starting;
   const logger: Logger = createLogger(start.main.logLevel).child({ worker: process.pid });
-  let tollgate: Tollgate;
-  let ports: WorkerPorts;
+  let served: { data: DataPlane; close: (reason: string) => Promise<void>; ports: WorkerPorts };
   try {
-    tollgate = createTollgate(
-      { main: start.main, upstreams: start.config.upstreams },
-      { logger, watch: false, worker: { reusePort: connectionSpreading() === 'reuseport' } },
-    );
-    tollgate.applyConfig(start.config);
-    const bound = await tollgate.listen();
-    ports = { proxy: bound.proxy.port, proxyTls: bound.proxyTls?.port ?? null };
+    served = await serve(start.main, start.config, logger);
   } catch (error) {
     const reason = (error as Error).message;
     await send({
@@ -72,19 +75,20 @@ export async function runWorker(): Promise<number> {
     });
     return 1;
   }
-  await send({ tollgate: 'serving', seq: start.config.seq, hash: tollgate.runtime.table().hash, ports });
+  const { data, close, ports } = served;
+  await send({ tollgate: 'serving', seq: start.config.seq, hash: data.runtime.table().hash, ports });
 
   process.on('message', (message: unknown) => {
     if (!isPrimaryMessage(message) || message.tollgate !== 'cache-purge') return;
-    const count = tollgate.purgeCache(message.host, message.prefix);
+    const count = data.purgeCache(message.host, message.prefix);
     void send({ tollgate: 'cache-purged', id: message.id, count });
   });
   process.on('message', (message: unknown) => {
     if (!isPrimaryMessage(message) || message.tollgate !== 'config') return;
     const { seq, upstreams } = message.config;
     try {
-      const hash = tollgate.applyConfig(message.config);
-      void send({ tollgate: 'serving', seq, hash, ports });
+      data.applySnapshot(fromWorkerSnapshot(message.config));
+      void send({ tollgate: 'serving', seq, hash: data.runtime.table().hash, ports });
     } catch (error) {
       logger.error({ err: (error as Error).message, hash: upstreams.hash }, 'cannot apply the new config');
       void send({ tollgate: 'config-failed', seq, error: (error as Error).message });
@@ -97,7 +101,7 @@ export async function runWorker(): Promise<number> {
       if (stopping) return;
       stopping = true;
       await send({ tollgate: 'draining' });
-      await tollgate.close(reason);
+      await close(reason);
       // The last word: what this worker counted since the primary last asked, so no count is lost.
       await reportMetrics(-1);
       resolve(0);
@@ -112,6 +116,43 @@ export async function runWorker(): Promise<number> {
     // The primary is gone (killed): nothing will route, count or reload for this worker any more.
     process.on('disconnect', () => void stop('primary gone'));
   });
+}
+
+/**
+ * The worker's data plane, from the start snapshot to serving: bound (SO_REUSEPORT unless the
+ * cluster module spreads connections), its own files watched, readiness on.
+ */
+async function serve(main: MainConfig, first: WorkerSnapshot, logger: Logger) {
+  const data = createDataPlane(main, {
+    logger,
+    initial: fromWorkerSnapshot(first),
+    worker: { reusePort: connectionSpreading() === 'reuseport' },
+  });
+  const lifecycle = createLifecycle({
+    runtime: data.runtime,
+    main,
+    logger,
+    servers: data.drainable,
+    cleanup: data.cleanup,
+  });
+  let closing: Promise<void> | null = null;
+  const close = (reason: string) => {
+    closing ??= lifecycle.shutdown(reason);
+    return closing;
+  };
+  const bound = await startOrRelease(lifecycle, close, async () => {
+    await data.ready();
+    const listening = await data.listen();
+    await data.watchFiles();
+    return listening;
+  });
+  data.runtime.phase = 'ready';
+  const table = data.runtime.table();
+  // The primary says 'tollgate ready' for the whole set, once every worker serves; it answers the
+  // admin and token API ports, reported as configured.
+  const addresses = boundAddressesField({ ...bound, api: main.configAddress, admin: main.adminAddress });
+  logger.info({ hash: table.hash, routes: table.routes.length, addresses }, 'worker serving');
+  return { data, close, ports: { proxy: bound.proxy.port, proxyTls: bound.proxyTls?.port ?? null } };
 }
 
 async function reportMetrics(id: number): Promise<void> {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, beforeEach, describe, it } from 'node:test';
 import { parseMainConfig, parseUpstreamsConfig, sha256Hex } from '../../src/config/load.ts';
 import type { MainConfig } from '../../src/config/types.ts';
+import { createLiveConfig } from '../../src/control-plane/live-config.ts';
 import { createLogger } from '../../src/log.ts';
 import { configInfo, configLastReloadSuccess, configReloadsTotal } from '../../src/observe/metrics.ts';
 import { compileRoutingTable } from '../../src/routing/compile.ts';
@@ -34,14 +35,28 @@ function tableOf(text: string): RoutingTable {
   return compileRoutingTable(parsed.value);
 }
 
-/** A runtime plus the JSON log lines written through its logger. */
+/**
+ * A control plane's live config, the runtime of a data plane applying its snapshots, and the JSON
+ * log lines written through their logger.
+ */
 function setup(main = mainConfig()) {
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger('debug', { write: (line: string) => void lines.push(JSON.parse(line)) });
-  const runtime = createRuntime(main, logger, tableOf(routesTo('10.0.0.1:80')));
+  const initial = parseUpstreamsConfig(routesTo('10.0.0.1:80'), UPSTREAMS_FILE);
+  assert.ok(initial.ok);
+  const table = compileRoutingTable(initial.value);
+  const liveConfig = createLiveConfig({
+    main,
+    logger,
+    table,
+    upstreams: initial.value,
+    masterkey: () => null,
+  });
+  const runtime = createRuntime(main, logger, table);
+  liveConfig.onSnapshot((next) => runtime.swapTable(next.table));
   const swaps: Array<[string, string]> = [];
   runtime.onTableSwap((next, previous) => swaps.push([next.hash, previous.hash]));
-  return { runtime, lines, swaps };
+  return { runtime, liveConfig, lines, swaps };
 }
 
 async function reloads(file = 'upstreams.yaml'): Promise<{ success: number; failure: number }> {
@@ -65,11 +80,11 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('swaps in a valid config and records it as live', async () => {
-    const { runtime, lines, swaps } = setup();
+    const { runtime, liveConfig, lines, swaps } = setup();
     const before = runtime.table();
     const text = routesTo('10.0.0.2:80');
     let reloaded: RoutingTable | null = null;
-    const reloader = createUpstreamsApplier({ runtime, onReloaded: (table) => (reloaded = table) });
+    const reloader = createUpstreamsApplier({ liveConfig, onReloaded: (table) => (reloaded = table) });
 
     const outcome = reloader.apply(content(text), 'test');
     // The published identity is the compiled table's, never the sha256 of the file's bytes.
@@ -94,9 +109,11 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('rejects invalid YAML with file:line, counts a failure and keeps the old table', async () => {
-    const { runtime, lines, swaps } = setup();
+    const { runtime, liveConfig, lines, swaps } = setup();
     const before = runtime.table();
-    const outcome = createUpstreamsApplier({ runtime }).apply(content('upstreams:\n  app.test: [unclosed\n'));
+    const outcome = createUpstreamsApplier({ liveConfig }).apply(
+      content('upstreams:\n  app.test: [unclosed\n'),
+    );
     assert.equal(outcome.ok, false);
     assert.equal(runtime.table(), before);
     assert.equal(swaps.length, 0);
@@ -113,7 +130,7 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('logs one line per validation problem naming file, line and YAML path', async () => {
-    const { runtime, lines } = setup();
+    const { runtime, liveConfig, lines } = setup();
     const text = [
       'provider: file',
       'upstreams:',
@@ -124,7 +141,7 @@ describe('createUpstreamsApplier', () => {
       '        authorisation: {type: basic, creds: "a:b"}',
       '',
     ].join('\n');
-    const outcome = createUpstreamsApplier({ runtime }).apply(content(text));
+    const outcome = createUpstreamsApplier({ liveConfig }).apply(content(text));
     assert.equal(outcome.ok, false);
     assert.equal(serverOf(runtime), '10.0.0.1:80');
     const problems = lines.filter((l) => l.level === 'error' && typeof l.line === 'number');
@@ -142,8 +159,8 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('applies the cross-file rule: a masterkey differing from main.yaml is rejected', async () => {
-    const { runtime } = setup(mainConfig('masterkey: one-secret\n'));
-    const outcome = createUpstreamsApplier({ runtime }).apply(
+    const { runtime, liveConfig } = setup(mainConfig('masterkey: one-secret\n'));
+    const outcome = createUpstreamsApplier({ liveConfig }).apply(
       content(`masterkey: another-secret\n${routesTo('10.0.0.2:80')}`),
     );
     assert.equal(outcome.ok, false);
@@ -153,19 +170,19 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('rejects a config that validates but does not compile (two keys for one host)', async () => {
-    const { runtime } = setup();
+    const { runtime, liveConfig } = setup();
     const text = `${routesTo('10.0.0.2:80', 'app.test')}  APP.test:\n    paths:\n      "/":\n        servers: ["10.0.0.3:80"]\n`;
-    const outcome = createUpstreamsApplier({ runtime }).apply(content(text));
+    const outcome = createUpstreamsApplier({ liveConfig }).apply(content(text));
     assert.equal(outcome.ok, false, JSON.stringify(outcome));
     assert.equal(serverOf(runtime), '10.0.0.1:80');
     assert.deepEqual(await reloads(), { success: 0, failure: 1 });
   });
 
   it('runs beforeSwap on a valid config only; a throw rejects the reload', async () => {
-    const { runtime, lines } = setup();
+    const { runtime, liveConfig, lines } = setup();
     const seen: Array<string | null> = [];
     const reloader = createUpstreamsApplier({
-      runtime,
+      liveConfig,
       beforeSwap: (config) => {
         seen.push(config.masterkey);
         if (config.masterkey === 'refused-value') throw new Error('the masterkey sources disagree');
@@ -187,8 +204,8 @@ describe('createUpstreamsApplier', () => {
   });
 
   it('keeps the old table when the file is missing or empty, and says why', async () => {
-    const { runtime, lines } = setup();
-    const reloader = createUpstreamsApplier({ runtime });
+    const { runtime, liveConfig, lines } = setup();
+    const reloader = createUpstreamsApplier({ liveConfig });
     const outcome = reloader.apply({ kind: 'unavailable', reason: 'the file does not exist' }, 'fs.watch');
     assert.deepEqual(outcome, {
       ok: false,
@@ -205,12 +222,12 @@ describe('createUpstreamsApplier: reapply', () => {
   beforeEach(() => configReloadsTotal.reset());
 
   it('applies the live content again, counted under the file that changed; null when it is unknown', async () => {
-    const { runtime, lines } = setup();
-    assert.equal(createUpstreamsApplier({ runtime }).reapply('jwks_file changed', 'jwks_file'), null);
+    const { runtime, liveConfig, lines } = setup();
+    assert.equal(createUpstreamsApplier({ liveConfig }).reapply('jwks_file changed', 'jwks_file'), null);
 
     const text = routesTo('10.0.0.1:80');
     const before = runtime.table();
-    const applier = createUpstreamsApplier({ runtime, live: content(text) });
+    const applier = createUpstreamsApplier({ liveConfig, live: content(text) });
     assert.deepEqual(applier.reapply('jwks_file changed', 'jwks_file'), { ok: true, hash: before.hash });
     assert.notEqual(runtime.table(), before, 'a fresh table, so policies are rebuilt');
     assert.equal(runtime.table().sourceHash, sha256Hex(text));
@@ -241,9 +258,9 @@ describe('watchRuntimeFiles', () => {
     dirs.push(dir);
     await writeFile(join(dir, 'main.yaml'), 'upstreams_conf: upstreams.yaml\n');
     await writeFile(join(dir, 'upstreams.yaml'), routesTo('10.0.0.1:80'));
-    const { runtime, lines } = setup(mainConfig('', dir));
+    const { runtime, liveConfig, lines } = setup(mainConfig('', dir));
     const hot = await watchRuntimeFiles({
-      runtime,
+      liveConfig,
       masterkeys: createMasterkeySource(runtime.main, null, {}),
       quietMs: 30,
       pollIntervalMs: 60_000,
