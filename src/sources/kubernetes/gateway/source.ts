@@ -12,14 +12,10 @@ import type { Logger } from '../../../log.ts';
 import { recordEvent } from '../events.ts';
 import { gatewayRoutes } from '../metrics.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
-import {
-  type ResourceWatch,
-  type WatchedResource,
-  type WatchTuning,
-  watchStarter,
-} from '../resource-watch.ts';
+import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
 import { ConfigMapWatches, SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
+import type { WatchedResource } from '../watch-kinds.ts';
 import {
   GATEWAY_CONTROLLER,
   type Gateway,

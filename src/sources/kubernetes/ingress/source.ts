@@ -19,9 +19,9 @@ import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-
 import { SecretWatches } from '../secret-watches.ts';
 import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
 import type { AgedClaim } from './ownership.ts';
+import type { IngressReport } from './reports.ts';
 import {
   INGRESS_CONTROLLER,
-  type IngressReport,
   type IngressTranslation,
   isOurs,
   ourClasses,

@@ -36,6 +36,7 @@ import {
   hostOwnershipProblem,
 } from './ownership.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
+import type { IngressReport } from './reports.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -80,24 +81,6 @@ export interface IngressCertificate {
   key: string;
   /** The Ingress's auth-tls-* check for these hosts (docs/ingress.md#client-certificates). */
   clientCertificates?: ClientCheckPem;
-}
-
-/** What one Ingress was told: problems make it rejected (tollgate_ingress_rejected = 1). */
-export interface IngressReport {
-  namespace: string;
-  name: string;
-  problems: string[];
-  warnings: string[];
-  /** Warnings with an Event reason of their own (docs/ingress.md#when-something-is-wrong). */
-  notices: IngressNotice[];
-  /** Some of its paths are served (or closed with 503); false when it was left out entirely. */
-  served: boolean;
-}
-
-/** A warning that gets its own Event reason; the Ingress is served. */
-export interface IngressNotice {
-  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed' | 'UpstreamNotVerified';
-  message: string;
 }
 
 export interface IngressTranslation {
