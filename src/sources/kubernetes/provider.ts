@@ -38,9 +38,12 @@ export interface KubernetesProviderOptions {
 }
 
 export interface KubernetesProvider {
-  /** compile for every apply: the config with the Ingress routes and the Services' current ready endpoints. */
+  /**
+   * compile for every apply: the config with the Ingress and Gateway API routes and the Services'
+   * current ready endpoints; throws, saying why, when the merged config is refused (merge.ts).
+   */
   compile(config: UpstreamsConfig): RoutingTable;
-  /** The config with the Ingress routes merged in: what is compiled (and what workers are sent). */
+  /** The config with the Ingress and Gateway API routes merged in: what is compiled (and what workers are sent). */
   effective(config: UpstreamsConfig): UpstreamsConfig;
   /** The ready servers of a `service:` reference now (what compile uses; a primary sends them on). */
   endpointsOf: EndpointLookup;
