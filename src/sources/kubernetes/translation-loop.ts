@@ -1,4 +1,7 @@
-import type { ResourceWatch } from './resource-watch.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../../log.ts';
+import { type ResourceWatch, type StartWatch, type WatchTuning, watchStarter } from './resource-watch.ts';
+import { createWatchHealth, prometheusWatchMetrics } from './watch-health.ts';
 
 /**
  * What the provider sees of a translating source (ingress/source.ts, gateway/source.ts): the last
@@ -15,33 +18,38 @@ export interface TranslatingSource<T> {
 }
 
 export interface TranslationLoopOptions<T> {
-  /** Every watch of the source (filled after the loop is made): nothing is translated before each listed once. */
-  watches: readonly ResourceWatch[];
+  kubeConfig: KubeConfig;
+  logger: Logger;
+  tuning?: Partial<WatchTuning> | undefined;
   /** A translation of the objects now, or null when one cannot be made yet (a named Secret not listed yet). */
   translate(): T | null;
   /** A new translation, kept as the last: report it and hand it on. */
   translated(next: T): void;
-  /** Stops the source's watches and writers. */
-  stop(): Promise<void>;
+  /** Stops what the source started besides the watches it tracks (named-object watches, writers). */
+  stop(): Promise<unknown>;
 }
 
 /**
- * The loop both translating sources run: any change schedules one translation on the next turn of
- * the event loop (a burst delivered together is one translation), none before every watch listed
- * once; each translation is kept, handed on, and releases whoever waits for the first.
+ * The skeleton both translating sources share: their watches (health in the watch metrics, every
+ * change scheduling a translation), and the loop: one translation on the next turn of the event loop
+ * for a burst delivered together, none before every tracked watch listed once; each translation is
+ * kept, handed on, and releases whoever waits for the first.
  */
 export function createTranslationLoop<T>(options: TranslationLoopOptions<T>): {
-  /** Translate soon (coalesced). */
-  schedule(): void;
+  /** Starts a watch whose changes translate again (track it, or hand it to a SecretWatches). */
+  watch: StartWatch;
+  /** Watches nothing is translated before (each listed once); stopped on close. */
+  track(...watches: ResourceWatch[]): void;
   source: TranslatingSource<T>;
 } {
+  const watches: ResourceWatch[] = [];
   let last: T | null = null;
   let closed = false;
   let scheduled = false;
   const waiters: Array<() => void> = [];
 
   const run = () => {
-    if (!options.watches.every((item) => item.synced)) return;
+    if (!watches.every((item) => item.synced)) return;
     const next = options.translate();
     if (next === null) return;
     last = next;
@@ -57,8 +65,19 @@ export function createTranslationLoop<T>(options: TranslationLoopOptions<T>): {
     });
   };
 
+  const watch = watchStarter({
+    kubeConfig: options.kubeConfig,
+    health: createWatchHealth(prometheusWatchMetrics),
+    logger: options.logger,
+    tuning: options.tuning,
+    onChange: schedule,
+  });
+
   return {
-    schedule,
+    watch,
+    track: (...started) => {
+      watches.push(...started);
+    },
     source: {
       translation: () => last,
       baseChanged: schedule,
@@ -70,7 +89,7 @@ export function createTranslationLoop<T>(options: TranslationLoopOptions<T>): {
         }),
       async close() {
         closed = true;
-        await options.stop();
+        await Promise.all([...watches.map((item) => item.stop()), options.stop()]);
       },
     },
   };

@@ -13,10 +13,9 @@ import { recordEvent } from '../events.ts';
 import { gatewayRoutes } from '../metrics.ts';
 import type { AgedClaim } from '../ownership.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
-import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
+import type { ResourceWatch, WatchTuning } from '../resource-watch.ts';
 import { ConfigMapWatches, SecretWatches } from '../secret-watches.ts';
 import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
-import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
 import type { WatchedResource } from '../watch-kinds.ts';
 import {
   GATEWAY_CONTROLLER,
@@ -71,17 +70,17 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const { kubeConfig, settings, logger } = options;
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const health = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
   /** The watches of each custom kind: a status write finds its object through them by name. */
   const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
   let reported = new Map<string, string>();
-  const watches: ResourceWatch[] = [];
   const missingKinds = new Set<string>();
   const loop = createTranslationLoop<GatewayTranslation>({
-    watches,
+    kubeConfig,
+    logger,
+    tuning: options.tuning,
     translate,
     translated: (next) => {
       report(next);
@@ -91,23 +90,12 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       if (changed.length > 0) writer.write(changed);
       options.onTranslation(next);
     },
-    stop: async () => {
+    stop: () => {
       writer.close();
-      await Promise.all([
-        ...watches.map((item) => item.stop()),
-        secretWatches.stop(),
-        configMapWatches.stop(),
-      ]);
+      return Promise.all([secretWatches.stop(), configMapWatches.stop()]);
     },
   });
-
-  const watch = watchStarter({
-    kubeConfig,
-    health,
-    logger,
-    tuning: options.tuning,
-    onChange: () => loop.schedule(),
-  });
+  const { watch } = loop;
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
   const configMapWatches = new ConfigMapWatches(watch, core);
@@ -155,7 +143,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     return started;
   };
 
-  watches.push(
+  loop.track(
     watchCustom('gatewayclasses', API_OF.gatewayclasses, null),
     watch<V1Namespace>(
       'namespaces',
@@ -173,7 +161,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     plural: 'referencegrants',
   };
   for (const namespace of namespaces ?? [null]) {
-    watches.push(
+    loop.track(
       watchCustom('gateways', API_OF.gateways, namespace),
       watchCustom('httproutes', API_OF.httproutes, namespace),
       watchCustom('grpcroutes', API_OF.grpcroutes, namespace),
@@ -190,7 +178,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     );
   }
   const published = followPublishedAddresses(settings, watch, core);
-  if (published.watch) watches.push(published.watch);
+  if (published.watch) loop.track(published.watch);
 
   const objectsOf = <T>(resource: string): T[] =>
     [...stores.entries()]

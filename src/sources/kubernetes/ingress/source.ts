@@ -16,10 +16,9 @@ import { createLimiter } from '../limit.ts';
 import { ingressRejected } from '../metrics.ts';
 import type { AgedClaim } from '../ownership.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
-import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
+import type { WatchTuning } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
-import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
 import type { IngressReport } from './reports.ts';
 import {
   INGRESS_CONTROLLER,
@@ -63,7 +62,6 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   const { kubeConfig, settings, logger } = options;
   const networking = kubeConfig.makeApiClient(NetworkingV1Api);
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const health: WatchHealth = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   let classes: readonly V1IngressClass[] = [];
   const ingresses = new Map<string, readonly V1Ingress[]>();
@@ -71,31 +69,23 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let reported = new Map<string, string>();
   const statusWritten = new Map<string, string>();
   const limitWrites = createLimiter(STATUS_WRITES_AT_ONCE);
-  const watches: ResourceWatch[] = [];
   const loop = createTranslationLoop<IngressTranslation>({
-    watches,
+    kubeConfig,
+    logger,
+    tuning: options.tuning,
     translate,
     translated: (next) => {
       report(next.reports);
       writeStatus(next.reports);
       options.onTranslation(next);
     },
-    stop: async () => {
-      await Promise.all([...watches.map((item) => item.stop()), secretWatches.stop()]);
-    },
+    stop: () => secretWatches.stop(),
   });
-
-  const watch = watchStarter({
-    kubeConfig,
-    health,
-    logger,
-    tuning: options.tuning,
-    onChange: () => loop.schedule(),
-  });
+  const { watch } = loop;
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
 
-  watches.push(
+  loop.track(
     watch<V1IngressClass>(
       'ingressclasses',
       'IngressClasses',
@@ -109,7 +99,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   for (const namespace of namespaces ?? [null]) {
     const where = namespace ?? 'every namespace';
     const key = namespace ?? '*';
-    watches.push(
+    loop.track(
       watch<V1Ingress>(
         'ingresses',
         `Ingresses in ${where}`,
@@ -133,7 +123,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     );
   }
   const published = followPublishedAddresses(settings, watch, core);
-  if (published.watch) watches.push(published.watch);
+  if (published.watch) loop.track(published.watch);
 
   const allIngresses = () => [...ingresses.values()].flat();
 
