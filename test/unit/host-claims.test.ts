@@ -4,8 +4,12 @@ import type { V1Secret, V1Service } from '@kubernetes/client-node';
 import type { UpstreamsConfig } from '../../src/config/types.ts';
 import type { Gateway, GatewayClass, HttpRoute } from '../../src/sources/kubernetes/gateway/objects.ts';
 import { type GatewayInput, translateGateways } from '../../src/sources/kubernetes/gateway/translate.ts';
-import { ownedHosts, withClaimedHosts } from '../../src/sources/kubernetes/merge.ts';
-import { byCreation, hostOwners } from '../../src/sources/kubernetes/ownership.ts';
+import {
+  byCreation,
+  hostOwners,
+  ownedHosts,
+  withClaimedHosts,
+} from '../../src/sources/kubernetes/ownership.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { gatewayClassObject, gatewayObject, httpRouteObject } from '../helpers/fake-gateway-api.ts';
 import { secret, service } from '../helpers/fake-kube-api.ts';

@@ -1,3 +1,4 @@
+import type { HostConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 import { DEFAULT_HOST } from '../../routing/normalise.ts';
 
 /**
@@ -13,7 +14,7 @@ import { DEFAULT_HOST } from '../../routing/normalise.ts';
  *
  * A claim is made by naming the host, not by compiling: a team whose Ingress (or route) is broken
  * for a moment does not hand its host to the next namespace that names it, and the host is held
- * closed meanwhile (merge.ts). Pure: the same input, the same owners.
+ * closed meanwhile (withClaimedHosts). Pure: the same input, the same owners.
  */
 
 export type HostOwner =
@@ -51,6 +52,72 @@ export function hostOwners(fileHosts: Iterable<string>, claimsOldestFirst: reado
       if (!owners.has(host))
         owners.set(host, { kind: 'namespace', namespace: claim.namespace, ingress: claim.ingress });
   return owners;
+}
+
+/**
+ * The hosts of one source's translation whose owner, by the claims of every source now, is the
+ * namespace their paths came from (`ingress/<namespace>/<name>`, `httproute/<namespace>/<name>`). A
+ * translation made before the other source's claims changed may still hold a host it lost; it is
+ * not served for the moment until that source translates again.
+ */
+export function ownedHosts(
+  hosts: readonly HostConfig[],
+  owners: ReadonlyMap<string, HostOwner>,
+): readonly HostConfig[] {
+  const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
+  const owned = hosts.filter((host) =>
+    host.paths.every((path) => mayServeHost(owners.get(host.name), namespaceOf(path.origin))),
+  );
+  return owned.length === hosts.length ? hosts : owned;
+}
+
+/**
+ * The config with a closed host added for every host a claim names that nothing serves: its owner
+ * (the oldest claim) is broken for now — a refused filter or annotation, a missing certificate,
+ * every rule invalid. Without it the host's requests would fall through to a wildcard host or the
+ * default host, which another namespace may own (docs/ingress.md#host-ownership). Its one path `/`
+ * has no server, so it answers 503 until the owner serves again. Hosts upstreams.yaml or a
+ * translation serves are left as they are; the default host is never added (nothing lies beyond
+ * it: an unserved one answers 404).
+ */
+export function withClaimedHosts(
+  config: UpstreamsConfig,
+  claimsOldestFirst: readonly HostClaim[],
+): UpstreamsConfig {
+  const present = new Set(config.hosts.map((host) => host.name));
+  const held: HostConfig[] = [];
+  for (const claim of claimsOldestFirst)
+    for (const host of claim.hosts) {
+      if (host === DEFAULT_HOST || present.has(host)) continue;
+      present.add(host);
+      held.push({ name: host, paths: [closedPath(claim.ingress)] });
+    }
+  return held.length === 0 ? config : { ...config, hosts: [...config.hosts, ...held] };
+}
+
+/** `/` with no server (503 `no_ready_endpoints`), labelled with the object that owns the host. */
+function closedPath(claimant: string): PathConfig {
+  // `namespace/name` is an Ingress; `<Kind> namespace/name` a Gateway API route.
+  const space = claimant.indexOf(' ');
+  const origin =
+    space < 0
+      ? `ingress/${claimant}`
+      : `${claimant.slice(0, space).toLowerCase()}/${claimant.slice(space + 1)}`;
+  return {
+    prefix: '/',
+    servers: [],
+    service: null,
+    toHttps: false,
+    authorization: null,
+    rateLimit: null,
+    healthCheck: null,
+    unavailable: null,
+    origin,
+    requestHeaders: null,
+    responseHeaders: null,
+    redirectTo: null,
+    authFailureLimit: null,
+  };
 }
 
 /**
