@@ -26,11 +26,11 @@ const addresses = (count: number, second: number) =>
  * upstreams.yaml holding 49,999 route servers, one under the 50,000 cap (docs/security.md), in a few
  * kilobytes: 49 paths share one list of 1,000 servers by alias (each use counts), one path has 999.
  */
-function nearlyFullUpstreams(): string {
+function nearlyFullUpstreams(last = 999): string {
   const lines = ['upstreams:', '  big.test:', '    paths:'];
   lines.push(`      /p0:`, `        servers: &s [${addresses(1000, 1).join(', ')}]`);
   for (let i = 1; i < 49; i++) lines.push(`      /p${i}:`, '        servers: *s');
-  lines.push('      /last:', `        servers: [${addresses(999, 2).join(', ')}]`);
+  lines.push('      /last:', `        servers: [${addresses(last, 2).join(', ')}]`);
   return `${lines.join('\n')}\n`;
 }
 
@@ -132,5 +132,22 @@ describe('the merged routing table is validated (built process, fake API)', () =
     api.delete('ingresses', 'apps', 'first');
     await waitFor(async () => serverOf(await get('second.test')) === 'app-2', SETTLE_MS);
     assert.ok(tollgate.logs().some((entry) => entry.msg === 'kubernetes routes accepted again'));
+
+    // An upstreams.yaml within the cap alone (50,000) that leaves no room for the Ingress served: the
+    // reload is refused like an invalid file, and the previous config keeps serving.
+    await tollgate.writeUpstreams(nearlyFullUpstreams(1000));
+    await waitFor(
+      () =>
+        tollgate
+          .logs()
+          .some((entry) => entry.msg === 'upstreams.yaml not reloaded; the previous config keeps serving'),
+      SETTLE_MS,
+    );
+    assert.ok(
+      tollgate
+        .logs()
+        .some((entry) => entry.level === 'error' && /would hold 50001 route servers/.test(String(entry.msg))),
+    );
+    assert.equal(serverOf(await get('second.test')), 'app-2');
   });
 });

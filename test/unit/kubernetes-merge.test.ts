@@ -154,6 +154,10 @@ describe('createKubernetesMerge: a refused merge keeps the last table that passe
     // One that makes room takes the waiting translation with it.
     const smaller = base(10);
     assert.equal(merge.compile(smaller).routes.length, 13);
+    // Said about the config serving only: once it went live (the provider's configApplied).
+    assert.equal(lines.filter((line) => line.level === 'error').length, 1);
+    merge.baseApplied(smaller);
+    assert.equal(merge.effective(smaller).hosts[1]?.paths.length, 3);
     assert.ok(lines.some((line) => line.msg === 'kubernetes routes accepted again'));
   });
 

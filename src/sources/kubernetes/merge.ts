@@ -229,12 +229,15 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
   const resolve = (config: UpstreamsConfig): { config: UpstreamsConfig | null; problem: string | null } => {
     if (latest === null) return { config, problem: null };
     const tried = attempt(config, latest);
+    // Said only about the config serving: a new upstreams.yaml that does not fit is refused by the
+    // apply path, which says so itself.
+    const serving = config === live;
     if (tried.problem === null) {
       good = latest;
-      refused(null);
+      if (serving) refused(null);
       return { config: tried.result, problem: null };
     }
-    refused(tried.problem);
+    if (serving) refused(tried.problem);
     if (good === null) return { config, problem: tried.problem };
     const fallback = attempt(config, good);
     return { config: fallback.problem === null ? fallback.result : null, problem: fallback.problem };
