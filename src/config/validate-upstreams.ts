@@ -166,7 +166,8 @@ export function validateUpstreams(r: YamlReader, file: string, hash: string): Up
  */
 export const MAX_COMPILED_SIZE = 50_000;
 
-function compiledSize(config: UpstreamsConfig): number {
+/** The route servers `config` compiles to, as MAX_COMPILED_SIZE counts them. */
+export function compiledSize(config: UpstreamsConfig): number {
   let size = 0;
   for (const host of config.hosts) for (const path of host.paths) size += Math.max(1, path.servers.length);
   return size;

@@ -127,8 +127,10 @@ export function createUpstreamsApplier(options: UpstreamsApplierOptions): Upstre
     }
     const config = parsed.value;
     config.file = resolve(file);
-    const table = compile(config);
+    let table: RoutingTable;
     try {
+      // The Kubernetes provider's compile refuses a merged table that breaks a cap (sources/kubernetes/merge.ts).
+      table = compile(config);
       beforeSwap?.(config);
     } catch (error) {
       const message = `${file}: ${(error as Error).message}`;

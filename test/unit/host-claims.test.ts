@@ -9,7 +9,7 @@ import {
   hostOwners,
   ownedHosts,
   withClaimedHosts,
-} from '../../src/sources/kubernetes/ingress/ownership.ts';
+} from '../../src/sources/kubernetes/ownership.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { gatewayClassObject, gatewayObject, httpRouteObject } from '../helpers/fake-gateway-api.ts';
 import { secret, service } from '../helpers/fake-kube-api.ts';

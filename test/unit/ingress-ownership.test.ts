@@ -4,13 +4,13 @@ import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes
 import type { PathConfig } from '../../src/config/types.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import { authUrlTargetProblem } from '../../src/sources/kubernetes/ingress/auth-url-guard.ts';
+import { type IngressInput, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
 import {
   certificateHosts,
   hostOwners,
   hostOwnershipProblem,
   mayServeHost,
-} from '../../src/sources/kubernetes/ingress/ownership.ts';
-import { type IngressInput, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
+} from '../../src/sources/kubernetes/ownership.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
 

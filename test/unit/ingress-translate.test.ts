@@ -12,10 +12,10 @@ import {
 } from '../../src/sources/kubernetes/ingress/credentials.ts';
 import {
   type IngressInput,
-  mergeIngressRoutes,
   secretsOf,
   translateIngresses,
 } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { withSourceHosts } from '../../src/sources/kubernetes/merge.ts';
 import { bcryptOf } from '../helpers/bcrypt-hashes.ts';
 import { selfSigned } from '../helpers/certs.ts';
 import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
@@ -208,7 +208,7 @@ describe('translating Ingresses into routes', () => {
       input([withTime(newer, '2026-01-01T00:00:00Z'), withTime(older, '2026-01-01T00:00:00Z')]),
     );
     assert.equal(tie.hosts[0]?.paths[0]?.origin, 'ingress/apps/a-newer');
-    const merged = mergeIngressRoutes(
+    const merged = withSourceHosts(
       {
         file: '',
         hash: '',

@@ -7,12 +7,7 @@ import { DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
 import { resolveServiceRef } from '../../src/config/service-ref.ts';
 import { createLogger } from '../../src/log.ts';
 import { connectKube } from '../../src/sources/kubernetes/kubeconfig.ts';
-import {
-  type RestartReason,
-  startResourceWatch,
-  type WatchedResource,
-  type WatchTuning,
-} from '../../src/sources/kubernetes/resource-watch.ts';
+import { startResourceWatch, type WatchTuning } from '../../src/sources/kubernetes/resource-watch.ts';
 import {
   type ConfigMapContent,
   createKubernetesSource,
@@ -20,6 +15,7 @@ import {
   type KubernetesSourceOptions,
 } from '../../src/sources/kubernetes/source.ts';
 import { createWatchHealth, type WatchMetricsSink } from '../../src/sources/kubernetes/watch-health.ts';
+import type { RestartReason, WatchedResource } from '../../src/sources/kubernetes/watch-kinds.ts';
 import { configMap, endpointSlice, type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 
 // Short delays so retries happen within a test; the logic under test is the same as with defaults.

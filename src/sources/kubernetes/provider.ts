@@ -1,29 +1,27 @@
-import { sha256Hex, waitsForConfigMap } from '../../config/load.ts';
-import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
+import { waitsForConfigMap } from '../../config/load.ts';
+import { resolveServiceRef, serviceRefKey } from '../../config/service-ref.ts';
 import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
-import { compileRoutingTable, type EndpointLookup, recompileServers } from '../../routing/compile.ts';
+import type { EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
 import type { CertificateStore } from '../certificate-store.ts';
 import { reaches } from './endpoints.ts';
 import { createGatewaySource, type GatewaySource } from './gateway/source.ts';
-import type { GatewayTranslation } from './gateway/translate.ts';
 import { type CertificatePem, createIngressCertificates } from './ingress/certificates.ts';
-import { byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ingress/ownership.ts';
 import { createIngressSource, type IngressSource } from './ingress/source.ts';
-import { type IngressTranslation, mergeIngressRoutes } from './ingress/translate.ts';
 import { connectKube } from './kubeconfig.ts';
+import {
+  createKubernetesMerge,
+  gatewayRoutes,
+  ingressRoutes,
+  type SourceName,
+  type SourceRoutes,
+} from './merge.ts';
 import { createRebuilds } from './rebuilds.ts';
 import type { WatchTuning } from './resource-watch.ts';
-import {
-  type ConfigMapContent,
-  createKubernetesSource,
-  type EndpointSnapshot,
-  type KubernetesSource,
-  UPSTREAMS_KEY,
-} from './source.ts';
+import { createKubernetesSource, type EndpointSnapshot, type KubernetesSource } from './source.ts';
 import { serviceRefs } from './use.ts';
 
 export interface KubernetesProviderOptions {
@@ -40,9 +38,12 @@ export interface KubernetesProviderOptions {
 }
 
 export interface KubernetesProvider {
-  /** compile for every apply: the config with the Ingress routes and the Services' current ready endpoints. */
+  /**
+   * compile for every apply: the config with the Ingress and Gateway API routes and the Services'
+   * current ready endpoints; throws, saying why, when the merged config is refused (merge.ts).
+   */
   compile(config: UpstreamsConfig): RoutingTable;
-  /** The config with the Ingress routes merged in: what is compiled (and what workers are sent). */
+  /** The config with the Ingress and Gateway API routes merged in: what is compiled (and what workers are sent). */
   effective(config: UpstreamsConfig): UpstreamsConfig;
   /** The ready servers of a `service:` reference now (what compile uses; a primary sends them on). */
   endpointsOf: EndpointLookup;
@@ -59,9 +60,11 @@ export interface KubernetesProvider {
 }
 
 /**
- * The Kubernetes side of a running Tollgate: owns the source, keeps the live config, and turns
- * every endpoint change into a new table compiled from that same config (docs/kubernetes.md), so an
- * endpoint change and a reload meet in the same compile and swap. Throws when no credentials exist.
+ * The Kubernetes side of a running Tollgate: owns the watches (endpoints, the upstreams ConfigMap,
+ * Ingresses, Gateway API objects) and schedules the rebuilds their changes call for; merge.ts
+ * combines upstreams.yaml with the translations, validates, compiles and swaps (docs/kubernetes.md),
+ * so an endpoint change and a reload meet in the same compile and swap. Throws when no credentials
+ * exist.
  */
 export function startKubernetesProvider(options: KubernetesProviderOptions): KubernetesProvider {
   const { main, runtime, logger } = options;
@@ -69,124 +72,33 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     kubeconfig: main.kubernetes?.kubeconfig,
     namespace: main.kubernetes?.namespace,
   });
-  let live = options.initial;
   // Started without an upstreams.yaml file: not ready until the ConfigMap's copy went live.
   let configArrived: (() => void) | null = null;
-  const arrived = waitsForConfigMap(live)
+  const arrived = waitsForConfigMap(options.initial)
     ? new Promise<void>((resolve) => {
         configArrived = resolve;
       })
     : null;
   let endpoints: EndpointSnapshot = new Map();
-  let applier: UpstreamsApplier | null = null;
-  // ConfigMap content that arrived before the apply path existed (listen() attaches it).
-  const pendingConfigMap: ConfigMapContent[] = [];
-
   const endpointsOf: EndpointLookup = (ref) =>
     endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
-  let ingress: IngressSource | null = null;
-  const servedCertificates = createIngressCertificates(logger);
-  let lastServed: string | null = null;
-  let gateway: GatewaySource | null = null;
-  let lastGatewayServed: string | null = null;
-  let lastIngressClaims: string | null = null;
-  let lastRouteClaims: string | null = null;
-  // The translation each source serves now: replaced only when what it serves (hosts, certificates,
-  // claims) changed, so that the effective config stays the same object between changes (and an
-  // endpoint change can keep it and recompile only its servers).
-  let ingressServed: IngressTranslation | null = null;
-  let gatewayServed: GatewayTranslation | null = null;
-  // upstreams.yaml first, then Ingresses, then Gateway API routes: each adds only hosts not yet served
-  // (the translations already left out hosts another owner holds; docs/gateway-api.md#host-ownership).
-  // Each keeps only the hosts its namespace owns by both sources' claims now (one translation may
-  // predate the other's latest claims); last, a host claimed but served by nobody (its owner broken
-  // for now) is held closed.
-  // Endpoint changes compile the same three inputs again and again: the merge is kept for them
-  // (translations and configs are never changed once made).
-  let merged: {
-    config: UpstreamsConfig;
-    fromIngress: IngressTranslation | null;
-    fromGateway: GatewayTranslation | null;
-    result: UpstreamsConfig;
-  } | null = null;
-  const effective = (config: UpstreamsConfig) => {
-    const fromIngress = ingressServed;
-    const fromGateway = gatewayServed;
-    // Until both sources listed their objects, the other's claims are unknown: serve neither yet.
-    if ((ingress !== null && fromIngress === null) || (gateway !== null && fromGateway === null))
-      return config;
-    if (merged?.config === config && merged.fromIngress === fromIngress && merged.fromGateway === fromGateway)
-      return merged.result;
-    const claims = byCreation([...(fromIngress?.claims ?? []), ...(fromGateway?.claims ?? [])]);
-    const owners = hostOwners(
-      config.hosts.map((host) => host.name),
-      claims,
-    );
-    const result = withClaimedHosts(
-      mergeIngressRoutes(
-        mergeIngressRoutes(config, ownedHosts(fromIngress?.hosts ?? [], owners)),
-        ownedHosts(fromGateway?.hosts ?? [], owners),
-      ),
-      claims,
-    );
-    merged = { config, fromIngress, fromGateway, result };
-    return result;
-  };
-  const allCertificates = (): CertificatePem[] => {
-    const fromIngress = ingress?.translation();
-    const fromGateway = gateway?.translation();
-    return [
-      ...(fromIngress ? certificatesOf(fromIngress) : []),
-      ...(fromGateway ? gatewayCertificatesOf(fromGateway) : []),
-    ];
-  };
-  const compile = (config: UpstreamsConfig) => compileRoutingTable(effective(config), endpointsOf);
-  // The key of each `service:` reference of the effective config, kept per reference object: an
-  // endpoint change asks it of every path, and the config stays the same objects between changes.
-  const refKeys = new WeakMap<ServiceRef, string>();
-  const keyOf = (ref: ServiceRef) => {
-    let key = refKeys.get(ref);
-    if (key === undefined) {
-      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
-      refKeys.set(ref, key);
-    }
-    return key;
-  };
-  const rebuilds = createRebuilds({
+  const ingressClass = main.kubernetes?.ingressClass;
+  const gatewayClass = main.kubernetes?.gatewayClass;
+  // upstreams.yaml, the translations and their validation meet in merge.ts alone.
+  const merge = createKubernetesMerge({
+    main,
+    runtime,
     logger,
-    rebuild: (why) => {
-      const config = effective(live);
-      // Only endpoints changed: the routes of those Services get their servers, the rest stays.
-      const partial =
-        why.sources.size === 0
-          ? recompileServers(runtime.table(), config, endpointsOf, (ref) => why.services.has(keyOf(ref)))
-          : null;
-      const table = partial ?? compileRoutingTable(config, endpointsOf);
-      runtime.swapTable(table);
-      return {
-        routes: table.routes.length,
-        servers: table.servers.length,
-        partial: partial !== null,
-      };
-    },
+    namespace: connection.namespace,
+    initial: options.initial,
+    sources: [
+      ...(main.kubernetes && ingressClass ? (['ingresses'] as const) : []),
+      ...(main.kubernetes && gatewayClass ? (['gateway api routes'] as const) : []),
+    ],
+    endpointsOf,
   });
-
-  const applyConfigMap = (content: ConfigMapContent) => {
-    if (applier === null) {
-      pendingConfigMap.splice(0, pendingConfigMap.length, content);
-      return;
-    }
-    const name = `${connection.namespace}/${main.kubernetes?.upstreamsConfigMap}`;
-    // Messages name the ConfigMap and its key, where the user has to look: `configmap/apps/x/upstreams.yaml:5:9: …`.
-    const origin = `configmap/${name}/${UPSTREAMS_KEY}`;
-    if (!content.ok) {
-      applier.apply({ kind: 'unavailable', reason: content.problem }, 'configmap', origin);
-      return;
-    }
-    const hash = sha256Hex(content.text);
-    if (hash === runtime.table().sourceHash) return; // what is live already (e.g. the same ConfigMap mounted)
-    applier.apply({ kind: 'content', text: content.text, hash }, 'configmap', origin);
-  };
+  const servedCertificates = createIngressCertificates(logger);
+  const rebuilds = createRebuilds({ logger, rebuild: merge.rebuild });
 
   const source: KubernetesSource = createKubernetesSource({
     connection,
@@ -198,13 +110,25 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       endpoints = snapshot;
       rebuilds.request({ services: changed });
     },
-    onConfigMap: applyConfigMap,
+    onConfigMap: merge.configMapChanged,
   });
   const watchServicesOf = (config: UpstreamsConfig) =>
     source.watchServices(
-      serviceRefs(effective(config)).map((ref) => resolveServiceRef(ref, connection.namespace)),
+      serviceRefs(merge.effective(config)).map((ref) => resolveServiceRef(ref, connection.namespace)),
     );
-  const ingressClass = main.kubernetes?.ingressClass;
+  let ingress: IngressSource | null = null;
+  let gateway: GatewaySource | null = null;
+  const otherSource = (name: SourceName) => (name === 'ingresses' ? gateway : ingress);
+  // What either source does with a new translation: tell the other when its claims changed, and
+  // when what it serves changed, serve its certificates, watch its Services and rebuild.
+  const translated = (name: SourceName, routes: SourceRoutes) => {
+    const change = merge.translated(name, routes);
+    if (change.claims) otherSource(name)?.baseChanged();
+    if (!change.served) return;
+    if (options.certificates) servedCertificates.update(options.certificates, merge.certificates());
+    watchServicesOf(merge.base());
+    rebuilds.request({ source: name });
+  };
   if (main.kubernetes && ingressClass) {
     ingress = createIngressSource({
       kubeConfig: connection.kubeConfig,
@@ -212,31 +136,11 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       logger,
       tuning: options.tuning,
       ownListeners: options.ownListeners,
-      base: () => live,
-      otherClaims: () => gateway?.translation()?.claims ?? [],
-      onTranslation: (translation) => {
-        // The hosts Ingresses name are claims the Gateway API routes must respect, and the reverse
-        // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
-        // telling the other source when they change settles after one round.
-        const claims = JSON.stringify(translation.claims ?? []);
-        if (claims !== lastIngressClaims) {
-          lastIngressClaims = claims;
-          gateway?.baseChanged();
-        }
-        // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
-        // and certificates as they were: no new table, no broadcast to workers, no log line.
-        // Claims too: a host claimed but not served is held closed (withClaimedHosts).
-        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
-        if (served === lastServed) return;
-        lastServed = served;
-        ingressServed = translation;
-        if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
-        watchServicesOf(live);
-        rebuilds.request({ source: 'ingresses' });
-      },
+      base: merge.base,
+      otherClaims: () => merge.claimsOf('gateway api routes'),
+      onTranslation: (translation) => translated('ingresses', ingressRoutes(translation)),
     });
   }
-  const gatewayClass = main.kubernetes?.gatewayClass;
   if (main.kubernetes && gatewayClass) {
     gateway = createGatewaySource({
       kubeConfig: connection.kubeConfig,
@@ -247,49 +151,37 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
       oidcProviders: Object.keys(main.oidcProviders ?? {}),
       claims: () => ({
-        fileHosts: live.hosts.map((host) => host.name),
-        ingressClaims: ingress?.translation()?.claims ?? [],
+        fileHosts: merge.base().hosts.map((host) => host.name),
+        ingressClaims: merge.claimsOf('ingresses'),
       }),
-      onTranslation: (translation) => {
-        const claims = JSON.stringify(translation.claims ?? []);
-        if (claims !== lastRouteClaims) {
-          lastRouteClaims = claims;
-          ingress?.baseChanged();
-        }
-        const served = JSON.stringify([translation.hosts, translation.certificates, claims]);
-        if (served === lastGatewayServed) return;
-        lastGatewayServed = served;
-        gatewayServed = translation;
-        if (options.certificates) servedCertificates.update(options.certificates, allCertificates());
-        watchServicesOf(live);
-        rebuilds.request({ source: 'gateway api routes' });
-      },
+      onTranslation: (translation) => translated('gateway api routes', gatewayRoutes(translation)),
     });
   }
-  watchServicesOf(live);
+  const initial = options.initial;
+  watchServicesOf(initial);
   logger.info(
     {
       credentials: connection.origin,
       namespace: connection.namespace,
       // A count: with thousands of Services a list would make one enormous line.
-      services: serviceRefs(live).length,
+      services: serviceRefs(initial).length,
     },
     'kubernetes provider started',
   );
   if (arrived !== null) {
     logger.info(
-      { file: live.file, configmap: main.kubernetes?.upstreamsConfigMap },
+      { file: initial.file, configmap: main.kubernetes?.upstreamsConfigMap },
       'no upstreams.yaml file: not ready until the upstreams ConfigMap is read through the API',
     );
   }
 
   return {
-    compile,
-    effective,
-    certificates: allCertificates,
+    compile: merge.compile,
+    effective: merge.effective,
+    certificates: merge.certificates,
     endpointsOf,
     configApplied(config) {
-      live = config;
+      merge.baseApplied(config);
       watchServicesOf(config);
       ingress?.baseChanged();
       gateway?.baseChanged();
@@ -298,10 +190,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
         configArrived = null;
       }
     },
-    attach(next) {
-      applier = next;
-      for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
-    },
+    attach: merge.attach,
     whenSynced: async () => {
       await Promise.all([source.whenSynced(), ingress?.whenSynced(), gateway?.whenSynced(), arrived]);
       // The Ingress routes named Services whose EndpointSlice watches started since.
@@ -320,22 +209,4 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       await Promise.all([source.close(), ingress?.close(), gateway?.close()]);
     },
   };
-}
-
-function gatewayCertificatesOf(translation: GatewayTranslation): CertificatePem[] {
-  return translation.certificates.map((item) => ({
-    names: item.names,
-    certificate: item.certificate,
-    key: item.key,
-    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
-  }));
-}
-
-function certificatesOf(translation: IngressTranslation): CertificatePem[] {
-  return translation.certificates.map((item) => ({
-    names: item.hosts,
-    certificate: item.certificate,
-    key: item.key,
-    ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
-  }));
 }

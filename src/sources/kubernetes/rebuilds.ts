@@ -26,7 +26,8 @@ export interface Rebuilds {
 
 export interface RebuildOptions {
   logger: Logger;
-  rebuild(cause: RebuildCause): RebuildOutcome;
+  /** Null: nothing was swapped (the change was refused, and said so). */
+  rebuild(cause: RebuildCause): RebuildOutcome | null;
   /** The longest wait between two rebuilds under a steady stream of changes (default 500 ms). */
   maxGapMs?: number;
   now?: () => number;
@@ -67,17 +68,18 @@ export function createRebuilds(options: RebuildOptions): Rebuilds {
     try {
       const outcome = options.rebuild(cause);
       const tookMs = now() - started;
-      logger.info(
-        {
-          sources: [...cause.sources],
-          services_changed: cause.services.size,
-          routes: outcome.routes,
-          servers: outcome.servers,
-          partial: outcome.partial,
-          took_ms: Math.round(tookMs),
-        },
-        'kubernetes changes applied; routing table rebuilt',
-      );
+      if (outcome !== null)
+        logger.info(
+          {
+            sources: [...cause.sources],
+            services_changed: cause.services.size,
+            routes: outcome.routes,
+            servers: outcome.servers,
+            partial: outcome.partial,
+            took_ms: Math.round(tookMs),
+          },
+          'kubernetes changes applied; routing table rebuilt',
+        );
     } catch (error) {
       // Compiling a validated config cannot fail; should it, the last table keeps serving.
       logger.error({ error: (error as Error).message }, 'routing table rebuild failed; the last one serves');

@@ -6,7 +6,8 @@ import type {
   V1ConfigMap,
   V1Secret,
 } from '@kubernetes/client-node';
-import type { ResourceWatch, StartWatch, WatchedResource } from './resource-watch.ts';
+import type { ResourceWatch, StartWatch } from './resource-watch.ts';
+import type { WatchedResource } from './watch-kinds.ts';
 
 /**
  * The Secrets (and ConfigMaps) a source's objects name (TLS certificates, htpasswd and API keys,

@@ -1,5 +1,5 @@
 import { lastSyncTimestamp, watchRestartsTotal, watchUp } from './metrics.ts';
-import type { RestartReason, WatchedResource } from './resource-watch.ts';
+import type { RestartReason, WatchedResource } from './watch-kinds.ts';
 
 /** What one watch reports about itself. */
 export interface WatchMember {

@@ -2,7 +2,7 @@ import type { CanaryConfig, PathConfig } from '../../../config/types.ts';
 import { referencePermitted } from './grants.ts';
 import type { RouteKind } from './listeners.ts';
 import { type BackendRef, GATEWAY_GROUP } from './objects.ts';
-import type { Refusal, RouteContext } from './rules.ts';
+import type { Refusal, RouteContext } from './rule-types.ts';
 
 export interface Backends {
   service: PathConfig['service'];

@@ -5,7 +5,7 @@ import { corsProblems } from '../../../routing/cors.ts';
 import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import type { HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
-import type { BuiltRule } from './rules.ts';
+import type { BuiltRule } from './rule-types.ts';
 
 /**
  * Route rule filters and timeouts (docs/gateway-api.md#filters): RequestHeaderModifier,

@@ -9,9 +9,8 @@ import {
   type RouteKind,
 } from './listeners.ts';
 import { type Condition, condition, GATEWAY_GROUP, type HttpRoute, type ParentReference } from './objects.ts';
-import { type BuiltRule, buildRule, type Refusal, type RouteContext } from './rules.ts';
-
-export type { RouteContext };
+import type { BuiltRule, Refusal, RouteContext } from './rule-types.ts';
+import { buildRule } from './rules.ts';
 
 /** One path a route asks for on one host, before host ownership and policies are applied. */
 export interface PathEntry {

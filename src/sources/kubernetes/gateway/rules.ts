@@ -1,9 +1,5 @@
-import type { V1Service } from '@kubernetes/client-node';
-import type { PathPolicies } from '../../../config/policy-types.ts';
-import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
-import type { NameValue, RouteConditions } from '../../../routing/conditions.ts';
+import type { NameValue } from '../../../routing/conditions.ts';
 import { normalisePrefix } from '../../../routing/normalise.ts';
-import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import { type Backends, backendsOf } from './backends.ts';
 import {
   type BackendFilters,
@@ -13,48 +9,14 @@ import {
   thenApply,
   timeoutsOf,
 } from './filters.ts';
-import type { ResolvedGateway, RouteKind } from './listeners.ts';
-import type { HttpRouteMatch, HttpRouteRule, ReferenceGrant } from './objects.ts';
+import type { RouteKind } from './listeners.ts';
+import type { HttpRouteMatch, HttpRouteRule } from './objects.ts';
+import type { BuiltRule, Refusal, RouteContext } from './rule-types.ts';
 
 /**
  * One rule of an HTTPRoute or GRPCRoute in upstreams.yaml's terms (docs/gateway-api.md#routes): its
  * matches as paths with conditions, its filters (filters.ts), its backends (backends.ts) and timeouts.
  */
-
-/** What a route translation reads besides the route. */
-export interface RouteContext {
-  /** Our Gateways, resolved, by `namespace/name`. */
-  gateways: ReadonlyMap<string, ResolvedGateway>;
-  /** Namespace labels by name (allowedRoutes Selector). */
-  namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
-  services: ReadonlyMap<string, V1Service>;
-  grants: readonly ReferenceGrant[];
-}
-
-export interface BuiltRule {
-  index: number;
-  name: string | null;
-  matches: Array<{ prefix: string; exact: boolean; conditions: RouteConditions | null }>;
-  requestHeaders: HeaderOps | null;
-  responseHeaders: HeaderOps | null;
-  requestRedirect: RequestRedirectConfig | null;
-  policies: PathPolicies | null;
-  upstreamHost: string | null;
-  timeouts: PathTimeouts | null;
-  service: PathConfig['service'];
-  canary: CanaryConfig | null;
-  backendError: string | null;
-  backendErrorShare: number | null;
-  /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
-  protocol: 'h2c' | null;
-}
-
-/** A refusal of part of a route, with the status reason it is reported under. */
-export interface Refusal {
-  condition: 'Accepted' | 'ResolvedRefs';
-  reason: string;
-  message: string;
-}
 
 export function buildRule(
   rule: HttpRouteRule,

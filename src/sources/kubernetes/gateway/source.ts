@@ -11,15 +11,12 @@ import type { KubernetesSettings } from '../../../config/types.ts';
 import type { Logger } from '../../../log.ts';
 import { recordEvent } from '../events.ts';
 import { gatewayRoutes } from '../metrics.ts';
+import type { AgedClaim } from '../ownership.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
-import {
-  type ResourceWatch,
-  type WatchedResource,
-  type WatchTuning,
-  watchStarter,
-} from '../resource-watch.ts';
+import type { ResourceWatch, WatchTuning } from '../resource-watch.ts';
 import { ConfigMapWatches, SecretWatches } from '../secret-watches.ts';
-import { createWatchHealth, prometheusWatchMetrics } from '../watch-health.ts';
+import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
+import type { WatchedResource } from '../watch-kinds.ts';
 import {
   GATEWAY_CONTROLLER,
   type Gateway,
@@ -31,7 +28,6 @@ import type { TollgatePolicy } from './policy.ts';
 import { API_OF, createStatusWriter } from './status.ts';
 import { createStatusMemo, forgettingFailedWrites } from './status-memo.ts';
 import {
-  type AgedClaim,
   configMapsWanted,
   type DesiredStatus,
   type GatewayInput,
@@ -54,15 +50,10 @@ export interface GatewaySourceOptions {
   oidcProviders?: readonly string[];
 }
 
-export interface GatewaySource {
-  translation(): GatewayTranslation | null;
-  /** upstreams.yaml or the Ingresses changed: translate again (host ownership). */
-  baseChanged(): void;
-  synced(): boolean;
-  whenSynced(): Promise<void>;
+/** baseChanged: upstreams.yaml or the Ingresses' claims changed (host ownership). */
+export interface GatewaySource extends TranslatingSource<GatewayTranslation> {
   /** Every queued status write done (tests). */
   statusIdle(): Promise<void>;
-  close(): Promise<void>;
 }
 
 type Stored = KubernetesObject & { status?: Record<string, unknown> };
@@ -79,27 +70,32 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const { kubeConfig, settings, logger } = options;
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const health = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   const stores = new Map<string, readonly Stored[]>();
   /** The watches of each custom kind: a status write finds its object through them by name. */
   const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
-  let last: GatewayTranslation | null = null;
   let reported = new Map<string, string>();
-  let closed = false;
-  let scheduled = false;
-  const waiters: Array<() => void> = [];
-  const watches: ResourceWatch[] = [];
   const missingKinds = new Set<string>();
-
-  const watch = watchStarter({
+  const loop = createTranslationLoop<GatewayTranslation>({
     kubeConfig,
-    health,
     logger,
     tuning: options.tuning,
-    onChange: () => schedule(),
+    translate,
+    translated: (next) => {
+      report(next);
+      const changed = handed.changed(next.statuses, storedOf);
+      // Never an empty write: the writer's drain, started on an empty queue, ends before `running` is
+      // set, which would leave it looking busy and take no later write (gateway/status.ts).
+      if (changed.length > 0) writer.write(changed);
+      options.onTranslation(next);
+    },
+    stop: () => {
+      writer.close();
+      return Promise.all([secretWatches.stop(), configMapWatches.stop()]);
+    },
   });
+  const { watch } = loop;
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
   const configMapWatches = new ConfigMapWatches(watch, core);
@@ -147,7 +143,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     return started;
   };
 
-  watches.push(
+  loop.track(
     watchCustom('gatewayclasses', API_OF.gatewayclasses, null),
     watch<V1Namespace>(
       'namespaces',
@@ -165,7 +161,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     plural: 'referencegrants',
   };
   for (const namespace of namespaces ?? [null]) {
-    watches.push(
+    loop.track(
       watchCustom('gateways', API_OF.gateways, namespace),
       watchCustom('httproutes', API_OF.httproutes, namespace),
       watchCustom('grpcroutes', API_OF.grpcroutes, namespace),
@@ -182,7 +178,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     );
   }
   const published = followPublishedAddresses(settings, watch, core);
-  if (published.watch) watches.push(published.watch);
+  if (published.watch) loop.track(published.watch);
 
   const objectsOf = <T>(resource: string): T[] =>
     [...stores.entries()]
@@ -205,17 +201,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     current: storedOf,
   });
 
-  function schedule(): void {
-    if (scheduled || closed) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      if (!closed) translate();
-    });
-  }
-
-  function translate(): void {
-    if (!watches.every((item) => item.synced)) return;
+  function translate(): GatewayTranslation | null {
     const base = {
       className: settings.gatewayClass,
       gatewayNames: settings.gatewayNames ?? null,
@@ -226,7 +212,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
     secretWatches.follow(new Set(secretsWanted(base)));
     configMapWatches.follow(new Set(configMapsWanted(base)));
-    if (!secretWatches.synced || !configMapWatches.synced) return;
+    if (!secretWatches.synced || !configMapWatches.synced) return null;
     const secrets = secretWatches.current();
     const services = new Map<string, V1Service>();
     for (const service of objectsOf<V1Service>('services'))
@@ -247,22 +233,13 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       reachesTollgate: options.reachesTollgate,
       oidcProviders: options.oidcProviders ?? [],
     };
-    let next: GatewayTranslation;
     try {
-      next = translateGateways(input);
+      return translateGateways(input);
     } catch (error) {
       // A translation bug must not stop serving what is live: keep the last one, say so loudly.
       logger.error({ err: error }, 'gateway api translation failed; the previous routes keep serving');
-      return;
+      return null;
     }
-    last = next;
-    report(next);
-    const changed = handed.changed(next.statuses, storedOf);
-    // Never an empty write: the writer's drain, started on an empty queue, ends before `running` is
-    // set, which would leave it looking busy and take no later write (gateway/status.ts).
-    if (changed.length > 0) writer.write(changed);
-    options.onTranslation(next);
-    for (const resolve of waiters.splice(0)) resolve();
   }
 
   /** Logs, Events and the gauge, for what changed since the last translation. */
@@ -404,24 +381,5 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     );
   }
 
-  return {
-    translation: () => last,
-    baseChanged: () => schedule(),
-    synced: () => last !== null,
-    whenSynced: () =>
-      new Promise<void>((resolve) => {
-        if (last !== null) resolve();
-        else waiters.push(resolve);
-      }),
-    statusIdle: () => writer.idle(),
-    async close() {
-      closed = true;
-      writer.close();
-      await Promise.all([
-        ...watches.map((item) => item.stop()),
-        secretWatches.stop(),
-        configMapWatches.stop(),
-      ]);
-    },
-  };
+  return { ...loop.source, statusIdle: () => writer.idle() };
 }

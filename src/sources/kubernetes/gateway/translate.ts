@@ -2,7 +2,7 @@ import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import type { ClientCheckPem } from '../ingress/certificates.ts';
-import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ingress/ownership.ts';
+import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ownership.ts';
 import {
   gatewayConfigMaps,
   gatewaySecrets,
@@ -63,8 +63,6 @@ export interface GatewayInput {
   /** An auth `url` a policy may not target (Tollgate's own listeners, loopback); none given: not checked. */
   reachesTollgate?: (host: string, port: number) => boolean;
 }
-
-export type { AgedClaim };
 
 /** The status Tollgate wants an object to have; for routes, only its own parents' entries. */
 export interface DesiredStatus {

@@ -4,7 +4,6 @@ import {
   upstreamHostProblem,
 } from '../../../config/validate-backend.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
-import type { IngressSettings } from './annotations.ts';
 
 /**
  * The ingress-nginx annotations of backend-side policies (docs/ingress.md#backend-annotations):
@@ -46,11 +45,14 @@ type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };
 const ok = <T>(value: T): Parsed<T> => ({ ok: true, value });
 const bad = (message: string): Parsed<never> => ({ ok: false, message });
 
-/** One row of the annotation table, in annotations.ts's shape. */
+/**
+ * One row of the annotation table, in annotations.ts's shape (typed by BackendSettings, which
+ * IngressSettings extends: this module needs nothing of annotations.ts).
+ */
 export interface BackendAnnotationSpec {
-  target: keyof IngressSettings;
+  target: keyof BackendSettings;
   names: string[];
-  parse(value: string): Parsed<IngressSettings[keyof IngressSettings]>;
+  parse(value: string): Parsed<BackendSettings[keyof BackendSettings]>;
   auth: boolean;
 }
 

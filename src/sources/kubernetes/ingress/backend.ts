@@ -4,7 +4,7 @@ import { parseCaBundle } from '../../../config/file-checks.ts';
 import type { FixedRedirect, PathConfig, UpstreamTlsConfig } from '../../../config/types.ts';
 import { decodeSecret } from '../secret-data.ts';
 import type { IngressSettings } from './annotations.ts';
-import type { IngressNotice } from './translate.ts';
+import type { IngressNotice } from './reports.ts';
 
 /**
  * The backend annotations of one Ingress (backend-annotations.ts) as upstreams.yaml's path keys

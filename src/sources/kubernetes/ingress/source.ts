@@ -14,14 +14,14 @@ import { reaches } from '../endpoints.ts';
 import { recordEvent } from '../events.ts';
 import { createLimiter } from '../limit.ts';
 import { ingressRejected } from '../metrics.ts';
+import type { AgedClaim } from '../ownership.ts';
 import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts';
-import { type ResourceWatch, type WatchTuning, watchStarter } from '../resource-watch.ts';
+import type { WatchTuning } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
-import { createWatchHealth, prometheusWatchMetrics, type WatchHealth } from '../watch-health.ts';
-import type { AgedClaim } from './ownership.ts';
+import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
+import type { IngressReport } from './reports.ts';
 import {
   INGRESS_CONTROLLER,
-  type IngressReport,
   type IngressTranslation,
   isOurs,
   ourClasses,
@@ -44,20 +44,11 @@ export interface IngressSourceOptions {
   ownListeners?: () => readonly ListenAddress[];
 }
 
-export interface IngressSource {
-  /** The last translation, or null before the first sync. */
-  translation(): IngressTranslation | null;
-  /** upstreams.yaml changed: translate again (its routes take precedence). */
-  baseChanged(): void;
-  synced(): boolean;
-  whenSynced(): Promise<void>;
-  close(): Promise<void>;
-}
+/** baseChanged: upstreams.yaml or the Gateway API routes' claims changed (host ownership). */
+export type IngressSource = TranslatingSource<IngressTranslation>;
 
 /** Ingress status writes in flight at once (kubernetes/limit.ts). */
 const STATUS_WRITES_AT_ONCE = 8;
-
-const EMPTY: IngressTranslation = { hosts: [], certificates: [], reports: new Map() };
 
 /**
  * The Ingress side of the Kubernetes source (docs/ingress.md): informers for IngressClasses,
@@ -71,31 +62,30 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   const { kubeConfig, settings, logger } = options;
   const networking = kubeConfig.makeApiClient(NetworkingV1Api);
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const health: WatchHealth = createWatchHealth(prometheusWatchMetrics);
   const namespaces = settings.watchNamespaces ?? null;
   let classes: readonly V1IngressClass[] = [];
   const ingresses = new Map<string, readonly V1Ingress[]>();
   const services = new Map<string, readonly V1Service[]>();
-  let last: IngressTranslation | null = null;
   let reported = new Map<string, string>();
   const statusWritten = new Map<string, string>();
   const limitWrites = createLimiter(STATUS_WRITES_AT_ONCE);
-  let closed = false;
-  let scheduled = false;
-  const waiters: Array<() => void> = [];
-  const watches: ResourceWatch[] = [];
-
-  const watch = watchStarter({
+  const loop = createTranslationLoop<IngressTranslation>({
     kubeConfig,
-    health,
     logger,
     tuning: options.tuning,
-    onChange: () => schedule(),
+    translate,
+    translated: (next) => {
+      report(next.reports);
+      writeStatus(next.reports);
+      options.onTranslation(next);
+    },
+    stop: () => secretWatches.stop(),
   });
+  const { watch } = loop;
   // The Secrets the objects name, each on its own watch (kubernetes/secret-watches.ts).
   const secretWatches = new SecretWatches(watch, core);
 
-  watches.push(
+  loop.track(
     watch<V1IngressClass>(
       'ingressclasses',
       'IngressClasses',
@@ -109,7 +99,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   for (const namespace of namespaces ?? [null]) {
     const where = namespace ?? 'every namespace';
     const key = namespace ?? '*';
-    watches.push(
+    loop.track(
       watch<V1Ingress>(
         'ingresses',
         `Ingresses in ${where}`,
@@ -133,21 +123,11 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     );
   }
   const published = followPublishedAddresses(settings, watch, core);
-  if (published.watch) watches.push(published.watch);
+  if (published.watch) loop.track(published.watch);
 
   const allIngresses = () => [...ingresses.values()].flat();
 
-  function schedule(): void {
-    if (scheduled || closed) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      if (!closed) translate();
-    });
-  }
-
-  function translate(): void {
-    if (!watches.every((item) => item.synced)) return;
+  function translate(): IngressTranslation | null {
     // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
     const ours = ourClasses({ className: settings.ingressClass, classes });
     const wanted = new Set(
@@ -156,12 +136,12 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
         .flatMap(secretsOf),
     );
     secretWatches.follow(wanted);
-    if (!secretWatches.synced) return;
+    if (!secretWatches.synced) return null;
     const secrets = secretWatches.current();
     const serviceMap = new Map<string, V1Service>();
     for (const service of [...services.values()].flat())
       serviceMap.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
-    const next = translateIngresses({
+    return translateIngresses({
       className: settings.ingressClass,
       classes,
       ingresses: allIngresses(),
@@ -172,11 +152,6 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       reachesTollgate: (host, port) =>
         (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
     });
-    last = next;
-    report(next.reports);
-    writeStatus(next.reports);
-    options.onTranslation(next);
-    for (const resolve of waiters.splice(0)) resolve();
   }
 
   /** Logs, Events and the gauge, for what changed since the last translation. */
@@ -285,20 +260,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     }
   }
 
-  return {
-    translation: () => last,
-    baseChanged: () => schedule(),
-    synced: () => last !== null,
-    whenSynced: () =>
-      new Promise<void>((resolve) => {
-        if (last !== null) resolve();
-        else waiters.push(resolve);
-      }),
-    async close() {
-      closed = true;
-      await Promise.all([...watches.map((item) => item.stop()), secretWatches.stop()]);
-    },
-  };
+  return loop.source;
 }
 
 /** An Ingress's warnings by Event reason: ignored annotations are `Ignored`, notices carry their own. */
@@ -312,5 +274,3 @@ function warningsByReason(item: IngressReport): Map<string, string[]> {
   }
   return byReason;
 }
-
-export { EMPTY as NO_INGRESS_ROUTES };

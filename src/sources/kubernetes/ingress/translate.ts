@@ -17,6 +17,14 @@ import type {
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
+import {
+  type AgedClaim,
+  byCreation,
+  certificateHosts,
+  type HostClaim,
+  hostOwners,
+  hostOwnershipProblem,
+} from '../ownership.ts';
 import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { ingressAnnotationsInForce } from './annotations-in-force.ts';
@@ -27,15 +35,8 @@ import type { ClientCheckPem } from './certificates.ts';
 import { clientCaSecretKey, clientCertificatesOf } from './client-certificate-annotations.ts';
 import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
 import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
-import {
-  type AgedClaim,
-  byCreation,
-  certificateHosts,
-  type HostClaim,
-  hostOwners,
-  hostOwnershipProblem,
-} from './ownership.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
+import type { IngressReport } from './reports.ts';
 
 /** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
 const FORWARD_TIMEOUT_MS = 5_000;
@@ -82,26 +83,8 @@ export interface IngressCertificate {
   clientCertificates?: ClientCheckPem;
 }
 
-/** What one Ingress was told: problems make it rejected (tollgate_ingress_rejected = 1). */
-export interface IngressReport {
-  namespace: string;
-  name: string;
-  problems: string[];
-  warnings: string[];
-  /** Warnings with an Event reason of their own (docs/ingress.md#when-something-is-wrong). */
-  notices: IngressNotice[];
-  /** Some of its paths are served (or closed with 503); false when it was left out entirely. */
-  served: boolean;
-}
-
-/** A warning that gets its own Event reason; the Ingress is served. */
-export interface IngressNotice {
-  reason: 'BackendNotFound' | 'WeakPasswordHash' | 'TLSHostNotServed' | 'UpstreamNotVerified';
-  message: string;
-}
-
 export interface IngressTranslation {
-  /** Host configs to merge into upstreams.yaml's (mergeIngressRoutes). */
+  /** Host configs to merge into upstreams.yaml's (kubernetes/merge.ts). */
   hosts: HostConfig[];
   certificates: IngressCertificate[];
   /** Every Ingress of ours, by `namespace/name`. */
@@ -617,16 +600,4 @@ function authorizationOf(
 function stickyOf(sticky: IngressSettings['sticky']): StickySessions | null {
   if (sticky === undefined || sticky === false) return null;
   return { maxAgeSeconds: sticky };
-}
-
-/**
- * upstreams.yaml's config with the Ingress hosts added. A host upstreams.yaml names is its own
- * (docs/ingress.md#host-ownership): translateIngresses never gives one to an Ingress, and a
- * translation made against the previous upstreams.yaml loses the hosts the new one took.
- */
-export function mergeIngressRoutes(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
-  if (hosts.length === 0) return base;
-  const fileHosts = new Set(base.hosts.map((host) => host.name));
-  const added = hosts.filter((host) => !fileHosts.has(host.name));
-  return added.length === 0 ? base : { ...base, hosts: [...base.hosts, ...added] };
 }

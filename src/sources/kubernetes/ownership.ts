@@ -1,5 +1,5 @@
-import type { HostConfig, PathConfig, UpstreamsConfig } from '../../../config/types.ts';
-import { DEFAULT_HOST } from '../../../routing/normalise.ts';
+import type { HostConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
+import { DEFAULT_HOST } from '../../routing/normalise.ts';
 
 /**
  * Who a host belongs to (docs/ingress.md#host-ownership). Paths alone are the wrong unit for

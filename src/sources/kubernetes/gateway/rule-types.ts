@@ -1,0 +1,48 @@
+import type { V1Service } from '@kubernetes/client-node';
+import type { PathPolicies } from '../../../config/policy-types.ts';
+import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
+import type { RouteConditions } from '../../../routing/conditions.ts';
+import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
+import type { ResolvedGateway } from './listeners.ts';
+import type { ReferenceGrant } from './objects.ts';
+
+/**
+ * The shapes a route rule is built in, shared by rules.ts (which builds one), filters.ts and
+ * backends.ts (which fill parts of it) and routes.ts: apart, so that none of them imports another
+ * for its types.
+ */
+
+/** What a route translation reads besides the route. */
+export interface RouteContext {
+  /** Our Gateways, resolved, by `namespace/name`. */
+  gateways: ReadonlyMap<string, ResolvedGateway>;
+  /** Namespace labels by name (allowedRoutes Selector). */
+  namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
+  services: ReadonlyMap<string, V1Service>;
+  grants: readonly ReferenceGrant[];
+}
+
+export interface BuiltRule {
+  index: number;
+  name: string | null;
+  matches: Array<{ prefix: string; exact: boolean; conditions: RouteConditions | null }>;
+  requestHeaders: HeaderOps | null;
+  responseHeaders: HeaderOps | null;
+  requestRedirect: RequestRedirectConfig | null;
+  policies: PathPolicies | null;
+  upstreamHost: string | null;
+  timeouts: PathTimeouts | null;
+  service: PathConfig['service'];
+  canary: CanaryConfig | null;
+  backendError: string | null;
+  backendErrorShare: number | null;
+  /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
+  protocol: 'h2c' | null;
+}
+
+/** A refusal of part of a route, with the status reason it is reported under. */
+export interface Refusal {
+  condition: 'Accepted' | 'ResolvedRefs';
+  reason: string;
+  message: string;
+}

@@ -1,0 +1,326 @@
+import { sha256Hex } from '../../config/load.ts';
+import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
+import type { HostConfig, MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import { checkOidcReferences } from '../../config/validate-oidc.ts';
+import { compiledSize, MAX_COMPILED_SIZE } from '../../config/validate-upstreams.ts';
+import type { Logger } from '../../log.ts';
+import { compileRoutingTable, type EndpointLookup, recompileServers } from '../../routing/compile.ts';
+import type { RoutingTable } from '../../routing/types.ts';
+import type { Runtime } from '../../runtime.ts';
+import type { UpstreamsApplier } from '../apply-upstreams.ts';
+import type { GatewayTranslation } from './gateway/translate.ts';
+import type { CertificatePem } from './ingress/certificates.ts';
+import type { IngressTranslation } from './ingress/translate.ts';
+import { type AgedClaim, byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ownership.ts';
+import type { RebuildCause, RebuildOutcome } from './rebuilds.ts';
+import { type ConfigMapContent, UPSTREAMS_KEY } from './source.ts';
+
+/**
+ * The one place the Kubernetes side's routes meet upstreams.yaml (docs/kubernetes.md): upstreams.yaml
+ * (the file or its ConfigMap) first, then the Ingresses, then the Gateway API routes. Host ownership
+ * by what each object names (docs/gateway-api.md#host-ownership): upstreams.yaml's hosts are its own,
+ * any other host belongs to the namespace of the oldest object naming it; a claimed host its owner
+ * serves nothing on is held closed (503). The merged config is validated as upstreams.yaml is (the
+ * compiled-size cap, the OpenID provider references) before it is compiled; and this module alone
+ * hands tables to the runtime and ConfigMap contents to the apply path.
+ */
+
+/** The sources merged after upstreams.yaml, in this order (also the `sources` of the rebuild log). */
+export type SourceName = 'ingresses' | 'gateway api routes';
+
+/** What the merge reads of one source's translation. */
+export interface SourceRoutes {
+  hosts: readonly HostConfig[];
+  /** The hosts its objects name, with their age (none: it claims only the hosts it serves). */
+  claims?: readonly AgedClaim[];
+  certificates: readonly CertificatePem[];
+}
+
+/** An Ingress translation as the merge reads it. */
+export function ingressRoutes(translation: IngressTranslation): SourceRoutes {
+  return {
+    hosts: translation.hosts,
+    claims: translation.claims ?? [],
+    certificates: translation.certificates.map((item) => ({
+      names: item.hosts,
+      certificate: item.certificate,
+      key: item.key,
+      ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
+    })),
+  };
+}
+
+/** A Gateway API translation as the merge reads it. */
+export function gatewayRoutes(translation: GatewayTranslation): SourceRoutes {
+  return {
+    hosts: translation.hosts,
+    claims: translation.claims ?? [],
+    certificates: translation.certificates.map((item) => ({
+      names: item.names,
+      certificate: item.certificate,
+      key: item.key,
+      ...(item.clientCertificates === undefined ? {} : { clientCertificates: item.clientCertificates }),
+    })),
+  };
+}
+
+/**
+ * upstreams.yaml's config with each source's hosts added, in the order given. Each source keeps only
+ * the hosts its namespace owns by every source's claims now (one translation may predate another's
+ * latest claims); each adds only hosts not served yet; last, a host claimed but served by nobody
+ * (its owner broken for now) is held closed. Pure: never changes its inputs.
+ */
+export function mergeSources(base: UpstreamsConfig, sources: readonly SourceRoutes[]): UpstreamsConfig {
+  const claims = byCreation(sources.flatMap((source) => source.claims ?? []));
+  const owners = hostOwners(
+    base.hosts.map((host) => host.name),
+    claims,
+  );
+  let merged = base;
+  for (const source of sources) merged = withSourceHosts(merged, ownedHosts(source.hosts, owners));
+  return withClaimedHosts(merged, claims);
+}
+
+/**
+ * The config with the hosts added that it does not serve yet. A host upstreams.yaml names is its own
+ * (docs/ingress.md#host-ownership): the translations never give one to an Ingress or a route, and one
+ * made against the previous upstreams.yaml loses the hosts the new one took.
+ */
+export function withSourceHosts(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
+  if (hosts.length === 0) return base;
+  const served = new Set(base.hosts.map((host) => host.name));
+  const added = hosts.filter((host) => !served.has(host.name));
+  return added.length === 0 ? base : { ...base, hosts: [...base.hosts, ...added] };
+}
+
+/**
+ * The merged config with every path of a source whose OpenID provider reference does not hold
+ * (an unknown `oidc_providers` name; a route on the default host, which has no host of its own to
+ * come back to, without the provider's `redirect_url`) closed with the reason: the checks
+ * upstreams.yaml gets at load (config/validate-oidc.ts), applied to the paths the Kubernetes objects
+ * add. Such a path answered 503 at request time already; now it says why. upstreams.yaml's own paths
+ * were checked when it loaded; a path closed already keeps its reason.
+ */
+export function withReferencesChecked(config: UpstreamsConfig, main: MainConfig): UpstreamsConfig {
+  let changed = false;
+  const hosts = config.hosts.map((host) => {
+    let hostChanged = false;
+    const paths = host.paths.map((path) => {
+      if (!path.origin || path.unavailable || path.authorization?.oidc === undefined) return path;
+      // The path's own reference alone: upstreams.yaml's global policy was checked at load.
+      const alone = { ...config, authorization: null, hosts: [{ name: host.name, paths: [path] }] };
+      const issues = checkOidcReferences(main, alone);
+      if (issues.length === 0) return path;
+      hostChanged = true;
+      return { ...path, unavailable: issues.map((issue) => issue.message).join('; ') };
+    });
+    if (!hostChanged) return host;
+    changed = true;
+    return { ...host, paths };
+  });
+  return changed ? { ...config, hosts } : config;
+}
+
+/**
+ * Why the merged config may not be compiled, or null: the compiled-size cap upstreams.yaml is held
+ * to (docs/security.md, "Config files") holds for the config with every source's routes as well, so
+ * that no number of Ingresses or routes can make a compile unbounded.
+ */
+export function mergedConfigProblem(config: UpstreamsConfig): string | null {
+  const size = compiledSize(config);
+  if (size <= MAX_COMPILED_SIZE) return null;
+  return (
+    `the routing table with the Kubernetes routes would hold ${size} route servers ` +
+    `(hosts × paths × servers), more than ${MAX_COMPILED_SIZE}`
+  );
+}
+
+export interface KubernetesMergeOptions {
+  main: MainConfig;
+  runtime: Runtime;
+  logger: Logger;
+  /** The namespace a `service:` reference without one means. */
+  namespace: string;
+  /** upstreams.yaml as live at start. */
+  initial: UpstreamsConfig;
+  /** The sources served (each merged once it translated): nothing is merged before each did. */
+  sources: readonly SourceName[];
+  endpointsOf: EndpointLookup;
+}
+
+export interface KubernetesMerge {
+  /** upstreams.yaml as live now. */
+  base(): UpstreamsConfig;
+  /** A config went live (start, file reload, ConfigMap). */
+  baseApplied(config: UpstreamsConfig): void;
+  /**
+   * A source's new translation. `claims`: the hosts it names changed (the other source must
+   * translate again: host ownership); `served`: what it serves changed (a rebuild is due).
+   */
+  translated(source: SourceName, routes: SourceRoutes): { claims: boolean; served: boolean };
+  /** The claims a source's objects make now (what the other source's translation respects). */
+  claimsOf(source: SourceName): readonly AgedClaim[];
+  /** The config with every source's routes merged in: what is compiled (and what workers are sent). */
+  effective(config: UpstreamsConfig): UpstreamsConfig;
+  /** The apply path's compile: the merged config's table; throws, saying why, when it is refused. */
+  compile(config: UpstreamsConfig): RoutingTable;
+  /** Compiles the live config with the sources' and endpoints' changes and swaps it in (null: refused, kept). */
+  rebuild(cause: RebuildCause): RebuildOutcome | null;
+  /** The certificates every source serves now. */
+  certificates(): CertificatePem[];
+  /** Hands ConfigMap contents to the apply path (parse → validate → compile → swap). */
+  attach(applier: UpstreamsApplier): void;
+  /** The upstreams ConfigMap's content (kept until attach when the apply path does not exist yet). */
+  configMapChanged(content: ConfigMapContent): void;
+}
+
+/**
+ * The stateful side of the merge: the translation each source serves now, the last merge that
+ * passed validation, and the swaps. A merge that is refused is logged once (one error line) and
+ * the previous routes keep serving: those of the last translations that passed, or upstreams.yaml
+ * alone when none did yet.
+ */
+export function createKubernetesMerge(options: KubernetesMergeOptions): KubernetesMerge {
+  const { main, runtime, logger, endpointsOf } = options;
+  let live = options.initial;
+  let applier: UpstreamsApplier | null = null;
+  // ConfigMap content that arrived before the apply path existed (listen() attaches it).
+  const pendingConfigMap: ConfigMapContent[] = [];
+
+  // The translation each source serves now: replaced only when what it serves (hosts, certificates,
+  // claims) changed, so that the merged config stays the same object between changes (and an
+  // endpoint change can keep it and recompile only its servers).
+  const served = new Map<SourceName, { routes: SourceRoutes; fingerprint: string; claims: string }>();
+  // Every source's routes in order, once each translated (null before): a new array on each change.
+  let latest: readonly SourceRoutes[] | null = null;
+  // The last routes whose merge passed validation: what keeps serving while a newer merge is refused.
+  let good: readonly SourceRoutes[] | null = null;
+  // Endpoint changes merge the same inputs again and again: the outcome is kept per routes array
+  // (translations and configs are never changed once made).
+  const attempts = new WeakMap<
+    readonly SourceRoutes[],
+    { config: UpstreamsConfig; result: UpstreamsConfig; problem: string | null }
+  >();
+  let refusal: string | null = null;
+
+  const attempt = (config: UpstreamsConfig, routes: readonly SourceRoutes[]) => {
+    const known = attempts.get(routes);
+    if (known?.config === config) return known;
+    const result = withReferencesChecked(mergeSources(config, routes), main);
+    const outcome = { config, result, problem: mergedConfigProblem(result) };
+    attempts.set(routes, outcome);
+    return outcome;
+  };
+  const refused = (problem: string | null) => {
+    if (problem === refusal) return;
+    refusal = problem;
+    if (problem === null) logger.info({}, 'kubernetes routes accepted again');
+    else
+      logger.error(
+        { limit: MAX_COMPILED_SIZE },
+        `kubernetes routes refused: ${problem}; the previous routing table keeps serving`,
+      );
+  };
+  /**
+   * The config to compile for `config`: merged with the latest routes when that passes, else with
+   * the last routes that passed (upstreams.yaml alone when none did yet); `config: null` when neither
+   * passes, which only a new upstreams.yaml can cause (the reload is refused, `problem` says why).
+   */
+  const resolve = (config: UpstreamsConfig): { config: UpstreamsConfig | null; problem: string | null } => {
+    if (latest === null) return { config, problem: null };
+    const tried = attempt(config, latest);
+    // Said only about the config serving: a new upstreams.yaml that does not fit is refused by the
+    // apply path, which says so itself.
+    const serving = config === live;
+    if (tried.problem === null) {
+      good = latest;
+      if (serving) refused(null);
+      return { config: tried.result, problem: null };
+    }
+    if (serving) refused(tried.problem);
+    if (good === null) return { config, problem: tried.problem };
+    const fallback = attempt(config, good);
+    return { config: fallback.problem === null ? fallback.result : null, problem: fallback.problem };
+  };
+
+  const refKeys = new WeakMap<ServiceRef, string>();
+  // The key of each `service:` reference of the merged config, kept per reference object: an
+  // endpoint change asks it of every path, and the config stays the same objects between changes.
+  const keyOf = (ref: ServiceRef) => {
+    let key = refKeys.get(ref);
+    if (key === undefined) {
+      key = serviceRefKey(resolveServiceRef(ref, options.namespace));
+      refKeys.set(ref, key);
+    }
+    return key;
+  };
+
+  const applyConfigMap = (content: ConfigMapContent) => {
+    if (applier === null) {
+      pendingConfigMap.splice(0, pendingConfigMap.length, content);
+      return;
+    }
+    const name = `${options.namespace}/${main.kubernetes?.upstreamsConfigMap}`;
+    // Messages name the ConfigMap and its key, where the user has to look: `configmap/apps/x/upstreams.yaml:5:9: …`.
+    const origin = `configmap/${name}/${UPSTREAMS_KEY}`;
+    if (!content.ok) {
+      applier.apply({ kind: 'unavailable', reason: content.problem }, 'configmap', origin);
+      return;
+    }
+    const hash = sha256Hex(content.text);
+    if (hash === runtime.table().sourceHash) return; // what is live already (e.g. the same ConfigMap mounted)
+    applier.apply({ kind: 'content', text: content.text, hash }, 'configmap', origin);
+  };
+
+  return {
+    base: () => live,
+    baseApplied(config) {
+      live = config;
+    },
+    translated(source, routes) {
+      const before = served.get(source);
+      // The hosts one source names are claims the other must respect, and the reverse
+      // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
+      // telling the other source when they change settles after one round.
+      const claims = JSON.stringify(routes.claims ?? []);
+      // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
+      // and certificates as they were: no new table, no broadcast to workers, no log line. Claims
+      // too: a host claimed but not served is held closed (withClaimedHosts).
+      const fingerprint = JSON.stringify([routes.hosts, routes.certificates, claims]);
+      const change = { claims: claims !== before?.claims, served: fingerprint !== before?.fingerprint };
+      if (!change.served) return change;
+      served.set(source, { routes, fingerprint, claims });
+      // Until every source listed its objects, the others' claims are unknown: serve none yet.
+      const all = options.sources.map((name) => served.get(name)?.routes);
+      latest = all.every((item) => item !== undefined) ? (all as SourceRoutes[]) : null;
+      return change;
+    },
+    claimsOf: (source) => served.get(source)?.routes.claims ?? [],
+    effective: (config) => resolve(config).config ?? config,
+    compile(config) {
+      const merged = resolve(config);
+      if (merged.config === null) throw new Error(merged.problem ?? 'the merged routing table is refused');
+      return compileRoutingTable(merged.config, endpointsOf);
+    },
+    rebuild(cause) {
+      const config = resolve(live).config ?? live;
+      // Only endpoints changed (or a source's change was refused): the routes of those Services get
+      // their servers, the rest stays.
+      const routesKept = cause.sources.size === 0 || refusal !== null;
+      const partial = routesKept
+        ? recompileServers(runtime.table(), config, endpointsOf, (ref) => cause.services.has(keyOf(ref)))
+        : null;
+      // A refused change and no endpoint change: the table serving is the one to keep.
+      if (partial !== null && cause.services.size === 0) return null;
+      const table = partial ?? compileRoutingTable(config, endpointsOf);
+      runtime.swapTable(table);
+      return { routes: table.routes.length, servers: table.servers.length, partial: partial !== null };
+    },
+    certificates: () => options.sources.flatMap((name) => served.get(name)?.routes.certificates ?? []),
+    attach(next) {
+      applier = next;
+      for (const content of pendingConfigMap.splice(0)) applyConfigMap(content);
+    },
+    configMapChanged: applyConfigMap,
+  };
+}
