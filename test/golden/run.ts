@@ -16,7 +16,8 @@ import type {
 } from '../../src/sources/kubernetes/gateway/objects.ts';
 import type { TollgatePolicy } from '../../src/sources/kubernetes/gateway/policy.ts';
 import { translateGateways } from '../../src/sources/kubernetes/gateway/translate.ts';
-import { mergeIngressRoutes, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { gatewayRoutes, ingressRoutes, mergeSources } from '../../src/sources/kubernetes/merge.ts';
 
 /**
  * The golden-file corpus of the two Kubernetes translators (docs/architecture.md "Golden files"):
@@ -114,7 +115,7 @@ function translate(translator: Translator, world: World): Translated {
       otherClaims: [],
       reachesTollgate,
     });
-    const config = mergeIngressRoutes(base, result.hosts);
+    const config = mergeSources(base, [ingressRoutes(result)]);
     return {
       config,
       routes: compileRoutingTable(config, endpointsOf(world)).routes,
@@ -151,7 +152,7 @@ function translate(translator: Translator, world: World): Translated {
     oidcProviders: settings.oidc_providers ?? ['corp'],
     reachesTollgate,
   });
-  const config = mergeIngressRoutes(base, result.hosts);
+  const config = mergeSources(base, [gatewayRoutes(result)]);
   const events = result.routes
     .filter((route) => route.problems.length > 0)
     .map((route) => ({ object: `${route.kind} ${route.namespace}/${route.name}`, events: route.problems }));
