@@ -1,8 +1,8 @@
 import { dirname, resolve } from 'node:path';
 import { isMap, isScalar, isSeq, type Node } from 'yaml';
-import type { FileOutcome, PolicyContext } from '../policy/context.ts';
 import { readAuthorization } from '../policy/authorization.ts';
-import { PlainReader, type Place, type Segment } from '../policy/plain-reader.ts';
+import type { FileOutcome, PolicyContext } from '../policy/context.ts';
+import { type Place, PlainReader, type Segment } from '../policy/plain-reader.ts';
 import { FileCheckError, readCaBundle, readJwksFile } from './file-checks.ts';
 import { rememberPosition } from './positions.ts';
 import type { AuthorizationConfig } from './types.ts';

@@ -87,7 +87,11 @@ export function readAuthorization(
     return null;
   }
   const kubernetes = context.kubernetes !== undefined;
-  const fields = r.fields(field.node, field.path, kubernetes ? [...AUTH_KEYS, ...KUBERNETES_KEYS] : AUTH_KEYS);
+  const fields = r.fields(
+    field.node,
+    field.path,
+    kubernetes ? [...AUTH_KEYS, ...KUBERNETES_KEYS] : AUTH_KEYS,
+  );
   if (fields === null) return null;
 
   const type = readMethod(r, field, fields.get('type'));
@@ -95,7 +99,11 @@ export function readAuthorization(
     for (const key of INLINE_CREDENTIALS) {
       const inline = fields.get(key);
       if (inline)
-        r.report(inline.keyNode, inline.path, "credentials are read from a Secret here: use 'basic' or 'apikey' with a secretRef");
+        r.report(
+          inline.keyNode,
+          inline.path,
+          "credentials are read from a Secret here: use 'basic' or 'apikey' with a secretRef",
+        );
     }
   const creds = kubernetes ? undefined : readCreds(r, fields);
   const usersField = kubernetes ? undefined : fields.get('users');
@@ -300,7 +308,11 @@ function readCreds(r: PlainReader, fields: Map<string, Field>): Field | undefine
   return chosen && !r.isNull(chosen.node) ? chosen : undefined;
 }
 
-function readBasicUsers(r: PlainReader, creds: Field | undefined, usersField: Field | undefined): BasicUser[] {
+function readBasicUsers(
+  r: PlainReader,
+  creds: Field | undefined,
+  usersField: Field | undefined,
+): BasicUser[] {
   const users: BasicUser[] = [];
   const seen = new Set<string>();
   const add = (user: BasicUser, at: { path: string }, node: Parameters<PlainReader['report']>[0]) => {

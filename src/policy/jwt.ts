@@ -18,7 +18,11 @@ export const ISSUER_KEYS = ['issuer', 'audience', 'jwks_uri', 'jwks_file', 'subj
 const TOLLGATE = 'tollgate';
 const MAX_ISSUERS = 16;
 
-export function readJwtSettings(r: PlainReader, fields: Map<string, Field>, context: PolicyContext): JwtSettings {
+export function readJwtSettings(
+  r: PlainReader,
+  fields: Map<string, Field>,
+  context: PolicyContext,
+): JwtSettings {
   const browserLinksField = fields.get('browser_links');
   const browserLinks = browserLinksField ? (r.boolean(browserLinksField) ?? true) : true;
   const issuersField = fields.get('issuers');

@@ -22,7 +22,11 @@ export function readSecretCredentials(
   const kubernetes = context.kubernetes;
   const holder = r.given(fields, type);
   if (kubernetes === undefined || holder === undefined) {
-    r.report(parent.keyNode, parent.path, `${type} needs '${type}.secretRef': the Secret holding the ${type === 'basic' ? 'users' : 'keys'}`);
+    r.report(
+      parent.keyNode,
+      parent.path,
+      `${type} needs '${type}.secretRef': the Secret holding the ${type === 'basic' ? 'users' : 'keys'}`,
+    );
     return null;
   }
   const held = r.fields(holder.node, holder.path, type === 'basic' ? ['secretRef', 'format'] : ['secretRef']);
@@ -45,7 +49,11 @@ export function readSecretCredentials(
   const formatField = r.given(held, 'format');
   const format = formatField === undefined ? 'auth-file' : r.string(formatField);
   if (format !== undefined && !(BASIC_FORMATS as readonly string[]).includes(format) && formatField) {
-    r.report(r.at(formatField), formatField.path, `unknown format '${format}' (expected auth-file or auth-map)`);
+    r.report(
+      r.at(formatField),
+      formatField.path,
+      `unknown format '${format}' (expected auth-file or auth-map)`,
+    );
     return null;
   }
   if (name === undefined || format === undefined || (namespaceField && namespace === undefined)) return null;
@@ -60,8 +68,11 @@ export function readSecretCredentials(
     if (format === 'auth-map') parsed = parseAuthMap(data);
     else if (data.auth === undefined) parsed = missing("has no 'auth' key (htpasswd)");
     else parsed = parseHtpasswd(data.auth);
-  } else parsed = data.keys === undefined ? missing("has no 'keys' key (name:key lines)") : parseApiKeys(data.keys);
-  for (const problem of parsed.problems) r.report(r.at(refField), refField.path, `${secret.name}: ${problem}`);
+  } else
+    parsed =
+      data.keys === undefined ? missing("has no 'keys' key (name:key lines)") : parseApiKeys(data.keys);
+  for (const problem of parsed.problems)
+    r.report(r.at(refField), refField.path, `${secret.name}: ${problem}`);
   for (const warning of parsed.warnings) r.warn(r.at(refField), refField.path, `${secret.name}: ${warning}`);
   if (parsed.problems.length > 0) return null;
   return type === 'basic'

@@ -212,6 +212,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       logger,
       tuning: options.tuning,
       ownListeners: options.ownListeners,
+      oidcProviders: Object.keys(main.oidcProviders ?? {}),
       base: () => live,
       otherClaims: () => gateway?.translation()?.claims ?? [],
       onTranslation: (translation) => {

@@ -46,18 +46,6 @@ export interface OidcIngressSettings {
   allowGroups?: string[];
 }
 
-/** The oidc policy of `auth-type: oidc`, or the problem closing the paths. */
-export function oidcPolicyOf(
-  settings: OidcIngressSettings,
-  realm: { realm?: string },
-): { policy: AuthorizationConfig } | { problem: string } {
-  if (settings.authOidcProvider === undefined)
-    return { problem: 'auth-type oidc needs tollgate.io/auth-oidc-provider' };
-  return {
-    policy: { type: 'oidc', users: [], keys: [], ...realm, oidc: { provider: settings.authOidcProvider } },
-  };
-}
-
 /**
  * The policy with the allow annotations applied, or the problem closing the paths: basic, apikey and
  * forward know only the subject, so emails, domains and groups on them could never pass.
