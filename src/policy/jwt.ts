@@ -1,4 +1,5 @@
 import type { ExternalIssuer, JwtSettings } from '../config/types.ts';
+import { authUrlTargetProblem } from './auth-url-guard.ts';
 import type { PolicyContext } from './context.ts';
 import type { PlainField as Field, PlainItem as Item, PlainReader } from './plain-reader.ts';
 
@@ -123,7 +124,7 @@ function readIssuer(
     r.report(at, parent.path, "an external issuer needs exactly one of 'jwks_uri' and 'jwks_file'");
     ok = false;
   } else if (uriField) {
-    jwksUri = readJwksUri(r, uriField);
+    jwksUri = readJwksUri(r, uriField, context);
   } else if (fileField) {
     jwksFile = readJwksFileAt(r, fileField, context);
   }
@@ -146,7 +147,8 @@ function readAudience(r: PlainReader, field: Field): string[] | undefined {
   return value === undefined ? undefined : [value];
 }
 
-function readJwksUri(r: PlainReader, field: Field): string | null {
+/** From a Kubernetes object the key set may not be fetched from Tollgate's pod itself (auth-url-guard.ts). */
+function readJwksUri(r: PlainReader, field: Field, context: PolicyContext): string | null {
   const value = r.string(field);
   if (value === undefined) return null;
   let url: URL;
@@ -162,6 +164,14 @@ function readJwksUri(r: PlainReader, field: Field): string | null {
   }
   if (url.username || url.password) {
     r.report(r.at(field), field.path, 'must not carry credentials');
+    return null;
+  }
+  const target =
+    context.kubernetes === undefined
+      ? null
+      : authUrlTargetProblem(url.href, context.kubernetes.reachesTollgate);
+  if (target !== null) {
+    r.report(r.at(field), field.path, `${target}: key sets may not be fetched from there`);
     return null;
   }
   return url.href;
