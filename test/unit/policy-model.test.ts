@@ -15,7 +15,7 @@ import {
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import { type IngressInput, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
 import { problems, valid } from '../fixtures/config/problems.ts';
-import { ingress, ingressClass, secret, service } from '../helpers/fake-kube-api.ts';
+import { ingress, ingressClass, service } from '../helpers/fake-kube-api.ts';
 
 /**
  * One policy model (docs/architecture.md): upstreams.yaml, an Ingress's auth annotations and a
@@ -145,9 +145,9 @@ describe('one policy model: the three sources give the same domain authorization
     const problem = "line 1: the password of 'alice' is not a bcrypt ($2y$), scrypt, $apr1$ or {SHA} hash";
     assert.match(
       annotated.report?.problems.join() ?? '',
-      new RegExp(`auth Secret apps/users: ${escape(problem)}`),
+      new RegExp(`auth Secret apps/users: ${escapeRegex(problem)}`),
     );
-    assert.match(policy.broken ?? '', new RegExp(`Secret apps/users: ${escape(problem)}`));
+    assert.match(policy.broken ?? '', new RegExp(`Secret apps/users: ${escapeRegex(problem)}`));
     assert.match(String(annotated.path?.unavailable), /plain text is refused/);
   });
 });
@@ -278,6 +278,6 @@ describe('one policy model: each rule holds for every source', () => {
   });
 });
 
-function escape(text: string): string {
+function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
