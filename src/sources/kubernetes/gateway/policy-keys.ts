@@ -1,10 +1,9 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import type { PathConfig } from '../../../config/types.ts';
-import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../config/validate-policies.ts';
-import { YamlReader } from '../../../config/yaml-reader.ts';
 import { readAuthorization as readPolicyAuthorization } from '../../../policy/authorization.ts';
 import type { PolicyContext as AuthContext } from '../../../policy/context.ts';
 import { isMapping, PlainReader } from '../../../policy/plain-reader.ts';
+import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../policy/request-policies.ts';
 import { decodeSecret } from '../secret-data.ts';
 import { referencePermitted } from './grants.ts';
 import type { ObjectMeta, ReferenceGrant } from './objects.ts';
@@ -72,9 +71,9 @@ const POLICY_KEYS: Record<
 };
 
 /**
- * A request-policy key (`cors`, `source_ranges`, `deny_ranges`, `max_body_bytes`) read exactly as
- * upstreams.yaml reads it: the value is handed to the same reader (JSON is YAML), so a policy and a
- * file accept and refuse the same things.
+ * A request-policy key (`cors`, `source_ranges`, `deny_ranges`, `max_body_bytes`, `cache`) read by
+ * upstreams.yaml's own reader (policy/request-policies), so a policy and a file accept and refuse the
+ * same things.
  */
 function readRequestPolicy(key: string) {
   return (
@@ -83,11 +82,12 @@ function readRequestPolicy(key: string) {
     _context: PolicyContext,
     built: BuiltPolicy,
   ): string | null => {
-    const reader = new YamlReader(JSON.stringify({ [key]: value }), 'TollgatePolicy');
-    const fields = reader.fields(reader.root(), 'spec', [key]);
-    const read = fields === null ? {} : readPathPolicies(reader, fields);
-    if (reader.issues.length > 0)
-      return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+    const r = new PlainReader();
+    const fields = r.fields({ value: { [key]: value }, place: { segments: [], side: 'value' } }, 'spec', [
+      key,
+    ]);
+    const read = fields === null ? {} : readPathPolicies(r, fields);
+    if (r.issues.length > 0) return r.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
     built.patch.policies = { ...built.patch.policies, ...read.policies };
     return null;
   };
