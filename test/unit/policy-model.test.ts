@@ -95,6 +95,25 @@ describe('one policy model: the three sources give the same domain authorization
     assert.deepEqual(policy.patch.authorization, expected);
   });
 
+  it('API keys: inline in upstreams.yaml, from a Secret for an Ingress and a TollgatePolicy', () => {
+    const expected: AuthorizationConfig = {
+      type: 'apikey',
+      users: [],
+      keys: [{ name: 'ci', key: 'key-of-ci' }],
+    };
+    assert.deepEqual(fromFile('type: apikey', 'keys:', '  - { name: ci, key: key-of-ci }'), expected);
+    assert.deepEqual(
+      fromIngress({ 'tollgate.io/auth-type': 'apikey', 'tollgate.io/auth-secret': 'keys' }).path
+        ?.authorization,
+      expected,
+    );
+    assert.deepEqual(
+      fromPolicy({ authorization: { type: 'apikey', apikey: { secretRef: { name: 'keys' } } } }).patch
+        .authorization,
+      expected,
+    );
+  });
+
   it('forward auth, with the one timeout default (5 s) and the default request headers', () => {
     const file = fromFile('type: forward', `url: ${AUTH_URL}`);
     const annotated = fromIngress({ 'nginx.ingress.kubernetes.io/auth-url': AUTH_URL });
