@@ -15,6 +15,7 @@ import {
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import { type IngressInput, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
 import { problems, valid } from '../fixtures/config/problems.ts';
+import { selfSigned } from '../helpers/certs.ts';
 import { ingress, ingressClass, service } from '../helpers/fake-kube-api.ts';
 
 /**
@@ -270,6 +271,44 @@ describe('one policy model: each rule holds for every source', () => {
       fromPolicy({ authorization: { ...auth, allow: { groups: ['admins'] } } }).broken ?? '',
       /^spec\.authorization\.allow\.groups: basic knows only the subject/,
     );
+  });
+
+  it("an Ingress's allow-* annotations are read by the one allow reader: a client certificate knows only the subject", () => {
+    const ca = selfSigned('Clients CA');
+    const serving = selfSigned('a.test');
+    const secrets = new Map(SECRETS);
+    secrets.set(`${NS}/clients-ca`, {
+      metadata: { name: 'clients-ca', namespace: NS },
+      data: { 'ca.crt': base64(ca.cert.toString()) },
+    });
+    secrets.set(`${NS}/a-tls`, {
+      metadata: { name: 'a-tls', namespace: NS },
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': base64(serving.cert.toString()), 'tls.key': base64(serving.key.toString()) },
+    });
+    const mtls = (allow: Record<string, string>) => {
+      const built = ingressInput(
+        {
+          'nginx.ingress.kubernetes.io/auth-tls-secret': 'clients-ca',
+          'nginx.ingress.kubernetes.io/auth-tls-match-cn': 'CN=(a|b)',
+          ...allow,
+        },
+        { secrets },
+      );
+      const [only] = built.ingresses as V1Ingress[];
+      (only as V1Ingress).spec = { ...only?.spec, tls: [{ hosts: ['a.test'], secretName: 'a-tls' }] };
+      return translateIngresses(built).hosts[0]?.paths[0];
+    };
+    // Before: the rule was kept and nobody could ever pass it (a certificate's identity has no email).
+    const emails = mtls({ 'tollgate.io/allow-emails': 'boss@example.com' });
+    assert.match(
+      String(emails?.unavailable),
+      /tollgate\.io\/allow-emails: client_certificate knows only the subject/,
+    );
+    const subjects = mtls({ 'tollgate.io/allow-subjects': 'spiffe://cluster.local/ns/a/sa/b' });
+    assert.equal(subjects?.unavailable, null);
+    assert.deepEqual(subjects?.authorization?.allow?.subjects, ['spiffe://cluster.local/ns/a/sa/b']);
+    assert.equal(subjects?.authorization?.allow?.commonNames, '(a|b)');
   });
 
   it('a Kubernetes object names a Secret, never inline credentials or a file of the pod', () => {
