@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
 import { parseUpstreamsConfig } from '../../src/config/load.ts';
@@ -169,6 +170,35 @@ describe('one policy model: the three sources give the same domain authorization
     );
     assert.match(policy.broken ?? '', new RegExp(`Secret apps/users: ${escapeRegex(problem)}`));
     assert.match(String(annotated.path?.unavailable), /plain text is refused/);
+  });
+});
+
+describe('one policy model: a weak hash in a Secret is a warning from every Kubernetes source', () => {
+  it("an Ingress's WeakPasswordHash notice; a TollgatePolicy's warning (before: not reported at all)", () => {
+    const sha = `{SHA}${createHash('sha1').update('pw').digest('base64')}`;
+    const secrets = new Map(SECRETS);
+    secrets.set(`${NS}/users`, {
+      metadata: { name: 'users', namespace: NS },
+      data: { auth: base64(`carol:${sha}\n`) },
+    });
+    const weak = "{SHA} hashes are weak: rehash with 'htpasswd -B' (bcrypt) or 'tollgate hash-password'";
+    const annotated = fromIngress(
+      { 'tollgate.io/auth-type': 'basic', 'tollgate.io/auth-secret': 'users' },
+      { secrets },
+    );
+    assert.deepEqual(annotated.report?.notices, [
+      { reason: 'WeakPasswordHash', message: `auth Secret apps/users: ${weak}` },
+    ]);
+    const policy = buildPolicy(
+      {
+        metadata: { name: 'p', namespace: NS },
+        spec: { targetRefs: [], authorization: { type: 'basic', basic: { secretRef: { name: 'users' } } } },
+      },
+      { secrets, grants: [] },
+    );
+    assert.equal(policy.broken, null);
+    assert.deepEqual(policy.warnings, [`spec.authorization.basic.secretRef: Secret apps/users: ${weak}`]);
+    assert.deepEqual(policy.patch.authorization, annotated.path?.authorization);
   });
 });
 
