@@ -1,319 +1,45 @@
-import { isPasswordHash } from '../auth/password.ts';
-import { closestKey } from './suggest.ts';
-import type { AuthMethod, AuthorizationConfig, BasicUser, NamedApiKey } from './types.ts';
-import { readPolicyExtras } from './validate-auth-extras.ts';
-import { CLIENT_CERTIFICATE_KEYS, readClientCertificateAuth } from './validate-client-certificates.ts';
-import { EXT_AUTHZ_KEYS, readExtAuthzSettings } from './validate-ext-authz.ts';
-import { FORWARD_KEYS, readForwardSettings } from './validate-forward.ts';
-import { ISSUER_KEYS, readJwtSettings } from './validate-jwt.ts';
+import { dirname, resolve } from 'node:path';
+import { readAuthorization } from '../policy/authorization.ts';
+import type { FileOutcome, PolicyContext } from '../policy/context.ts';
+import type { PlainField } from '../policy/plain-reader.ts';
+import { FileCheckError, readCaBundle, readJwksFile } from './file-checks.ts';
+import { plainView } from './plain-yaml.ts';
+import { rememberPosition } from './positions.ts';
+import type { AuthorizationConfig } from './types.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
-/** Keys that only make sense with type jwt (see validate-jwt). */
-const JWT_ONLY_KEYS = ['issuers', 'browser_links', ...ISSUER_KEYS] as const;
-const AUTH_KEYS = [
-  'type',
-  'creds',
-  'data',
-  'users',
-  'keys',
-  'provider',
-  'allow',
-  ...JWT_ONLY_KEYS,
-  ...FORWARD_KEYS,
-  ...CLIENT_CERTIFICATE_KEYS,
-  ...EXT_AUTHZ_KEYS,
-] as const;
-const USER_KEYS = ['username', 'password', 'password_hash'] as const;
-const API_KEY_KEYS = ['name', 'key'] as const;
-
-/** `api` is another spelling of `apikey`, as configs written for Aralez use it (docs/configuration.md). */
-const METHODS: Readonly<Record<string, AuthMethod>> = {
-  basic: 'basic',
-  apikey: 'apikey',
-  api: 'apikey',
-  jwt: 'jwt',
-  forward: 'forward',
-  oidc: 'oidc',
-  client_certificate: 'client_certificate',
-  ext_authz: 'ext_authz',
-};
-
-/** auth/password owns the hash format; config only checks it is one of ours. */
-
-/** The name an apikey `creds` key gets, since consumers only read `keys`. */
-const SINGLE_KEY_NAME = 'apikey';
-
 /**
- * An `authorization` object, `data` read as `creds`, `api` as `apikey`, and `creds` folded into
- * `users` / `keys` so consumers read one list. Secrets never appear in messages.
- *
- * An `authorization:` with no value is an error rather than "no auth": when the author meant to
- * protect something, failing to start is the safe outcome.
+ * An upstreams.yaml `authorization` object, read by the one policy reader (policy/authorization)
+ * over its plain value: this file gives it the file's context (its files, read relative to it) and
+ * the problems their file:line:column afterwards (config/plain-yaml).
  */
 export function validateAuthorization(r: YamlReader, field: Field): AuthorizationConfig | null {
-  if (r.isNull(field.node)) {
-    r.report(
-      field.keyNode,
-      field.path,
-      'is empty: give it a type, or remove the key to turn authentication off',
-    );
-    return null;
-  }
-  const fields = r.fields(field.node, field.path, AUTH_KEYS);
-  if (fields === null) return null;
-
-  const type = readMethod(r, field, fields.get('type'));
-  const creds = readCreds(r, fields);
-  const usersField = fields.get('users');
-  const keysField = fields.get('keys');
-  if (type === undefined) return null;
-  // `allow` (any method) and `provider` (oidc), read in their own module.
-  const extras = readPolicyExtras(r, field, fields, type);
-  if (extras === null) return null;
-  if (type !== 'ext_authz') {
-    for (const key of EXT_AUTHZ_KEYS) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type ext_authz`);
-    }
-  } else {
-    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type ext_authz`);
-    }
-    const extAuthz = readExtAuthzSettings(r, field, fields);
-    return extAuthz === null ? null : { type, users: [], keys: [], extAuthz, ...extras };
-  }
-  if (type !== 'client_certificate') {
-    for (const key of CLIENT_CERTIFICATE_KEYS) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type client_certificate`);
-    }
-  } else {
-    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type client_certificate`);
-    }
-    const clientCertificate = readClientCertificateAuth(r, fields);
-    return clientCertificate === null ? null : { type, users: [], keys: [], clientCertificate, ...extras };
-  }
-  if (type === 'oidc') {
-    for (const key of [...JWT_ONLY_KEYS, ...FORWARD_KEYS, 'users', 'keys', 'creds', 'data']) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type oidc`);
-    }
-    return { type, users: [], keys: [], ...extras };
-  }
-  if (type !== 'forward') {
-    for (const key of FORWARD_KEYS) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type forward`);
-    }
-  }
-
-  if (type === 'forward') {
-    for (const key of [...JWT_ONLY_KEYS, 'users', 'keys']) {
-      const extra = fields.get(key);
-      if (extra) r.report(extra.keyNode, extra.path, `'${key}' is not used by type forward`);
-    }
-    const forward = readForwardSettings(r, field, fields, creds);
-    return forward === null ? null : { type, users: [], keys: [], forward, ...extras };
-  }
-
-  if (type === 'jwt') {
-    if (creds)
-      r.report(creds.keyNode, creds.path, 'jwt takes no creds: tokens are verified with the masterkey');
-    for (const extra of [usersField, keysField]) {
-      if (extra)
-        r.report(
-          extra.keyNode,
-          extra.path,
-          `jwt takes no ${extra.key}: tokens are verified with the masterkey`,
-        );
-    }
-    const jwt = readJwtSettings(r, fields);
-    // The defaults are left implicit, so a plain `type: jwt` reads the same as before these keys.
-    const isDefault = jwt.acceptTollgate && jwt.external.length === 0 && jwt.browserLinks;
-    return isDefault
-      ? { type, users: [], keys: [], ...extras }
-      : { type, users: [], keys: [], jwt, ...extras };
-  }
-  for (const key of JWT_ONLY_KEYS) {
-    const extra = fields.get(key);
-    if (extra) r.report(extra.keyNode, extra.path, `'${key}' is for type jwt`);
-  }
-  if (type === 'basic') {
-    if (keysField)
-      r.report(keysField.keyNode, keysField.path, "'keys' is for type apikey; basic uses 'users'");
-    const users = readBasicUsers(r, creds, usersField);
-    if (creds === undefined && r.isAbsentOrEmpty(usersField)) {
-      r.report(field.keyNode, field.path, "basic needs creds 'user:password' or a 'users' list");
-    }
-    return { type, users, keys: [], ...extras };
-  }
-  if (usersField)
-    r.report(usersField.keyNode, usersField.path, "'users' is for type basic; apikey uses 'keys'");
-  const keys = readApiKeys(r, creds, keysField);
-  if (creds === undefined && r.isAbsentOrEmpty(keysField)) {
-    r.report(field.keyNode, field.path, "apikey needs creds (the key) or a 'keys' list");
-  }
-  return { type, users: [], keys, ...extras };
+  const view = plainView(r, [field]);
+  const read = readAuthorization(view.reader, view.fields.get(field.key) as PlainField, fileContext(r));
+  view.finish();
+  // The provider is checked against main.yaml once both files are read (config/validate-oidc), at its line.
+  const provider = view.nodeOf({ segments: [field.key, 'provider'], side: 'value' });
+  if (read?.oidc !== undefined && provider !== null)
+    rememberPosition(read.oidc, 'provider', { file: r.file, ...r.positionOf(provider) });
+  return read;
 }
 
-function readMethod(r: YamlReader, parent: Field, field: Field | undefined): AuthMethod | undefined {
-  if (field === undefined || r.isNull(field.node)) {
-    r.report(
-      parent.keyNode,
-      parent.path,
-      "missing 'type' (basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz)",
-    );
-    return undefined;
-  }
-  const name = r.string(field);
-  if (name === undefined) return undefined;
-  const method = Object.hasOwn(METHODS, name) ? METHODS[name] : undefined;
-  if (method === undefined) {
-    const guess = closestKey(name, Object.keys(METHODS));
-    const hint =
-      guess !== undefined
-        ? `did you mean '${guess}'?`
-        : 'expected basic, apikey, api, jwt, forward, oidc, client_certificate or ext_authz';
-    r.report(r.at(field), field.path, `unknown authorization type '${name}' (${hint})`);
-  }
-  return method;
-}
-
-/** `creds`, or its alias `data`; both at once is ambiguous and refused. */
-function readCreds(r: YamlReader, fields: Map<string, Field>): Field | undefined {
-  const creds = fields.get('creds');
-  const data = fields.get('data');
-  if (creds && data) {
-    r.report(
-      data.keyNode,
-      data.path,
-      "'creds' and 'data' are both set; 'data' is an alias of 'creds', keep one",
-    );
-  }
-  const chosen = creds ?? data;
-  return chosen && !r.isNull(chosen.node) ? chosen : undefined;
-}
-
-function readBasicUsers(r: YamlReader, creds: Field | undefined, usersField: Field | undefined): BasicUser[] {
-  const users: BasicUser[] = [];
-  const seen = new Set<string>();
-  const add = (user: BasicUser, at: Field | { path: string }, node: Parameters<YamlReader['report']>[0]) => {
-    if (seen.has(user.username)) {
-      r.report(node, at.path, `user '${user.username}' is defined twice`);
-      return;
+/** What a file's policy may read: files relative to the file, with the readers start uses. */
+function fileContext(r: YamlReader): PolicyContext {
+  const check = (value: string, read: (path: string) => unknown): FileOutcome => {
+    const path = resolve(dirname(r.file), value);
+    try {
+      read(path);
+    } catch (error) {
+      if (!(error instanceof FileCheckError)) throw error;
+      return { problem: error.message };
     }
-    seen.add(user.username);
-    users.push(user);
+    return { path };
   };
-
-  if (creds) {
-    const text = r.string(creds);
-    if (text !== undefined) {
-      const colon = text.indexOf(':');
-      // The message describes the shape only: the value is a password.
-      if (colon === -1) r.report(r.at(creds), creds.path, "must be 'user:password'");
-      else if (colon === 0)
-        r.report(r.at(creds), creds.path, "must be 'user:password' with a non-empty user");
-      else if (colon === text.length - 1) r.report(r.at(creds), creds.path, 'the password must not be empty');
-      else {
-        add(
-          { username: text.slice(0, colon), password: text.slice(colon + 1), passwordHash: null },
-          creds,
-          r.at(creds),
-        );
-      }
-    }
-  }
-
-  if (usersField && !r.isNull(usersField.node)) {
-    for (const item of r.items(usersField, 'a list of {username, password | password_hash}') ?? []) {
-      const fields = r.fields(item.node, item.path, USER_KEYS);
-      if (fields === null) continue;
-      const usernameField = fields.get('username');
-      const passwordField = fields.get('password');
-      const hashField = fields.get('password_hash');
-      let username: string | undefined;
-      if (usernameField === undefined) r.report(item.node, item.path, "missing 'username'");
-      else {
-        username = r.string(usernameField);
-        if (username?.includes(':')) {
-          r.report(
-            r.at(usernameField),
-            usernameField.path,
-            "must not contain ':' (Basic auth cannot carry it)",
-          );
-          username = undefined;
-        }
-      }
-      let password: string | null = null;
-      let passwordHash: string | null = null;
-      if (passwordField && hashField) {
-        r.report(hashField.keyNode, hashField.path, "set either 'password' or 'password_hash', not both");
-      } else if (passwordField) {
-        password = r.string(passwordField) ?? null;
-      } else if (hashField) {
-        passwordHash = r.string(hashField) ?? null;
-        // The full format check (not just the prefix): a malformed hash would otherwise load fine and
-        // lock that user out silently.
-        if (passwordHash !== null && !isPasswordHash(passwordHash)) {
-          r.report(
-            r.at(hashField),
-            hashField.path,
-            "must be a hash from 'tollgate hash-password' (scrypt$...)",
-          );
-          passwordHash = null;
-        }
-      } else {
-        r.report(item.node, item.path, "missing 'password' or 'password_hash'");
-      }
-      if (username !== undefined && (password !== null || passwordHash !== null)) {
-        add(
-          { username, password, passwordHash },
-          usernameField ?? item,
-          usernameField ? r.at(usernameField) : item.node,
-        );
-      }
-    }
-  }
-  return users;
-}
-
-function readApiKeys(r: YamlReader, creds: Field | undefined, keysField: Field | undefined): NamedApiKey[] {
-  const keys: NamedApiKey[] = [];
-  const names = new Set<string>();
-  const values = new Set<string>();
-  const add = (entry: NamedApiKey, path: string, node: Parameters<YamlReader['report']>[0]) => {
-    if (names.has(entry.name)) r.report(node, path, `key name '${entry.name}' is used twice`);
-    // A repeated key would make the subject sent upstream ambiguous; the value itself stays secret.
-    else if (values.has(entry.key))
-      r.report(node, path, 'this key is the same as another key of this policy');
-    else {
-      names.add(entry.name);
-      values.add(entry.key);
-      keys.push(entry);
-    }
+  return {
+    files: {
+      jwks: (value) => check(value, readJwksFile),
+      caBundle: (value) => check(value, (path) => readCaBundle(path, 'ca_file')),
+    },
   };
-
-  if (creds) {
-    const key = r.string(creds);
-    if (key !== undefined) add({ name: SINGLE_KEY_NAME, key }, creds.path, r.at(creds));
-  }
-
-  if (keysField && !r.isNull(keysField.node)) {
-    for (const item of r.items(keysField, 'a list of {name, key}') ?? []) {
-      const fields = r.fields(item.node, item.path, API_KEY_KEYS);
-      if (fields === null) continue;
-      const nameField = fields.get('name');
-      const keyField = fields.get('key');
-      if (nameField === undefined) r.report(item.node, item.path, "missing 'name'");
-      if (keyField === undefined) r.report(item.node, item.path, "missing 'key'");
-      const name = nameField ? r.string(nameField) : undefined;
-      const key = keyField ? r.string(keyField) : undefined;
-      if (name !== undefined && key !== undefined) add({ name, key }, item.path, item.node);
-    }
-  }
-  return keys;
 }

@@ -161,19 +161,10 @@ export function checkWeights(r: YamlReader, field: Field, servers: readonly Serv
 }
 
 /**
- * `signin_url`: an absolute http(s) URL that may use `$scheme`, `$host`, `$request_uri` and
- * `$escaped_request_uri` (auth/signin-url). Any other `$variable` is refused, named.
+ * Why `text` cannot be a sign-in URL template, or null: an absolute http(s) URL that may use `$scheme`,
+ * `$host`, `$request_uri` and `$escaped_request_uri` (auth/signin-url); any other `$variable` is
+ * refused, named. Shared by forward auth's `signin_url` (policy/forward) and the Ingress `auth-signin`.
  */
-export function readSigninUrl(r: YamlReader, field: Field): string | undefined {
-  const text = r.string(field);
-  if (text === undefined) return undefined;
-  const problem = signinUrlProblem(text);
-  if (problem === null) return text;
-  r.report(r.at(field), field.path, problem);
-  return undefined;
-}
-
-/** Why `text` cannot be a sign-in URL template, or null (shared with the Ingress `auth-signin`). */
 export function signinUrlProblem(text: string): string | null {
   const checked = checkSigninTemplate(text);
   if (!checked.ok) return checked.message;

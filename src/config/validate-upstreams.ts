@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { isMap, isScalar } from 'yaml';
+import { POLICY_KEYS } from '../policy/request-policies.ts';
 import {
   canonicalIPv6,
   DEFAULT_HOST,
@@ -32,7 +33,7 @@ import {
 import { readHttpUrl } from './validate-forward.ts';
 import { HEADER_RULE_KEYS, readHeaderRules } from './validate-headers.ts';
 import { MAIN_KEYS } from './validate-main.ts';
-import { POLICY_KEYS, readMaxBodyBytes, readPathPolicies } from './validate-policies.ts';
+import { readMaxBodyBytes, readPathPolicies } from './validate-policies.ts';
 import type { Field, YamlReader } from './yaml-reader.ts';
 
 const TOP_KEYS = [

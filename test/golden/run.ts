@@ -114,6 +114,7 @@ function translate(translator: Translator, world: World): Translated {
       base,
       otherClaims: [],
       reachesTollgate,
+      oidcProviders: settings.oidc_providers ?? ['corp'],
     });
     const config = mergeSources(base, [ingressRoutes(result)]);
     return {

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { PathConfig } from '../../src/config/types.ts';
+import { authUrlTargetProblem } from '../../src/policy/auth-url-guard.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
-import { authUrlTargetProblem } from '../../src/sources/kubernetes/ingress/auth-url-guard.ts';
 import { type IngressInput, translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';
 import {
   certificateHosts,

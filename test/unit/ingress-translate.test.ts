@@ -4,12 +4,8 @@ import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
 import { verifyPassword } from '../../src/auth/password.ts';
+import { parseApiKeys, parseAuthMap, parseHtpasswd } from '../../src/policy/credentials.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
-import {
-  parseApiKeys,
-  parseAuthMap,
-  parseHtpasswd,
-} from '../../src/sources/kubernetes/ingress/credentials.ts';
 import {
   type IngressInput,
   secretsOf,

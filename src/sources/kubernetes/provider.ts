@@ -136,6 +136,7 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       logger,
       tuning: options.tuning,
       ownListeners: options.ownListeners,
+      oidcProviders: Object.keys(main.oidcProviders ?? {}),
       base: merge.base,
       otherClaims: () => merge.claimsOf('gateway api routes'),
       onTranslation: (translation) => translated('ingresses', ingressRoutes(translation)),

@@ -57,6 +57,8 @@ export interface PolicyOutcome {
   conditions: Condition[];
   /** What is wrong, for Events and logs. */
   problems: string[];
+  /** What the author should change though the policy is honoured (a Warning Event and log). */
+  warnings: string[];
 }
 
 /** How many paths a status message names before it says "and N more". */
@@ -175,6 +177,7 @@ function outcomeOf(
     name: draft.name,
     conditions: [],
     problems: [],
+    warnings: [...(draft.built.warnings ?? [])],
   };
   if (draft.shapeless) {
     outcome.problems.push('spec.targetRefs is not a list');
@@ -212,7 +215,9 @@ function outcomeOf(
                   'Accepted',
                   true,
                   'Accepted',
-                  `in force on ${governed} ${governed === 1 ? 'path' : 'paths'}`,
+                  [`in force on ${governed} ${governed === 1 ? 'path' : 'paths'}`, ...outcome.warnings].join(
+                    '; warning: ',
+                  ),
                   generation,
                 ),
   );

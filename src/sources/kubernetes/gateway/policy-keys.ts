@@ -1,13 +1,9 @@
 import type { V1Secret } from '@kubernetes/client-node';
-import type { AuthorizationConfig, PathConfig } from '../../../config/types.ts';
-import { readAllowRules } from '../../../config/validate-allow.ts';
-import { validateAuthorization } from '../../../config/validate-auth.ts';
-import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
-import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../config/validate-policies.ts';
-import { YamlReader } from '../../../config/yaml-reader.ts';
-import { unconfigurableHeaderReason } from '../../../header-names.ts';
-import { authUrlTargetProblem } from '../ingress/auth-url-guard.ts';
-import { parseApiKeys, parseHtpasswd } from '../ingress/credentials.ts';
+import type { PathConfig } from '../../../config/types.ts';
+import { readAuthorization as readPolicyAuthorization } from '../../../policy/authorization.ts';
+import type { PolicyContext as AuthContext } from '../../../policy/context.ts';
+import { isMapping, PlainReader } from '../../../policy/plain-reader.ts';
+import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../policy/request-policies.ts';
 import { decodeSecret } from '../secret-data.ts';
 import { referencePermitted } from './grants.ts';
 import type { ObjectMeta, ReferenceGrant } from './objects.ts';
@@ -39,6 +35,8 @@ export interface BuiltPolicy {
   patch: Partial<Pick<PathConfig, 'authorization' | 'rateLimit' | 'policies'>>;
   /** Set when the policy cannot be honoured: its paths answer 503 auth_misconfigured. */
   broken: string | null;
+  /** Honoured, but the author should act (a key in the other place, a weak hash). */
+  warnings?: string[];
 }
 
 export interface PolicyContext {
@@ -73,9 +71,9 @@ const POLICY_KEYS: Record<
 };
 
 /**
- * A request-policy key (`cors`, `source_ranges`, `deny_ranges`, `max_body_bytes`) read exactly as
- * upstreams.yaml reads it: the value is handed to the same reader (JSON is YAML), so a policy and a
- * file accept and refuse the same things.
+ * A request-policy key (`cors`, `source_ranges`, `deny_ranges`, `max_body_bytes`, `cache`) read by
+ * upstreams.yaml's own reader (policy/request-policies), so a policy and a file accept and refuse the
+ * same things.
  */
 function readRequestPolicy(key: string) {
   return (
@@ -84,11 +82,12 @@ function readRequestPolicy(key: string) {
     _context: PolicyContext,
     built: BuiltPolicy,
   ): string | null => {
-    const reader = new YamlReader(JSON.stringify({ [key]: value }), 'TollgatePolicy');
-    const fields = reader.fields(reader.root(), 'spec', [key]);
-    const read = fields === null ? {} : readPathPolicies(reader, fields);
-    if (reader.issues.length > 0)
-      return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+    const r = new PlainReader();
+    const fields = r.fields({ value: { [key]: value }, place: { segments: [], side: 'value' } }, 'spec', [
+      key,
+    ]);
+    const read = fields === null ? {} : readPathPolicies(r, fields);
+    if (r.issues.length > 0) return r.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
     built.patch.policies = { ...built.patch.policies, ...read.policies };
     return null;
   };
@@ -138,186 +137,78 @@ function readPolicy(policy: TollgatePolicy, context: PolicyContext): BuiltPolicy
   return built;
 }
 
-type AuthSpec = {
-  type?: string;
-  realm?: string;
-  basic?: { secretRef?: { name?: string; namespace?: string } };
-  apikey?: { secretRef?: { name?: string; namespace?: string } };
-  provider?: string;
-  url?: string;
-  auth_request_headers?: string[];
-  auth_response_headers?: string[];
-  subject_header?: string;
-  timeout_seconds?: number;
-};
-
-/** `authorization`: as upstreams.yaml's, with credentials by Secret reference instead of inline. */
+/**
+ * `authorization`: read by the one policy reader (policy/authorization), as upstreams.yaml's, with
+ * credentials by Secret reference (a ReferenceGrant for another namespace's) instead of inline and
+ * no file of Tollgate's pod. `allow` belongs inside it; `spec.allow` beside it is read the same with
+ * a warning naming the right place (docs/gateway-api.md#tollgatepolicy).
+ */
 function readAuthorization(
   value: unknown,
   policy: TollgatePolicy,
   context: PolicyContext,
   built: BuiltPolicy,
 ): string | null {
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    return 'authorization must be an object';
-  const spec = value as AuthSpec;
-  const realm = spec.realm === undefined ? {} : { realm: spec.realm };
-  if (
-    spec.realm !== undefined &&
-    (typeof spec.realm !== 'string' || !/^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(spec.realm))
-  )
-    return 'authorization.realm must be printable text without quotes or backslashes';
-  const type = spec.type === 'api' ? 'apikey' : spec.type;
-  if (type === 'client_certificate' || type === 'ext_authz') return readAsUpstreams(value, context, built);
-  const allowed: Record<string, string[]> = {
-    basic: ['type', 'basic', 'realm'],
-    apikey: ['type', 'apikey', 'realm'],
-    jwt: ['type', 'realm'],
-    oidc: ['type', 'provider'],
-    forward: [
-      'type',
-      'url',
-      'auth_request_headers',
-      'auth_response_headers',
-      'subject_header',
-      'timeout_seconds',
-      'realm',
-    ],
-  };
-  const keys = type === undefined ? undefined : allowed[type];
-  if (keys === undefined)
-    return `authorization.type ${spec.type} is not basic, apikey, jwt, forward, oidc, client_certificate or ext_authz`;
-  const extra = Object.keys(spec).filter((key) => !keys.includes(key));
-  if (extra.length > 0) return `authorization.${extra[0]} is not a key of type ${type}`;
-  if (type === 'jwt') {
-    built.patch.authorization = { type: 'jwt', users: [], keys: [], ...realm };
-    return null;
+  const beside = policy.spec?.allow;
+  let spec = value;
+  if (beside !== undefined && isMapping(value)) {
+    if (value.allow !== undefined)
+      return 'spec.allow and spec.authorization.allow are both set: keep spec.authorization.allow';
+    spec = { ...value, allow: beside };
+    built.warnings = [...(built.warnings ?? []), ALLOW_BESIDE];
   }
-  if (type === 'oidc') {
-    if (typeof spec.provider !== 'string') return 'authorization.provider is required for type oidc';
-    if (!(context.oidcProviders ?? []).includes(spec.provider))
-      return `authorization.provider ${spec.provider} is not one of main.yaml's oidc_providers`;
-    built.patch.authorization = { type: 'oidc', users: [], keys: [], oidc: { provider: spec.provider } };
-    return null;
-  }
-  if (type === 'forward') {
-    if (typeof spec.url !== 'string') return 'authorization.url is required for type forward';
-    const target = authUrlTargetProblem(spec.url, context.reachesTollgate);
-    if (target !== null) return `authorization.url ${target}: a policy may not send auth requests there`;
-    const names = (list: unknown, what: string): string[] | string => {
-      if (list === undefined) return [];
-      if (!Array.isArray(list) || list.some((item) => typeof item !== 'string'))
-        return `${what} must be a list of header names`;
-      for (const name of list as string[]) {
-        const problem = unconfigurableHeaderReason(name);
-        if (problem !== null) return `${what}: ${problem}`;
-      }
-      return (list as string[]).map((name) => name.toLowerCase());
-    };
-    const requestHeaders =
-      spec.auth_request_headers === undefined
-        ? [...DEFAULT_AUTH_REQUEST_HEADERS]
-        : names(spec.auth_request_headers, 'auth_request_headers');
-    const responseHeaders = names(spec.auth_response_headers, 'auth_response_headers');
-    if (typeof requestHeaders === 'string') return requestHeaders;
-    if (typeof responseHeaders === 'string') return responseHeaders;
-    const timeout = spec.timeout_seconds ?? 5;
-    if (typeof timeout !== 'number' || !(timeout > 0 && timeout <= 60))
-      return 'authorization.timeout_seconds must be a number of seconds up to 60';
-    built.patch.authorization = {
-      type: 'forward',
-      users: [],
-      keys: [],
-      ...realm,
-      forward: {
-        url: new URL(spec.url).href,
-        authRequestHeaders: requestHeaders,
-        authResponseHeaders: responseHeaders,
-        subjectHeader: spec.subject_header?.toLowerCase() ?? null,
-        timeoutMs: Math.round(timeout * 1000),
-        signinUrl: null,
-      },
-    };
-    return null;
-  }
-  const ref = (type === 'basic' ? spec.basic : spec.apikey)?.secretRef;
-  if (!ref?.name) return `authorization.${type}.secretRef.name is required`;
-  const namespace = policy.metadata?.namespace ?? 'default';
-  const target = ref.namespace ?? namespace;
-  const key = `${target}/${ref.name}`;
-  if (
-    !referencePermitted(context.grants, {
-      from: { group: POLICY_GROUP, kind: POLICY_KIND, namespace },
-      to: { group: '', kind: 'Secret', namespace: target, name: ref.name },
-    })
-  )
-    return `no ReferenceGrant in ${target} allows this policy to read Secret ${key}`;
-  const secret = context.secrets.get(key);
-  if (secret === undefined) return `Secret ${key} does not exist`;
-  const data = decodeSecret(secret);
-  if (type === 'basic') {
-    if (data.auth === undefined) return `Secret ${key} has no 'auth' key (htpasswd)`;
-    const users = parseHtpasswd(data.auth);
-    if (users.problems.length > 0) return `Secret ${key}: ${users.problems.join('; ')}`;
-    built.patch.authorization = {
-      type: 'basic',
-      users: users.entries,
-      keys: [],
-      ...realm,
-    } satisfies AuthorizationConfig;
-    return null;
-  }
-  if (data.keys === undefined) return `Secret ${key} has no 'keys' key (name:key lines)`;
-  const parsed = parseApiKeys(data.keys);
-  if (parsed.problems.length > 0) return `Secret ${key}: ${parsed.problems.join('; ')}`;
-  built.patch.authorization = { type: 'apikey', users: [], keys: parsed.entries, ...realm };
-  return null;
-}
-
-/**
- * `type: client_certificate` and `type: ext_authz` hold no credentials, so upstreams.yaml's own reader
- * reads them (JSON is YAML): a policy and a file accept and refuse the same things. An ext_authz
- * service may not be Tollgate itself nor a loopback or link-local address (as a forward `url`), and
- * names no file of Tollgate's pod (`grpc.tls.ca_file`).
- */
-function readAsUpstreams(value: unknown, context: PolicyContext, built: BuiltPolicy): string | null {
-  const reader = new YamlReader(JSON.stringify({ authorization: value }), 'TollgatePolicy');
-  const field = reader.fields(reader.root(), 'spec', ['authorization'])?.get('authorization');
-  const tls = (value as { grpc?: { tls?: unknown } }).grpc?.tls;
-  if (typeof tls === 'object' && tls !== null && 'ca_file' in tls)
-    return 'authorization.grpc.tls.ca_file names a file of the Tollgate pod: not in a policy';
-  const authorization = field === undefined ? null : validateAuthorization(reader, field);
-  if (reader.issues.length > 0)
-    return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
-  if (authorization === null) return 'authorization cannot be read';
-  if (authorization.extAuthz !== undefined) {
-    const target = authUrlTargetProblem(`http://${authorization.extAuthz.address}/`, context.reachesTollgate);
-    if (target !== null) return `authorization.grpc.address ${target}: a policy may not send checks there`;
-  }
+  const r = new PlainReader();
+  const authorization = readPolicyAuthorization(
+    r,
+    r.root('authorization', spec, 'spec.authorization'),
+    policyAuthContext(policy, context),
+  );
+  const warnings = r.warnings.map((warning) => `${warning.path}: ${warning.message}`);
+  if (warnings.length > 0) built.warnings = [...(built.warnings ?? []), ...warnings];
+  if (r.issues.length > 0) return r.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
+  if (authorization === null) return 'spec.authorization cannot be read';
   built.patch.authorization = authorization;
   return null;
 }
 
+/** The warning for `allow` written beside `authorization`: read, but in the other place. */
+export const ALLOW_BESIDE =
+  'spec.allow belongs in spec.authorization.allow (as in upstreams.yaml): it is read from there, move it';
+
+/** What a policy's authorization may read: its namespace's Secrets (others by ReferenceGrant), main.yaml's providers. */
+function policyAuthContext(policy: TollgatePolicy, context: PolicyContext): AuthContext {
+  const namespace = policy.metadata?.namespace ?? 'default';
+  return {
+    oidcProviders: context.oidcProviders ?? [],
+    kubernetes: {
+      reachesTollgate: context.reachesTollgate,
+      secret: (ref) => {
+        const target = ref.namespace ?? namespace;
+        const key = `${target}/${ref.name}`;
+        if (
+          !referencePermitted(context.grants, {
+            from: { group: POLICY_GROUP, kind: POLICY_KIND, namespace },
+            to: { group: '', kind: 'Secret', namespace: target, name: ref.name },
+          })
+        )
+          return { problem: `no ReferenceGrant in ${target} allows this policy to read Secret ${key}` };
+        const secret = context.secrets.get(key);
+        if (secret === undefined) return { problem: `Secret ${key} does not exist` };
+        return { data: decodeSecret(secret), name: `Secret ${key}` };
+      },
+    },
+  };
+}
+
 /**
- * `allow` (docs/authentication.md#who-may-pass): who may pass once authenticated, read by
- * upstreams.yaml's own reader for the policy's method (basic, apikey and forward know only the
- * subject). It needs an `authorization` in the same policy.
+ * `spec.allow` (the other spelling of `spec.authorization.allow`): read with the authorization, so
+ * here it only needs one.
  */
 function readAllow(
-  value: unknown,
-  _policy: TollgatePolicy,
+  _value: unknown,
+  policy: TollgatePolicy,
   _context: PolicyContext,
-  built: BuiltPolicy,
+  _built: BuiltPolicy,
 ): string | null {
-  const authorization = built.patch.authorization;
-  if (authorization === undefined || authorization === null)
-    return 'allow needs an authorization in the same policy';
-  const reader = new YamlReader(JSON.stringify({ allow: value }), 'TollgatePolicy');
-  const field = reader.fields(reader.root(), 'spec', ['allow'])?.get('allow');
-  const rules = field === undefined ? null : readAllowRules(reader, field, authorization.type);
-  if (reader.issues.length > 0)
-    return reader.issues.map((issue) => `${issue.path}: ${issue.message}`).join('; ');
-  if (rules === null) return 'allow cannot be read';
-  built.patch.authorization = { ...authorization, allow: rules };
-  return null;
+  return policy.spec?.authorization === undefined ? 'allow needs an authorization in the same policy' : null;
 }

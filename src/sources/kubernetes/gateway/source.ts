@@ -324,9 +324,23 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     }
     for (const policy of translation.policies) {
       const key = `TollgatePolicy ${policy.namespace}/${policy.name}`;
-      const text = JSON.stringify(policy.problems);
+      const text = JSON.stringify([policy.problems, policy.warnings]);
       now.set(key, text);
-      if (reported.get(key) === text || policy.problems.length === 0) continue;
+      if (reported.get(key) === text) continue;
+      if (policy.problems.length === 0) {
+        // Honoured, with something to change (docs/gateway-api.md#tollgatepolicy).
+        if (policy.warnings.length === 0) continue;
+        logger.warn({ policy: key, warnings: policy.warnings }, 'tollgate policy applied with a warning');
+        void event(
+          'TollgatePolicy',
+          policy.namespace,
+          policy.name,
+          'Warning',
+          'PolicyWarning',
+          policy.warnings.join('; '),
+        );
+        continue;
+      }
       logger.warn({ policy: key, problems: policy.problems }, 'tollgate policy not applied as written');
       void event(
         'TollgatePolicy',

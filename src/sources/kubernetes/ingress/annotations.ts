@@ -1,5 +1,6 @@
 import type { HeaderOps } from '../../../config/types.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { realmProblem } from '../../../policy/authorization.ts';
 import { BACKEND_ANNOTATIONS, type BackendSettings, signinUrl } from './backend-annotations.ts';
 import {
   type ClientCertificateIngressSettings,
@@ -70,8 +71,6 @@ interface AnnotationSpec<K extends keyof IngressSettings> {
 const ok = <T>(value: T): Parsed<T> => ({ ok: true, value });
 const bad = (message: string): Parsed<never> => ({ ok: false, message });
 
-// A realm goes into a quoted-string: printable ASCII without quote or backslash.
-const REALM = /^[\x20-\x21\x23-\x5b\x5d-\x7e]{1,64}$/;
 const SECRET_NAME = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
 const bool = (value: string): Parsed<boolean> =>
@@ -184,7 +183,11 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
   spec(
     'authRealm',
     [`${TOLLGATE_PREFIX}auth-realm`, `${NGINX_PREFIX}auth-realm`],
-    (value) => (REALM.test(value) ? ok(value) : bad('must be 1-64 printable characters without " or \\')),
+    // The policy reader's own check (policy/authorization), told here with the annotation's name.
+    (value) => {
+      const problem = realmProblem(value);
+      return problem === null ? ok(value) : bad(problem);
+    },
     true,
   ),
   spec('authUrl', [`${TOLLGATE_PREFIX}auth-url`, `${NGINX_PREFIX}auth-url`], url, true),

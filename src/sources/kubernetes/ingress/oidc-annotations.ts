@@ -1,4 +1,6 @@
-import type { AllowRules, AuthorizationConfig } from '../../../config/types.ts';
+import type { AuthorizationConfig } from '../../../config/types.ts';
+import { readAllowRules } from '../../../policy/allow.ts';
+import { PlainReader, type PolicyIssue } from '../../../policy/plain-reader.ts';
 
 /**
  * The OpenID and allow-rule annotations (docs/ingress.md#annotations): `tollgate.io/auth-type: oidc`
@@ -46,38 +48,35 @@ export interface OidcIngressSettings {
   allowGroups?: string[];
 }
 
-/** The oidc policy of `auth-type: oidc`, or the problem closing the paths. */
-export function oidcPolicyOf(
-  settings: OidcIngressSettings,
-  realm: { realm?: string },
-): { policy: AuthorizationConfig } | { problem: string } {
-  if (settings.authOidcProvider === undefined)
-    return { problem: 'auth-type oidc needs tollgate.io/auth-oidc-provider' };
-  return {
-    policy: { type: 'oidc', users: [], keys: [], ...realm, oidc: { provider: settings.authOidcProvider } },
-  };
-}
-
 /**
- * The policy with the allow annotations applied, or the problem closing the paths: basic, apikey and
- * forward know only the subject, so emails, domains and groups on them could never pass.
+ * The policy with the allow annotations applied, or the problem closing the paths. The rules are
+ * read by upstreams.yaml's own reader (policy/allow) for the policy's method: basic, apikey, forward
+ * and client certificates know only the subject, so emails, domains and groups on them could never
+ * pass.
  */
 export function withAllowAnnotations(
   policy: AuthorizationConfig | null,
   settings: OidcIngressSettings,
 ): { policy: AuthorizationConfig | null; problem?: string } {
-  const allow: AllowRules = {
-    subjects: settings.allowSubjects ?? null,
-    emails: settings.allowEmails ?? null,
-    emailDomains: settings.allowEmailDomains ?? null,
-    groups: settings.allowGroups ?? null,
-    claims: null,
-  };
-  const any = allow.subjects ?? allow.emails ?? allow.emailDomains ?? allow.groups;
-  if (any === null) return { policy };
+  const written: Array<[string, string[] | undefined]> = [
+    ['subjects', settings.allowSubjects],
+    ['emails', settings.allowEmails],
+    ['email_domains', settings.allowEmailDomains],
+    ['groups', settings.allowGroups],
+  ];
+  const shape = Object.fromEntries(written.filter(([, value]) => value !== undefined));
+  if (Object.keys(shape).length === 0) return { policy };
   if (policy === null) return { policy, problem: 'allow-* annotations need an auth-type' };
-  const subjectOnly = policy.type === 'basic' || policy.type === 'apikey' || policy.type === 'forward';
-  if (subjectOnly && (allow.emails ?? allow.emailDomains ?? allow.groups) !== null)
-    return { policy, problem: `auth-type ${policy.type} knows only the subject: use allow-subjects` };
+  const r = new PlainReader();
+  const allow = readAllowRules(r, r.root('allow', shape), policy.type);
+  if (r.issues.length > 0 || allow === null) {
+    const say = (issue: PolicyIssue) => {
+      const key = issue.place.segments[0];
+      return typeof key === 'string'
+        ? `tollgate.io/allow-${key.replace('_', '-')}: ${issue.message}`
+        : `allow-* annotations: ${issue.message}`;
+    };
+    return { policy, problem: r.issues.map(say).join('; ') };
+  }
   return { policy: { ...policy, allow } };
 }

@@ -1,6 +1,6 @@
 import { parseByteSize } from '../../../config/byte-size.ts';
 import type { CorsConfig, PathPolicies } from '../../../config/policy-types.ts';
-import { DEFAULT_MAX_OBJECT_BYTES } from '../../../config/validate-cache.ts';
+import { DEFAULT_MAX_OBJECT_BYTES } from '../../../policy/cache.ts';
 import { policyProblems } from '../../../routing/policies.ts';
 
 /**

@@ -42,6 +42,8 @@ export interface IngressSourceOptions {
   otherClaims?: () => readonly AgedClaim[];
   /** Tollgate's own bound listeners: an Ingress's auth-url may not target them (docs/ingress.md). */
   ownListeners?: () => readonly ListenAddress[];
+  /** main.yaml's `oidc_providers` names: an Ingress's auth-oidc-provider must be one. */
+  oidcProviders?: readonly string[];
 }
 
 /** baseChanged: upstreams.yaml or the Gateway API routes' claims changed (host ownership). */
@@ -151,6 +153,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
       otherClaims: options.otherClaims?.() ?? [],
       reachesTollgate: (host, port) =>
         (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
+      oidcProviders: options.oidcProviders ?? [],
     });
   }
 

@@ -14,7 +14,9 @@ import type {
   StickySessions,
   UpstreamsConfig,
 } from '../../../config/types.ts';
-import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
+import type { ReachesTollgate } from '../../../policy/auth-url-guard.ts';
+import { readAuthorization } from '../../../policy/authorization.ts';
+import { PlainReader, type PolicyIssue } from '../../../policy/plain-reader.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
 import {
@@ -28,18 +30,13 @@ import {
 import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { ingressAnnotationsInForce } from './annotations-in-force.ts';
-import { authUrlTargetProblem, type ReachesTollgate } from './auth-url-guard.ts';
 import { backendPoliciesOf, proxySslSecretKey } from './backend.ts';
 import { applyCanary, canaryBackendOnly, isCanary } from './canary.ts';
 import type { ClientCheckPem } from './certificates.ts';
 import { clientCaSecretKey, clientCertificatesOf } from './client-certificate-annotations.ts';
-import { type ParsedCredentials, parseApiKeys, parseAuthMap, parseHtpasswd } from './credentials.ts';
-import { oidcPolicyOf, withAllowAnnotations } from './oidc-annotations.ts';
+import { withAllowAnnotations } from './oidc-annotations.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 import type { IngressReport } from './reports.ts';
-
-/** ingress-nginx's auth-url check has no timeout annotation; Tollgate's forward-auth default. */
-const FORWARD_TIMEOUT_MS = 5_000;
 
 /** `spec.controller` of the IngressClasses Tollgate serves (docs/ingress.md). */
 export const INGRESS_CONTROLLER = 'tollgate.io/ingress-controller';
@@ -63,6 +60,8 @@ export interface IngressInput {
   otherClaims?: readonly AgedClaim[];
   /** Tollgate's own listeners, which an Ingress's auth-url may not target (none given: not checked). */
   reachesTollgate?: ReachesTollgate;
+  /** main.yaml's `oidc_providers` names: an `auth-oidc-provider` must be one (none given: not checked). */
+  oidcProviders?: readonly string[];
 }
 
 /** A TLS certificate an Ingress asks to serve for its hosts by SNI. */
@@ -310,7 +309,7 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
     }
   }
 
-  const auth = authorizationOf(settings, namespace, input.secrets, input.reachesTollgate);
+  const auth = authorizationOf(settings, namespace, input);
   report.notices.push(...auth.warnings.map((message) => ({ reason: 'WeakPasswordHash' as const, message })));
   // Upstream protocol and TLS, timeouts, Host, redirects (backend.ts).
   const backendPolicies = backendPoliciesOf(settings, namespace, input.secrets);
@@ -507,93 +506,79 @@ interface AuthOutcome {
   warnings: string[];
 }
 
-/** The policy the auth annotations ask for, with its credentials read from the Ingress's Secret. */
+/** The annotation a key of the policy shape comes from, for the Ingress's messages. */
+const ANNOTATION_OF: Readonly<Record<string, string>> = {
+  type: 'auth-type',
+  realm: 'auth-realm',
+  url: 'auth-url',
+  auth_response_headers: 'auth-response-headers',
+  signin_url: 'auth-signin',
+  provider: 'tollgate.io/auth-oidc-provider',
+};
+
+/**
+ * The policy the auth annotations ask for: the annotations in the policy shape (as a TollgatePolicy
+ * writes it, the Secret by reference), read by the one policy reader (policy/authorization) with the
+ * Ingress's own Secrets, Tollgate's ports and main.yaml's OpenID providers.
+ */
 function authorizationOf(
   settings: IngressSettings,
   namespace: string,
-  secrets: ReadonlyMap<string, V1Secret>,
-  reachesTollgate?: ReachesTollgate,
+  input: Pick<IngressInput, 'secrets' | 'reachesTollgate' | 'oidcProviders'>,
 ): AuthOutcome {
   const outcome: AuthOutcome = { policy: null, problems: [], warnings: [] };
   const type = settings.authType;
   if (type === undefined) return outcome;
-  const realm = settings.authRealm === undefined ? {} : { realm: settings.authRealm };
-  if (type === 'jwt') {
-    outcome.policy = { type: 'jwt', users: [], keys: [], ...realm };
-    return outcome;
-  }
-  if (type === 'oidc') {
-    const oidc = oidcPolicyOf(settings, realm);
-    if ('problem' in oidc) outcome.problems.push(oidc.problem);
-    else outcome.policy = oidc.policy;
-    return outcome;
-  }
+  const shape: Record<string, unknown> = { type };
+  if (settings.authRealm !== undefined) shape.realm = settings.authRealm;
   if (type === 'forward') {
-    if (settings.authUrl === undefined) {
-      outcome.problems.push('auth-type forward needs an auth-url');
-      return outcome;
-    }
-    const target = authUrlTargetProblem(settings.authUrl, reachesTollgate);
-    if (target !== null) {
-      outcome.problems.push(`auth-url ${target}: an Ingress may not send auth requests there`);
-      return outcome;
-    }
-    outcome.policy = {
-      type: 'forward',
-      users: [],
-      keys: [],
-      ...realm,
-      forward: {
-        url: settings.authUrl,
-        authRequestHeaders: [...DEFAULT_AUTH_REQUEST_HEADERS],
-        authResponseHeaders: settings.authResponseHeaders ?? [],
-        subjectHeader: null,
-        timeoutMs: FORWARD_TIMEOUT_MS,
-        signinUrl: settings.authSignin ?? null,
+    if (settings.authUrl === undefined)
+      return { ...outcome, problems: ['auth-type forward needs an auth-url'] };
+    shape.url = settings.authUrl;
+    if (settings.authResponseHeaders !== undefined)
+      shape.auth_response_headers = settings.authResponseHeaders;
+    if (settings.authSignin !== undefined) shape.signin_url = settings.authSignin;
+  } else if (type === 'oidc') {
+    if (settings.authOidcProvider === undefined)
+      return { ...outcome, problems: ['auth-type oidc needs tollgate.io/auth-oidc-provider'] };
+    shape.provider = settings.authOidcProvider;
+  } else if (type === 'basic' || type === 'apikey') {
+    if (settings.authSecret === undefined)
+      return { ...outcome, problems: [`auth-type ${type} needs an auth-secret`] };
+    const [first, second] = settings.authSecret.split('/');
+    const secretRef = second === undefined ? { name: first } : { name: second, namespace: first };
+    shape[type] =
+      type === 'basic' && settings.authSecretType !== undefined
+        ? { secretRef, format: settings.authSecretType }
+        : { secretRef };
+  }
+  const r = new PlainReader();
+  outcome.policy = readAuthorization(r, r.root('authorization', shape), {
+    oidcProviders: input.oidcProviders,
+    kubernetes: {
+      reachesTollgate: input.reachesTollgate,
+      secret: (ref) => {
+        // Another namespace's Secret is never read (secretsOf does not even watch it).
+        if (ref.namespace !== undefined && ref.namespace !== namespace)
+          return {
+            problem: `auth-secret ${settings.authSecret} is in another namespace (only the Ingress's own is read)`,
+          };
+        const key = `${namespace}/${ref.name}`;
+        const secret = input.secrets.get(key);
+        if (secret === undefined) return { problem: `auth Secret ${key} does not exist` };
+        return { data: decodeSecret(secret), name: `auth Secret ${key}` };
       },
-    };
-    return outcome;
-  }
-  if (settings.authSecret === undefined) {
-    outcome.problems.push(`auth-type ${type} needs an auth-secret`);
-    return outcome;
-  }
-  const [first, second] = settings.authSecret.split('/');
-  if (second !== undefined && first !== namespace) {
-    outcome.problems.push(
-      `auth-secret ${settings.authSecret} is in another namespace (only the Ingress's own is read)`,
-    );
-    return outcome;
-  }
-  const secretName = `${namespace}/${second ?? first}`;
-  const secret = secrets.get(secretName);
-  if (secret === undefined) {
-    outcome.problems.push(`auth Secret ${secretName} does not exist`);
-    return outcome;
-  }
-  const data = decodeSecret(secret);
-  let parsed: ParsedCredentials<unknown>;
-  if (type === 'basic') {
-    const users =
-      settings.authSecretType === 'auth-map'
-        ? parseAuthMap(data)
-        : data.auth === undefined
-          ? { entries: [], problems: ["has no 'auth' key (htpasswd)"], warnings: [] }
-          : parseHtpasswd(data.auth);
-    parsed = users;
-    if (users.problems.length === 0)
-      outcome.policy = { type: 'basic', users: users.entries, keys: [], ...realm };
-  } else {
-    const keys =
-      data.keys === undefined
-        ? { entries: [], problems: ["has no 'keys' key (name:key lines)"], warnings: [] }
-        : parseApiKeys(data.keys);
-    parsed = keys;
-    if (keys.problems.length === 0)
-      outcome.policy = { type: 'apikey', users: [], keys: keys.entries, ...realm };
-  }
-  outcome.problems.push(...parsed.problems.map((problem) => `auth Secret ${secretName}: ${problem}`));
-  outcome.warnings.push(...parsed.warnings.map((warning) => `auth Secret ${secretName}: ${warning}`));
+    },
+  });
+  const say = (issue: PolicyIssue) => {
+    const key = issue.place.segments[0];
+    const annotation = typeof key === 'string' ? ANNOTATION_OF[key] : undefined;
+    // Messages about the Secret name it already.
+    return annotation === undefined ? issue.message : `${annotation} ${issue.message}`;
+  };
+  outcome.problems.push(...r.issues.map(say));
+  outcome.warnings.push(...r.warnings.map(say));
+  if (outcome.problems.length > 0) outcome.policy = null;
   return outcome;
 }
 

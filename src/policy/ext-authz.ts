@@ -1,8 +1,9 @@
 import { isIP } from 'node:net';
-import { dirname, resolve } from 'node:path';
-import { FileCheckError, readCaBundle } from './file-checks.ts';
-import type { ExtAuthzSettings } from './types.ts';
-import type { Field, YamlReader } from './yaml-reader.ts';
+import type { ExtAuthzSettings } from '../config/types.ts';
+import { authUrlTargetProblem } from './auth-url-guard.ts';
+import type { PolicyContext } from './context.ts';
+import { NOT_A_POD_FILE } from './jwt.ts';
+import type { PlainField as Field, PlainReader } from './plain-reader.ts';
 
 /** Keys that only make sense with `type: ext_authz` (docs/authentication.md#external-authorization). */
 export const EXT_AUTHZ_KEYS = ['grpc', 'timeout_ms', 'include_body_bytes', 'fail_open'] as const;
@@ -18,12 +19,14 @@ const HOST =
 /**
  * `grpc: { address: "host:port", tls: false | true | { ca_file, server_name } }`, `timeout_ms`,
  * `include_body_bytes`, `fail_open`. A `ca_file` is read now, with the reader the running process
- * uses, so a broken one stops the start, `validate` or the reload at its line.
+ * uses, so a broken one stops the start, `validate` or the reload at its line. From a Kubernetes
+ * object the service may not be Tollgate's pod itself (auth-url-guard.ts) and no file is named.
  */
 export function readExtAuthzSettings(
-  r: YamlReader,
+  r: PlainReader,
   parent: Field,
   fields: Map<string, Field>,
+  context: PolicyContext,
 ): ExtAuthzSettings | null {
   const get = (key: string): Field | undefined => r.given(fields, key);
   const grpcField = get('grpc');
@@ -44,12 +47,18 @@ export function readExtAuthzSettings(
   } else {
     const text = r.string(addressField);
     if (text !== undefined) {
-      if (validAddress(text)) address = text;
-      else r.report(r.at(addressField), addressField.path, `'${text}' is not host:port`);
+      const target =
+        context.kubernetes === undefined
+          ? null
+          : authUrlTargetProblem(`http://${text}/`, context.kubernetes.reachesTollgate);
+      if (!validAddress(text)) r.report(r.at(addressField), addressField.path, `'${text}' is not host:port`);
+      else if (target !== null)
+        r.report(r.at(addressField), addressField.path, `${target}: checks may not be sent there`);
+      else address = text;
     }
   }
   const tlsField = grpc.get('tls');
-  const tls = tlsField === undefined || r.isNull(tlsField.node) ? null : readTls(r, tlsField);
+  const tls = tlsField === undefined || r.isNull(tlsField.node) ? null : readTls(r, tlsField, context);
   const timeoutField = get('timeout_ms');
   const timeoutMs = timeoutField
     ? r.number(timeoutField, { integer: true, min: 1, max: MAX_TIMEOUT_MS })
@@ -71,7 +80,7 @@ export function readExtAuthzSettings(
   return { address, tls, timeoutMs, includeBodyBytes, failOpen };
 }
 
-function readTls(r: YamlReader, field: Field): ExtAuthzSettings['tls'] | undefined {
+function readTls(r: PlainReader, field: Field, context: PolicyContext): ExtAuthzSettings['tls'] | undefined {
   if (field.node !== null && typeof (field.node as { value?: unknown }).value === 'boolean') {
     const on = r.boolean(field);
     return on === undefined ? undefined : on ? { caFile: null, serverName: null } : null;
@@ -85,14 +94,12 @@ function readTls(r: YamlReader, field: Field): ExtAuthzSettings['tls'] | undefin
     const text = r.string(caField);
     if (text === undefined) ok = false;
     else {
-      caFile = resolve(dirname(r.file), text);
-      try {
-        readCaBundle(caFile, 'ca_file');
-      } catch (error) {
-        if (!(error instanceof FileCheckError)) throw error;
-        r.report(r.at(caField), caField.path, error.message);
+      const outcome =
+        context.files === undefined ? { problem: NOT_A_POD_FILE } : context.files.caBundle(text);
+      if ('problem' in outcome) {
+        r.report(r.at(caField), caField.path, outcome.problem);
         ok = false;
-      }
+      } else caFile = outcome.path;
     }
   }
   let serverName: string | null = null;

@@ -1,11 +1,13 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 
 /**
- * Where an Ingress's `auth-url` may not point (docs/ingress.md#annotations, docs/security.md): Tollgate
- * calls that URL from inside its pod and lets a request through on a 2xx, so an Ingress author who
- * names `http://127.0.0.1:<admin port>/healthz` (always 200), the cloud metadata address or another
- * pod-local service turns forward auth into "open" and probes the pod's loopback. upstreams.yaml's
- * forward `url` is the operator's and is not checked.
+ * Where a Kubernetes object's auth service may not be (docs/ingress.md#annotations,
+ * docs/gateway-api.md#tollgatepolicy, docs/security.md): an Ingress's `auth-url`, a TollgatePolicy's
+ * forward `url`, ext_authz `grpc.address` or `jwks_uri`. Tollgate calls that URL from inside its pod
+ * and lets a request through on a 2xx, so an author who names `http://127.0.0.1:<admin port>/healthz`
+ * (always 200), the cloud metadata address or another pod-local service turns forward auth into
+ * "open" and probes the pod's loopback. upstreams.yaml's URLs are the operator's and are not checked.
+ * The policy reader (policy/forward) checks a URL is an http(s) URL before asking here.
  *
  * Checked on the URL as written (the WHATWG parser already turned `2130706433`, `0x7f.1` and the like
  * into dotted IPv4): loopback (127.0.0.0/8, ::1, `localhost` and `*.localhost`), link-local
@@ -26,7 +28,7 @@ refusedV6.addSubnet('fe80::', 10, 'ipv6');
 /** True when a connection to host:port would reach one of Tollgate's own listeners. */
 export type ReachesTollgate = (host: string, port: number) => boolean;
 
-/** Why `url` may not be an Ingress's auth-url, or null when it may. `url` is a checked http(s) URL. */
+/** Why `url` may not be a Kubernetes object's auth service, or null when it may. `url` is a checked http(s) URL. */
 export function authUrlTargetProblem(url: string, reachesTollgate?: ReachesTollgate): string | null {
   const parsed = new URL(url);
   const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();

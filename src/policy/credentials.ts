@@ -1,5 +1,5 @@
-import { parseStoredHash } from '../../../auth/password.ts';
-import type { BasicUser, NamedApiKey } from '../../../config/types.ts';
+import { parseStoredHash } from '../auth/password.ts';
+import type { BasicUser, NamedApiKey } from '../config/types.ts';
 
 /** Users or keys read from an Ingress's auth Secret, with what the Ingress is told about them. */
 export interface ParsedCredentials<T> {

@@ -1,7 +1,7 @@
-import { dirname, resolve } from 'node:path';
-import { FileCheckError, readJwksFile } from './file-checks.ts';
-import type { ExternalIssuer, JwtSettings } from './types.ts';
-import type { Field, Item, YamlReader } from './yaml-reader.ts';
+import type { ExternalIssuer, JwtSettings } from '../config/types.ts';
+import { authUrlTargetProblem } from './auth-url-guard.ts';
+import type { PolicyContext } from './context.ts';
+import type { PlainField as Field, PlainItem as Item, PlainReader } from './plain-reader.ts';
 
 /**
  * The jwt-only keys of an `authorization` (docs/tokens.md#external-issuers):
@@ -19,7 +19,11 @@ export const ISSUER_KEYS = ['issuer', 'audience', 'jwks_uri', 'jwks_file', 'subj
 const TOLLGATE = 'tollgate';
 const MAX_ISSUERS = 16;
 
-export function readJwtSettings(r: YamlReader, fields: Map<string, Field>): JwtSettings {
+export function readJwtSettings(
+  r: PlainReader,
+  fields: Map<string, Field>,
+  context: PolicyContext,
+): JwtSettings {
   const browserLinksField = fields.get('browser_links');
   const browserLinks = browserLinksField ? (r.boolean(browserLinksField) ?? true) : true;
   const issuersField = fields.get('issuers');
@@ -35,7 +39,7 @@ export function readJwtSettings(r: YamlReader, fields: Map<string, Field>): JwtS
     return { acceptTollgate: false, external: [], browserLinks };
   }
   if (shorthand.length > 0) {
-    const issuer = readIssuer(r, new Map(shorthand.map((f) => [f.key, f])), shorthand[0] as Field);
+    const issuer = readIssuer(r, new Map(shorthand.map((f) => [f.key, f])), shorthand[0] as Field, context);
     return { acceptTollgate: false, external: issuer ? [issuer] : [], browserLinks };
   }
   if (issuersField === undefined) return { acceptTollgate: true, external: [], browserLinks };
@@ -65,12 +69,12 @@ export function readJwtSettings(r: YamlReader, fields: Map<string, Field>): JwtS
     }
     const issuerFields = r.fields(item.node, item.path, ISSUER_KEYS);
     if (issuerFields === null) continue;
-    const issuer = readIssuer(r, issuerFields, {
-      key: 'issuers',
-      keyNode: item.node,
-      node: item.node,
-      path: item.path,
-    } as Field);
+    const issuer = readIssuer(
+      r,
+      issuerFields,
+      { key: 'issuers', keyNode: item.node, node: item.node, path: item.path } as Field,
+      context,
+    );
     if (issuer === null) continue;
     if (seen.has(issuer.issuer)) {
       r.report(item.node, item.path, `issuer '${issuer.issuer}' is listed twice`);
@@ -83,7 +87,12 @@ export function readJwtSettings(r: YamlReader, fields: Map<string, Field>): JwtS
 }
 
 /** One external issuer; null (after reporting) when it is incomplete or wrong. */
-function readIssuer(r: YamlReader, fields: Map<string, Field>, parent: Field | Item): ExternalIssuer | null {
+function readIssuer(
+  r: PlainReader,
+  fields: Map<string, Field>,
+  parent: Field | Item,
+  context: PolicyContext,
+): ExternalIssuer | null {
   const at = (parent as Field).keyNode ?? parent.node;
   let ok = true;
   const need = (key: string): Field | undefined => {
@@ -115,9 +124,9 @@ function readIssuer(r: YamlReader, fields: Map<string, Field>, parent: Field | I
     r.report(at, parent.path, "an external issuer needs exactly one of 'jwks_uri' and 'jwks_file'");
     ok = false;
   } else if (uriField) {
-    jwksUri = readJwksUri(r, uriField);
+    jwksUri = readJwksUri(r, uriField, context);
   } else if (fileField) {
-    jwksFile = readJwksFileAt(r, fileField);
+    jwksFile = readJwksFileAt(r, fileField, context);
   }
   const claimField = fields.get('subject_claim');
   const subjectClaim = claimField ? r.string(claimField) : 'sub';
@@ -126,9 +135,8 @@ function readIssuer(r: YamlReader, fields: Map<string, Field>, parent: Field | I
   return { issuer, audience, jwksUri, jwksFile, subjectClaim };
 }
 
-function readAudience(r: YamlReader, field: Field): string[] | undefined {
-  const node = field.node as { items?: unknown } | null;
-  if (node !== null && Array.isArray(node.items)) {
+function readAudience(r: PlainReader, field: Field): string[] | undefined {
+  if (Array.isArray(field.node?.value)) {
     const items = r.items(field, 'a string or a list of strings');
     if (items === null) return undefined;
     const values = items.map((item) => r.string(item));
@@ -139,7 +147,8 @@ function readAudience(r: YamlReader, field: Field): string[] | undefined {
   return value === undefined ? undefined : [value];
 }
 
-function readJwksUri(r: YamlReader, field: Field): string | null {
+/** From a Kubernetes object the key set may not be fetched from Tollgate's pod itself (auth-url-guard.ts). */
+function readJwksUri(r: PlainReader, field: Field, context: PolicyContext): string | null {
   const value = r.string(field);
   if (value === undefined) return null;
   let url: URL;
@@ -157,20 +166,35 @@ function readJwksUri(r: YamlReader, field: Field): string | null {
     r.report(r.at(field), field.path, 'must not carry credentials');
     return null;
   }
+  const target =
+    context.kubernetes === undefined
+      ? null
+      : authUrlTargetProblem(url.href, context.kubernetes.reachesTollgate);
+  if (target !== null) {
+    r.report(r.at(field), field.path, `${target}: key sets may not be fetched from there`);
+    return null;
+  }
   return url.href;
 }
 
-/** Read now, with the reader start uses, so a missing or malformed key set stops the start (or the reload) with its line. */
-function readJwksFileAt(r: YamlReader, field: Field): string | null {
+/**
+ * Read now, with the reader start uses, so a missing or malformed key set stops the start (or the
+ * reload) with its line. A source without files (a Kubernetes object) may not name one.
+ */
+function readJwksFileAt(r: PlainReader, field: Field, context: PolicyContext): string | null {
   const value = r.string(field);
   if (value === undefined) return null;
-  const path = resolve(dirname(r.file), value);
-  try {
-    readJwksFile(path);
-  } catch (error) {
-    if (!(error instanceof FileCheckError)) throw error;
-    r.report(r.at(field), field.path, error.message);
+  if (context.files === undefined) {
+    r.report(r.at(field), field.path, NOT_A_POD_FILE);
     return null;
   }
-  return path;
+  const outcome = context.files.jwks(value);
+  if ('problem' in outcome) {
+    r.report(r.at(field), field.path, outcome.problem);
+    return null;
+  }
+  return outcome.path;
 }
+
+/** Why a Kubernetes object may not name a file (jwks_file, ca_file). */
+export const NOT_A_POD_FILE = 'names a file of the Tollgate pod: not in a policy';

@@ -1,5 +1,5 @@
-import type { AllowRules, AuthMethod } from './types.ts';
-import type { Field, YamlReader } from './yaml-reader.ts';
+import type { AllowRules, AuthMethod } from '../config/types.ts';
+import type { PlainField as Field, PlainReader } from './plain-reader.ts';
 
 /** The keys of an `authorization.allow` block (docs/authentication.md#who-may-pass). */
 const ALLOW_KEYS = [
@@ -32,7 +32,7 @@ const EMAIL = /^[^@\s]+@[^@\s]+$/;
 const DOMAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$/;
 
 /** Reads `allow` for a policy of `method`; null after reporting when it cannot be used. */
-export function readAllowRules(r: YamlReader, field: Field, method: AuthMethod): AllowRules | null {
+export function readAllowRules(r: PlainReader, field: Field, method: AuthMethod): AllowRules | null {
   const fields = r.fields(field.node, field.path, ALLOW_KEYS);
   if (fields === null) return null;
   if (fields.size === 0) {
@@ -85,7 +85,7 @@ export function readAllowRules(r: YamlReader, field: Field, method: AuthMethod):
 }
 
 /** `claims: {name: [values]}`: a claim's value (or one of its values, for an array) must be listed. */
-function readClaims(r: YamlReader, field: Field | undefined): Record<string, string[]> | null {
+function readClaims(r: PlainReader, field: Field | undefined): Record<string, string[]> | null {
   if (field === undefined) return null;
   const entries = r.entries(field.node, field.path);
   if (entries === null) return null;
@@ -105,7 +105,7 @@ function readClaims(r: YamlReader, field: Field | undefined): Record<string, str
 
 /** `uri_sans` / `dns_sans`: patterns with `*` (auth/client-certificate sanPatternCheck). Only when set. */
 function certificatePatterns(
-  r: YamlReader,
+  r: PlainReader,
   fields: Map<string, Field>,
 ): { uriSans?: string[]; dnsSans?: string[] } {
   const read = (key: string): string[] | undefined => {
