@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import { isMap } from 'yaml';
-import { checkSigninTemplate, sampleSigninUrl } from '../auth/signin-url.ts';
 import { isHostname } from '../routing/normalise.ts';
 import type { FixedRedirect, PathConfig, PathTimeouts, ServerAddress } from './types.ts';
 import type { Field, Item, YamlReader } from './yaml-reader.ts';
@@ -158,26 +157,4 @@ export function checkWeights(r: YamlReader, field: Field, servers: readonly Serv
       field.path,
       'the weights sum to 0: no server would get a request (give one a weight > 0)',
     );
-}
-
-/**
- * Why `text` cannot be a sign-in URL template, or null: an absolute http(s) URL that may use `$scheme`,
- * `$host`, `$request_uri` and `$escaped_request_uri` (auth/signin-url); any other `$variable` is
- * refused, named. Shared by forward auth's `signin_url` (policy/forward) and the Ingress `auth-signin`.
- */
-export function signinUrlProblem(text: string): string | null {
-  const checked = checkSigninTemplate(text);
-  if (!checked.ok) return checked.message;
-  const sample = sampleSigninUrl(text);
-  let parsed: URL;
-  try {
-    parsed = new URL(sample);
-  } catch {
-    return 'must be an absolute http:// or https:// URL';
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-    return `must be an http:// or https:// URL, not ${parsed.protocol}`;
-  if (parsed.hash !== '' || text.includes('#')) return 'must not have a #fragment';
-  if (!/^[\x21-\x7e]+$/.test(text)) return 'must be printable ASCII without spaces (percent-encode the rest)';
-  return null;
 }

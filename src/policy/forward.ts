@@ -1,9 +1,9 @@
 import type { ForwardAuthSettings } from '../config/types.ts';
-import { signinUrlProblem } from '../config/validate-backend.ts';
 import { unconfigurableHeaderReason } from '../header-names.ts';
 import { authUrlTargetProblem } from './auth-url-guard.ts';
 import type { PolicyContext } from './context.ts';
 import type { PlainField, PlainItem, PlainNode, PlainReader } from './plain-reader.ts';
+import { signinUrlProblem } from './signin-url.ts';
 
 /** Keys that only make sense with `type: forward` (docs/authentication.md#forward-auth). */
 export const FORWARD_KEYS = [

@@ -1,9 +1,6 @@
-import {
-  redirectUrlProblem,
-  signinUrlProblem,
-  upstreamHostProblem,
-} from '../../../config/validate-backend.ts';
+import { redirectUrlProblem, upstreamHostProblem } from '../../../config/validate-backend.ts';
 import { unconfigurableHeaderReason } from '../../../header-names.ts';
+import { signinUrlProblem } from '../../../policy/signin-url.ts';
 
 /**
  * The ingress-nginx annotations of backend-side policies (docs/ingress.md#backend-annotations):
