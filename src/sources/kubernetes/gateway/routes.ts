@@ -1,4 +1,5 @@
 import type { PathConfig } from '../../../config/types.ts';
+import { attachedThrough } from '../../../routing/conditions.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
 import {
   namespaceAllowed,
@@ -219,7 +220,11 @@ export function translateRoute(
             responseHeaders: rule.responseHeaders,
             redirectTo: null,
             authFailureLimit: null,
-            conditions: match.conditions,
+            // Served only on the kinds of listener it came through (docs/gateway-api.md#ports).
+            conditions: attachedThrough(
+              match.conditions,
+              gateways.map((via) => via.protocol),
+            ),
             backendError: rule.backendError,
             requestRedirect: rule.requestRedirect,
             policies: rule.policies,
