@@ -153,6 +153,19 @@ export function translateRoute(
       if (!listener.usable && hosts.length > 0) listener.attachedRoutes += 1;
     }
     const allowed = admitting.filter((listener) => listener.usable);
+    const waiting = admitting.filter(
+      (listener) => listenerAccepted(listener) && intersectHostnames(hostnames, listener.hostname).length > 0,
+    );
+    if (allowed.length === 0 && waiting.length > 0) {
+      // Attached (and counted) but not served yet: Accepted, as the conformance suite's
+      // GatewayWithAttachedRoutes expects; the listener's own conditions say what it lacks.
+      const names = waiting.map((listener) => listener.name).join(', ');
+      const message = `attached to listener ${names} of Gateway ${gatewayKey}, which is not programmed (see its conditions): served once it is`;
+      outcome.parents.push(parent(true, 'Accepted', message));
+      outcome.problems.push(message);
+      outcome.accepted = true;
+      continue;
+    }
     if (allowed.length === 0) {
       const message = `no listener of Gateway ${gatewayKey} allows a ${kind} of namespace ${namespace}`;
       outcome.parents.push(parent(false, 'NotAllowedByListeners', message));
