@@ -8,6 +8,7 @@ import {
   type RouteKind,
 } from './listeners.ts';
 import { type Condition, condition, GATEWAY_GROUP, type HttpRoute, type ParentReference } from './objects.ts';
+import { refusalSummary } from './refusal-summary.ts';
 import { type BuiltRule, buildRule, type Refusal, type RouteContext } from './rules.ts';
 
 export type { RouteContext };
@@ -109,6 +110,9 @@ export function translateRoute(
   }
   const resolved = refusals.find((refusal) => refusal.condition === 'ResolvedRefs');
   const unsupported = refusals.find((refusal) => refusal.condition === 'Accepted');
+  const unsupportedMessage = refusalSummary(
+    refusals.filter((refusal) => refusal.condition === 'Accepted').map((refusal) => refusal.message),
+  );
   outcome.problems.push(...refusals.map((refusal) => refusal.message));
 
   const hostsOf = new Map<string, PathEntry['gateways']>();
@@ -124,7 +128,7 @@ export function translateRoute(
           ? condition('ResolvedRefs', false, resolved.reason, resolved.message, generation)
           : condition('ResolvedRefs', true, 'ResolvedRefs', 'every reference resolved', generation),
         ...(accepted && unsupported
-          ? [condition('PartiallyInvalid', true, 'UnsupportedValue', unsupported.message, generation)]
+          ? [condition('PartiallyInvalid', true, 'UnsupportedValue', unsupportedMessage, generation)]
           : []),
       ],
     });
@@ -191,7 +195,7 @@ export function translateRoute(
       continue;
     }
     if (rules.length === 0 && unsupported) {
-      outcome.parents.push(parent(false, 'UnsupportedValue', unsupported.message));
+      outcome.parents.push(parent(false, 'UnsupportedValue', unsupportedMessage));
       continue;
     }
     outcome.parents.push(parent(true, 'Accepted', 'served by Tollgate'));
