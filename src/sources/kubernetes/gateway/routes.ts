@@ -138,7 +138,11 @@ export function translateRoute(
         (ref.port === undefined || listener.port === ref.port),
     );
     if (listeners.length === 0) {
-      const message = `Gateway ${gatewayKey} has no listener ${ref.sectionName ?? ''}${ref.port === undefined ? '' : ` on port ${ref.port}`}`;
+      const named = [
+        ...(ref.sectionName === undefined ? [] : [` ${ref.sectionName}`]),
+        ...(ref.port === undefined ? [] : [` on port ${ref.port}`]),
+      ].join('');
+      const message = `Gateway ${gatewayKey} has no listener${named}`;
       outcome.parents.push(parent(false, 'NoMatchingParent', message));
       outcome.problems.push(message);
       continue;
