@@ -17,6 +17,7 @@ import type {
 import { DEFAULT_AUTH_REQUEST_HEADERS } from '../../../config/validate-forward.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
+import { olderFirst } from '../older-first.ts';
 import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { ingressAnnotationsInForce } from './annotations-in-force.ts';
@@ -165,7 +166,7 @@ export function byAge(a: V1Ingress, b: V1Ingress): number {
     const ms = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
     return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
   };
-  const difference = time(a) - time(b);
+  const difference = olderFirst(time(a), time(b));
   if (difference !== 0) return difference;
   const key = (ingress: V1Ingress) => `${ingress.metadata?.namespace}/${ingress.metadata?.name}`;
   return key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
