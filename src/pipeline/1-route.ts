@@ -57,25 +57,26 @@ export function routeRequest(
   if (host === null)
     return unrouted(refuse('bad_request', {}, 'the Host header is missing or malformed'), address, target);
   if (!target.ok) return unrouted(refuse('bad_path'), address, target);
-  // The request itself is read only by routes with conditions (Gateway API matches).
+  const tls = (req.socket as TLSSocket).encrypted === true;
+  const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
+  // The request itself (and `secure`) is read only by routes with conditions (Gateway API matches,
+  // and the kind of listener a route was attached through).
   // Tollgate's login endpoints belong to the host's oidc route, or to nobody: never to an upstream.
   const login = routeOwningLogin(table, host, target.path);
-  const route = login === undefined ? table.match(host, target.path, req, target.query) : login;
+  const route = login === undefined ? table.match(host, target.path, req, target.query, secure) : login;
   if (route === null) return unrouted(refuse('not_found'), address, target);
   // A regex path (an Ingress with use-regex) is routed by its literal start, then must match whole.
   const pattern = route.policy?.pathPattern;
   if (pattern != null && !pattern.test(target.path)) return unrouted(refuse('not_found'), address, target);
   if (
     target.path.indexOf(';') !== -1 &&
-    table.match(host, withoutPathParameters(target.path), req, target.query) !== route
+    table.match(host, withoutPathParameters(target.path), req, target.query, secure) !== route
   ) {
     // `/admin;x` and `/;x/admin` route to `/` here, but servlet containers (Tomcat, Jetty, Spring)
     // drop `;parameters` and serve `/admin`: a bypass of /admin's policy. When the two readings pick
     // different routes we cannot know which one the upstream uses, so we refuse, like `..;`.
     return unrouted(refuse('bad_path'), address, target);
   }
-  const tls = (req.socket as TLSSocket).encrypted === true;
-  const secure = tls || (address.peerTrusted && req.headers['x-forwarded-proto'] === 'https');
   return {
     ok: true,
     request: {

@@ -15,6 +15,12 @@ export interface RouteConditions {
   readonly headers: readonly NameValue[];
   /** Every one must be present (first occurrence) with exactly this value; names as written (case matters). */
   readonly query: readonly NameValue[];
+  /**
+   * The kind of listener the route was attached through (docs/gateway-api.md#ports): true, only
+   * HTTPS listeners (the request must be `secure`: over TLS, or HTTPS at a trusted proxy); false,
+   * only HTTP listeners (a plain request); null or absent, both.
+   */
+  readonly secure?: boolean | null;
 }
 
 export interface NameValue {
@@ -31,13 +37,15 @@ export interface MatchRequest {
   readonly headers: IncomingHttpHeaders;
 }
 
-/** `query`: the raw query without `?` ('' when none). */
+/** `query`: the raw query without `?` ('' when none); `secure`: the request's (request/record). */
 export function conditionsHold(
   conditions: RouteConditions,
   request: MatchRequest | undefined,
   query: string,
+  secure = false,
 ): boolean {
   if (request === undefined) return false;
+  if (conditions.secure != null && conditions.secure !== secure) return false;
   if (conditions.method !== null && request.method !== conditions.method) return false;
   for (const header of conditions.headers) {
     const value = request.headers[header.name];
@@ -49,4 +57,20 @@ export function conditionsHold(
     for (const param of conditions.query) if (params.get(param.name) !== param.value) return false;
   }
   return true;
+}
+
+/**
+ * `conditions` narrowed to the kinds of Gateway listener a path was attached through: attached only
+ * through HTTPS listeners, they hold for secure requests alone; only through HTTP listeners, for
+ * plain ones alone; through both, they are left as they are, so a path without match conditions stays
+ * unconditional and its lookup one Map read.
+ */
+export function attachedThrough(
+  conditions: RouteConditions | null,
+  protocols: readonly ('HTTP' | 'HTTPS')[],
+): RouteConditions | null {
+  const https = protocols.includes('HTTPS');
+  const http = protocols.includes('HTTP');
+  if (https === http) return conditions;
+  return { ...(conditions ?? { method: null, headers: [], query: [] }), secure: https };
 }

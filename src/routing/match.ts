@@ -43,14 +43,31 @@ export type RouteMatcher = (
   path: string,
   request?: MatchRequest,
   query?: string,
+  secure?: boolean,
 ) => Route | null;
 
-/** The route of a slot for this request: the first whose conditions hold, or null when none does. */
-function pick(slot: Slot, request: MatchRequest | undefined, query: string): Route | null {
+/**
+ * The route of a slot for this request: the first whose conditions hold, or null when none does.
+ * A plain request for a path that only HTTPS listeners serve (conditions `secure: true`, `toHttps`)
+ * gets that route when nothing else of the path holds: the to-https stage redirects it to HTTPS
+ * (docs/gateway-api.md#gateways), it is never served in plain text.
+ */
+function pick(slot: Slot, request: MatchRequest | undefined, query: string, secure: boolean): Route | null {
   if (!Array.isArray(slot)) return slot as Route;
-  for (const route of slot as readonly Route[])
-    if (!route.conditions || conditionsHold(route.conditions, request, query)) return route;
-  return null;
+  let toHttps: Route | null = null;
+  for (const route of slot as readonly Route[]) {
+    const conditions = route.conditions;
+    if (!conditions || conditionsHold(conditions, request, query, secure)) return route;
+    if (
+      toHttps === null &&
+      !secure &&
+      route.toHttps &&
+      conditions.secure === true &&
+      conditionsHold(conditions, request, query, true)
+    )
+      toHttps = route;
+  }
+  return toHttps;
 }
 
 /** Adds a route to a slot map: the first unconditional route of a key wins, as before. */
@@ -106,7 +123,13 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     return undefined;
   };
 
-  return function match(host: string, path: string, request?: MatchRequest, query = ''): Route | null {
+  return function match(
+    host: string,
+    path: string,
+    request?: MatchRequest,
+    query = '',
+    secure = false,
+  ): Route | null {
     // A host that is configured but has no matching prefix gets null (404), not the DEFAULT routes:
     // like an nginx server block, a host key owns its whole namespace (docs/routing.md).
     const candidates = hosts.get(host) ?? (wildcards ? wildcardFor(host) : undefined) ?? defaultRoutes;
@@ -115,25 +138,25 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     // An exact path is the longest match there is (the Ingress rule: Exact before Prefix).
     if (candidates.exact !== null) {
       const slot = candidates.exact.get(path);
-      const route = slot === undefined ? null : pick(slot, request, query);
+      const route = slot === undefined ? null : pick(slot, request, query, secure);
       if (route !== null) return route;
     }
     if (byPrefix.size > 0) {
       if (path.length <= longest) {
         const slot = byPrefix.get(path);
-        const route = slot === undefined ? null : pick(slot, request, query);
+        const route = slot === undefined ? null : pick(slot, request, query, secure);
         if (route !== null) return route;
       }
       // Each `/` at index i ≥ 1 ends a candidate prefix path[0, i); start at the last one within reach.
       let end = path.lastIndexOf('/', Math.min(longest, path.length - 1));
       while (end > 0) {
         const slot = byPrefix.get(path.slice(0, end));
-        const route = slot === undefined ? null : pick(slot, request, query);
+        const route = slot === undefined ? null : pick(slot, request, query, secure);
         if (route !== null) return route;
         end = path.lastIndexOf('/', end - 1);
       }
     }
-    return candidates.root === null ? null : pick(candidates.root, request, query);
+    return candidates.root === null ? null : pick(candidates.root, request, query, secure);
   };
 }
 

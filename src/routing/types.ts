@@ -124,7 +124,8 @@ export interface RoutingTable {
   readonly servers: readonly UpstreamServer[];
   /**
    * `host` must already be normalised (routing/normalise), `path` normalised too; `request` is read
-   * and `query` (raw, without `?`) only by routes with conditions (routing/conditions).
+   * and `query` (raw, without `?`) only by routes with conditions (routing/conditions); `secure`
+   * (the request's, default false) only by routes attached through one kind of Gateway listener.
    */
-  match(host: string, path: string, request?: MatchRequest, query?: string): Route | null;
+  match(host: string, path: string, request?: MatchRequest, query?: string, secure?: boolean): Route | null;
 }

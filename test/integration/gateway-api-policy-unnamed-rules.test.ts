@@ -21,6 +21,7 @@ import {
   hasCondition,
   httpRouteObject,
   namespaceObject,
+  routeParentConditions,
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
 import {
@@ -405,7 +406,7 @@ describe('TollgatePolicy on rules without a name (the Gateway API guides’ rout
     assert.equal(got.json().error, 'not_found');
   });
 
-  it('a listener whose certificate Secret is missing counts the routes attached to it (attachedRoutes)', async () => {
+  it('a listener whose certificate Secret is missing counts the routes attached to it (attachedRoutes), and they are Accepted', async () => {
     apply(
       'gateways',
       gatewayObject({
@@ -445,6 +446,19 @@ describe('TollgatePolicy on rules without a name (the Gateway API guides’ rout
     }
     assert.ok(hasCondition(listener()?.conditions, 'Programmed', 'False', 'Invalid'));
     assert.ok(hasCondition(listener()?.conditions, 'ResolvedRefs', 'False', 'InvalidCertificateRef'));
+    // Attached, not refused: the route's parent status says so (GatewayWithAttachedRoutes), not
+    // NotAllowedByListeners, a listener that would not have it.
+    const parent = () =>
+      routeParentConditions(api.get('httproutes', NS, 'secure-route'), 'unresolved-gateway');
+    try {
+      await api.waitFor(
+        () => hasCondition(parent(), 'Accepted', 'True', 'Accepted'),
+        'route Accepted',
+        SETTLE_MS,
+      );
+    } catch {
+      assert.fail(`route parent status: ${JSON.stringify(parent())}`);
+    }
     await cleanUp();
   });
 });

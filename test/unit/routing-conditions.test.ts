@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { RouteConditions } from '../../src/routing/conditions.ts';
+import { attachedThrough, type RouteConditions } from '../../src/routing/conditions.ts';
 import { buildMatcher } from '../../src/routing/match.ts';
 import type { Route } from '../../src/routing/types.ts';
 
@@ -15,12 +15,14 @@ function route(
   prefix: string,
   conditions: Partial<RouteConditions> | null = null,
   exact = false,
+  toHttps = false,
 ): Route {
   return {
     id,
     hostKey,
     prefix,
     exact,
+    toHttps,
     conditions: conditions === null ? null : { method: null, headers: [], query: [], ...conditions },
   } as Route;
 }
@@ -74,5 +76,47 @@ describe('route matcher: conditions and wildcard hosts', () => {
     assert.equal(id('y.b.example.com', '/'), 'deeper');
     assert.equal(id('x.example.com', '/'), 'exact-host');
     assert.equal(id('example.com', '/'), null);
+  });
+
+  it('a route attached through one kind of listener holds only for requests of that kind; through both, for every request', () => {
+    // The Gateway API guide: a RequestRedirect on the http listener, the service on the https one.
+    const scheme = buildMatcher([
+      route('redirect', 'r.test', '/', { secure: false }),
+      route('served', 'r.test', '/', { secure: true }, false, true),
+      route('both', 'b.test', '/'),
+      route('tls-api', 'b.test', '/api', { secure: true }, false, true),
+    ]);
+    const get = { method: 'GET', headers: {} };
+    assert.equal(scheme('r.test', '/x', get, '', false)?.id, 'redirect');
+    assert.equal(
+      scheme('r.test', '/x', get, '', true)?.id,
+      'served',
+      'never the plain listener redirect over TLS',
+    );
+    assert.equal(scheme('b.test', '/x', get, '', false)?.id, 'both');
+    assert.equal(scheme('b.test', '/x', get, '', true)?.id, 'both');
+    assert.equal(scheme('b.test', '/api/x', get, '', true)?.id, 'tls-api');
+    // A plain request for a path only HTTPS listeners serve gets it, to be redirected (to_https).
+    assert.equal(scheme('b.test', '/api/x', get, '', false)?.id, 'tls-api');
+    const httpOnly = buildMatcher([route('plain', 'p.test', '/', { secure: false })]);
+    assert.equal(
+      httpOnly('p.test', '/', get, '', true),
+      null,
+      'an HTTP-listener-only route is not served over TLS',
+    );
+    assert.equal(httpOnly('p.test', '/', get, '', false)?.id, 'plain');
+  });
+
+  it('attachedThrough narrows the conditions to the kinds of listener only when they are not both', () => {
+    const header = { method: null, headers: [{ name: 'h', value: '1' }], query: [] };
+    assert.equal(attachedThrough(null, ['HTTP', 'HTTPS']), null);
+    assert.equal(attachedThrough(header, ['HTTPS', 'HTTP', 'HTTPS']), header);
+    assert.deepEqual(attachedThrough(null, ['HTTP']), {
+      method: null,
+      headers: [],
+      query: [],
+      secure: false,
+    });
+    assert.deepEqual(attachedThrough(header, ['HTTPS', 'HTTPS']), { ...header, secure: true });
   });
 });

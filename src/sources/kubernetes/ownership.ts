@@ -1,5 +1,6 @@
 import type { HostConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 import { DEFAULT_HOST } from '../../routing/normalise.ts';
+import { olderFirst } from './older-first.ts';
 
 /**
  * Who a host belongs to (docs/ingress.md#host-ownership). Paths alone are the wrong unit for
@@ -40,7 +41,7 @@ export interface AgedClaim extends HostClaim {
 
 /** Oldest first; a tie keeps the order given (Ingresses before routes, each in its own age order). */
 export function byCreation(claims: readonly AgedClaim[]): AgedClaim[] {
-  return [...claims].sort((a, b) => a.created - b.created);
+  return [...claims].sort((a, b) => olderFirst(a.created, b.created));
 }
 
 /** The owner of every named host: upstreams.yaml's first, then claims in the order given (oldest first). */

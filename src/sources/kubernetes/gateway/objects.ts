@@ -4,6 +4,8 @@
  * untrusted and a malformed object must be reported, never crash the translation.
  */
 
+import { olderFirst } from '../older-first.ts';
+
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io';
 /** `spec.controllerName` of the GatewayClass Tollgate serves (docs/gateway-api.md). */
 export const GATEWAY_CONTROLLER = 'tollgate.io/gateway-controller';
@@ -168,7 +170,7 @@ export function byAge(a: { metadata?: ObjectMeta }, b: { metadata?: ObjectMeta }
     const ms = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
     return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
   };
-  const difference = time(a) - time(b);
+  const difference = olderFirst(time(a), time(b));
   if (difference !== 0) return difference;
   return keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0;
 }

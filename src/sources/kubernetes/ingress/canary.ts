@@ -70,9 +70,16 @@ export function applyCanary(
         (name.startsWith(NGINX_PREFIX) || name.startsWith('tollgate.io/')) && !CANARY_ANNOTATIONS.has(name),
     )
     .sort();
-  if (ignored.length > 0)
+  // A canary-* annotation not honoured is a canary setting Tollgate lacks, not the main Ingress's.
+  const unsupported = ignored.filter((name) => name.startsWith(`${NGINX_PREFIX}canary`));
+  const mains = ignored.filter((name) => !unsupported.includes(name));
+  if (mains.length > 0)
     report.warnings.push(
-      `on a canary Ingress ${ignored.join(', ')} ignored: the main Ingress's settings apply`,
+      `on a canary Ingress ${mains.join(', ')} ignored: the main Ingress's settings apply`,
+    );
+  if (unsupported.length > 0)
+    report.warnings.push(
+      `on a canary Ingress ${unsupported.join(', ')} ignored: a canary setting Tollgate does not support; requests are split by the canary's other settings`,
     );
   const weightTotal = settings.canaryWeightTotal ?? 100;
   const weight = settings.canaryWeight ?? 0;

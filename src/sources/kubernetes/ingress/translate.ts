@@ -19,6 +19,7 @@ import { readAuthorization } from '../../../policy/authorization.ts';
 import { PlainReader, type PolicyIssue } from '../../../policy/plain-reader.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
+import { olderFirst } from '../older-first.ts';
 import {
   type AgedClaim,
   byCreation,
@@ -147,7 +148,7 @@ export function byAge(a: V1Ingress, b: V1Ingress): number {
     const ms = value instanceof Date ? value.getTime() : Date.parse(String(value ?? ''));
     return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms;
   };
-  const difference = time(a) - time(b);
+  const difference = olderFirst(time(a), time(b));
   if (difference !== 0) return difference;
   const key = (ingress: V1Ingress) => `${ingress.metadata?.namespace}/${ingress.metadata?.name}`;
   return key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
@@ -196,8 +197,11 @@ export function translateIngresses(input: IngressInput): IngressTranslation {
       const key = claimKey(host, path);
       const owner = claimed.get(key);
       if (owner !== undefined) {
+        const where = `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''}`;
         report.problems.push(
-          `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''} is already served by the older Ingress ${owner}`,
+          owner === id
+            ? `${where} collides with another path of this Ingress (the same route once normalised): the first is served`
+            : `${where} is already served by the older Ingress ${owner}`,
         );
         continue;
       }
@@ -467,18 +471,20 @@ function backendOf(
   problems: string[],
   warnings: string[],
 ): ServiceRef | null | undefined {
+  // The field of the backend itself: a path's `backend`, or `spec.defaultBackend`, which is one.
+  const field = where === 'spec.defaultBackend' ? where : `${where}.backend`;
   if (backend.resource !== undefined) {
-    problems.push(`${where}.backend: resource backends are not supported (name a Service)`);
+    problems.push(`${field}: resource backends are not supported (name a Service)`);
     return undefined;
   }
   const service = backend.service;
   if (service === undefined || !service.name) {
-    problems.push(`${where}.backend names no Service`);
+    problems.push(`${field} names no Service`);
     return undefined;
   }
   const wanted = service.port?.number ?? service.port?.name;
   if (wanted === undefined) {
-    problems.push(`${where}.backend.service.port needs a number or a name`);
+    problems.push(`${field}.service.port needs a number or a name`);
     return undefined;
   }
   const object = services.get(`${namespace}/${service.name}`);
