@@ -509,6 +509,20 @@ export const TARGETS: readonly TargetDefinition[] = [
       processes: [tollgate.process],
     };
   }),
+  // A tenth of the requests sampled: what the unsampled nine pay (docs/benchmark.md#tracing-cost).
+  tollgateTarget('tollgate-tracing-0.1', async (context) => {
+    const sink = await context.shared('otlp-sink', () => startOtlpSink());
+    const tollgate = await startTollgate(context.upstreamPort, {
+      tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+      tracingSampleRatio: 0.1,
+    });
+    return {
+      label: 'tollgate + tracing (sample_ratio 0.1)',
+      url: `${tollgate.base}/`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
   // `tollgate-tracing` on the BENCH_BASELINE build: a change to tracing judged against its predecessor
   // in the same rounds.
   {
@@ -741,6 +755,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'cpu',
     goal: 1.3,
+  },
+  {
+    name: 'tollgate+tracing 0.1 / tollgate',
+    numerator: 'tollgate-tracing-0.1',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    goal: 1.05,
   },
   {
     name: 'tollgate+tracing-json / tollgate',
