@@ -65,7 +65,10 @@ const headerGetter: TextMapGetter<Record<string, string | string[] | undefined>>
  */
 function injectIntoList(context: SpanContext, headers: string[]): void {
   for (let i = headers.length - 2; i >= 0; i -= 2) {
-    const name = (headers[i] as string).toLowerCase();
+    const raw = headers[i] as string;
+    // Only a name of one of the two lengths is lowercased (a new string) to be compared.
+    if (raw.length !== 11 && raw.length !== 10) continue;
+    const name = raw.toLowerCase();
     if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2);
   }
   headers.push('traceparent', traceparentOf(context));
