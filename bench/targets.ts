@@ -244,7 +244,7 @@ function sharedGrpcServer(context: BenchContext) {
 }
 
 /** Which upstream HTTP/2 client a Tollgate gRPC target uses (docs/decisions.md): node:http2 or undici. */
-type GrpcClient = 'node' | 'undici';
+type GrpcClient = 'node' | 'undici' | 'baseline';
 
 /** The Tollgate process of the gRPC targets using `client`, shared by the unary and streaming ones. */
 function sharedGrpcTollgate(context: BenchContext, grpcPort: number, client: GrpcClient) {
@@ -252,6 +252,8 @@ function sharedGrpcTollgate(context: BenchContext, grpcPort: number, client: Grp
     startTollgate(context.upstreamPort, {
       grpcPort,
       env: client === 'undici' ? { TOLLGATE_UPSTREAM_GRPC_CLIENT: 'undici' } : {},
+      // `baseline`: node:http2 sessions on the BENCH_BASELINE build, a before/after in the same rounds.
+      ...(client === 'baseline' ? { mainJs: process.env.BENCH_BASELINE as string } : {}),
     }),
   );
 }
@@ -285,7 +287,7 @@ async function grpcTarget(
   }
   const tollgate = await sharedGrpcTollgate(context, server.port, via);
   return {
-    label: `tollgate ${shape} (h2c → h2c, ${via === 'node' ? 'node:http2' : 'undici'})`,
+    label: `tollgate ${shape} (h2c → h2c, ${via === 'node' ? 'node:http2' : via === 'undici' ? 'undici' : 'baseline build'})`,
     url: `${tollgate.base}${path}`,
     headers,
     processes: [tollgate.process],
@@ -509,6 +511,20 @@ export const TARGETS: readonly TargetDefinition[] = [
       processes: [tollgate.process],
     };
   }),
+  // A tenth of the requests sampled: what the unsampled nine pay (docs/benchmark.md#tracing-cost).
+  tollgateTarget('tollgate-tracing-0.1', async (context) => {
+    const sink = await context.shared('otlp-sink', () => startOtlpSink());
+    const tollgate = await startTollgate(context.upstreamPort, {
+      tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+      tracingSampleRatio: 0.1,
+    });
+    return {
+      label: 'tollgate + tracing (sample_ratio 0.1)',
+      url: `${tollgate.base}/`,
+      headers: host,
+      processes: [tollgate.process],
+    };
+  }),
   // `tollgate-tracing` on the BENCH_BASELINE build: a change to tracing judged against its predecessor
   // in the same rounds.
   {
@@ -596,6 +612,13 @@ export const TARGETS: readonly TargetDefinition[] = [
   { id: 'grpc-direct', start: (context) => grpcTarget(context, 'direct') },
   tollgateGrpcTarget('tollgate-grpc', 'node', 'unary'),
   tollgateGrpcTarget('tollgate-grpc-undici', 'undici', 'unary'),
+  {
+    id: 'tollgate-grpc-baseline',
+    async start(context) {
+      if (!process.env.BENCH_BASELINE) return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      return grpcTarget(context, 'baseline');
+    },
+  },
   // Server streaming, messages per second received by a grpc-js client in its own process.
   { id: 'grpc-stream-direct', start: (context) => grpcTarget(context, 'direct', 'stream') },
   tollgateGrpcTarget('tollgate-grpc-stream', 'node', 'stream'),
@@ -741,6 +764,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate',
     metric: 'cpu',
     goal: 1.3,
+  },
+  {
+    name: 'tollgate+tracing 0.1 / tollgate',
+    numerator: 'tollgate-tracing-0.1',
+    denominator: 'tollgate',
+    metric: 'cpu',
+    goal: 1.05,
   },
   {
     name: 'tollgate+tracing-json / tollgate',
@@ -953,6 +983,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'grpc-direct',
     metric: 'cpu',
     note: 'Tollgate CPU per call over the grpc-js server’s',
+  },
+  {
+    name: 'tollgate gRPC / its baseline build',
+    numerator: 'tollgate-grpc',
+    denominator: 'tollgate-grpc-baseline',
+    metric: 'cpu',
+    note: 'this build against BENCH_BASELINE, CPU per call',
   },
   {
     name: 'tollgate gRPC (undici) / gRPC direct',

@@ -98,6 +98,8 @@ export interface TollgateSetup {
   env?: Record<string, string>;
   /** `tracing.protocol` with tracingEndpoint; default the configuration's (http/protobuf). */
   tracingProtocol?: 'http/protobuf' | 'http/json';
+  /** `tracing.sample_ratio` with tracingEndpoint; default 1 (every request). */
+  tracingSampleRatio?: number;
 }
 
 export function manyPathsYaml(server: string): string[] {
@@ -150,6 +152,8 @@ export async function startTollgate(
       // An OpenID provider and its session secret, for /oidc (bench/oidc-session.ts).
       ...oidc.mainLines,
       'log_level: warn',
+      // A profiled process (BENCH_TOLLGATE_NODE_FLAGS) must exit on its own to write its profile.
+      ...(process.env.BENCH_TOLLGATE_NODE_FLAGS ? ['shutdown_delay_seconds: 0'] : []),
       'access_log: false',
       `masterkey: "${masterkey}"`,
       `workers: ${workers}`,
@@ -159,7 +163,7 @@ export async function startTollgate(
         : [
             'tracing:',
             `  endpoint: "${setup.tracingEndpoint}"`,
-            '  sample_ratio: 1',
+            `  sample_ratio: ${setup.tracingSampleRatio ?? 1}`,
             ...(setup.tracingProtocol === undefined ? [] : [`  protocol: ${setup.tracingProtocol}`]),
           ]),
       '',
@@ -213,6 +217,8 @@ export async function startTollgate(
     // Started as the container image starts it (src/v8-launch-flags.ts).
     [
       ...(setup.v8Flags ?? V8_LAUNCH_FLAGS),
+      // e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`: every Tollgate of the run profiled (docs/benchmark.md).
+      ...(process.env.BENCH_TOLLGATE_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
       setup.mainJs ?? MAIN_JS,
       'start',
       '--config',

@@ -41,8 +41,6 @@ export function applyHttp2Limits(
   server.on('session', (session) => {
     const open = new Set<ServerHttp2Stream>();
     let started = false;
-    let windowStart = 0;
-    let resets = 0;
     session.setTimeout(limits.firstByteMs, () => {
       if (session.closed || session.destroyed) return;
       if (open.size > 0) {
@@ -57,39 +55,82 @@ export function applyHttp2Limits(
       else session.destroy();
     });
     onHangUp(session);
+    const state: SessionState = {
+      session,
+      open,
+      limits,
+      windowStart: 0,
+      resets: 0,
+    };
     session.on('stream', (stream: ServerHttp2Stream) => {
       open.add(stream);
       if (!started) {
         started = true;
         session.setTimeout(limits.idleMs);
       }
-      stream.once('close', () => open.delete(stream));
-      const countReset = () => {
-        const now = performance.now();
-        if (now - windowStart >= 1000) {
-          windowStart = now;
-          resets = 0;
-        }
-        if (++resets <= limits.maxResetsPerSecond || session.closed || session.destroyed) return;
-        // GOAWAY ENHANCE_YOUR_CALM: no new stream is accepted, the connection closes once the
-        // streams in flight are gone (at the latest a second later). Destroying it at once could
-        // drop the GOAWAY before it is written.
-        session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
-        session.close();
-        setTimeout(() => session.destroy(), 1000).unref();
-      };
+      // Module functions that find their session on the stream, not closures made for each stream:
+      // a gRPC call is small enough for those to show (docs/benchmark.md#grpc). `on`, not `once`
+      // (a wrapper per call): each of these events comes at most once per stream.
+      (stream as LimitedStream)[SESSION] = state;
+      stream.on('close', forgetStream);
       // node:http2 announces streams on the next tick, after the whole read was parsed: a stream
       // opened and reset in the same burst is already aborted when we first see it.
-      if (stream.aborted) countReset();
-      else stream.once('aborted', countReset);
+      if (stream.aborted) countReset(state);
+      else stream.on('aborted', onAborted);
       if (stream.endAfterHeaders) return;
       // While the body arrives, silence is the client's; once it has all arrived, waiting is ours.
-      stream.setTimeout(limits.bodyIdleMs, () => {
-        if (!stream.readableEnded) stream.close(NGHTTP2_CANCEL);
-      });
-      stream.once('end', () => stream.setTimeout(0));
+      stream.setTimeout(limits.bodyIdleMs, onBodyIdle);
+      stream.on('end', onBodyEnd);
     });
   });
+}
+
+/** What the limits keep per connection. */
+interface SessionState {
+  readonly session: ServerHttp2Session;
+  /** Streams not yet closed. */
+  readonly open: Set<ServerHttp2Stream>;
+  readonly limits: Http2ConnectionLimits;
+  /** The one-second window of the rapid-reset count, and the resets in it. */
+  windowStart: number;
+  resets: number;
+}
+
+const SESSION = Symbol('tollgate.http2Limits');
+
+type LimitedStream = ServerHttp2Stream & { [SESSION]: SessionState };
+
+function forgetStream(this: LimitedStream): void {
+  this[SESSION].open.delete(this);
+}
+
+function onAborted(this: LimitedStream): void {
+  countReset(this[SESSION]);
+}
+
+/** Silence while the body arrives: the client's, the stream is cancelled. */
+function onBodyIdle(this: LimitedStream): void {
+  if (!this.readableEnded) this.close(NGHTTP2_CANCEL);
+}
+
+function onBodyEnd(this: LimitedStream): void {
+  this.setTimeout(0);
+}
+
+function countReset(state: SessionState): void {
+  const now = performance.now();
+  if (now - state.windowStart >= 1000) {
+    state.windowStart = now;
+    state.resets = 0;
+  }
+  const { session } = state;
+  if (++state.resets <= state.limits.maxResetsPerSecond || session.closed || session.destroyed) return;
+  // GOAWAY ENHANCE_YOUR_CALM: no new stream is accepted, the connection closes once the
+  // streams in flight are gone (at the latest a second later). Destroying it at once could
+  // drop the GOAWAY before it is written.
+  session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+  session.close();
+  setTimeout(() => session.destroy(), 1000).unref();
 }
 
 /**

@@ -1,7 +1,7 @@
 import http2 from 'node:http2';
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import type { PooledSession } from './h2-session-pool.ts';
+import type { PooledSession } from './h2-pooled-session.ts';
 
 const { NGHTTP2_CANCEL } = http2.constants;
 
@@ -40,6 +40,7 @@ export class H2Request implements Dispatcher.DispatchController {
   #stream: http2.ClientHttp2Stream | null = null;
   #pooled: PooledSession | null = null;
   #timer: NodeJS.Timeout | null = null;
+  #timerMs = 0;
   #trailers: http2.IncomingHttpHeaders | null = null;
   #responded = false;
   #finished = false;
@@ -94,7 +95,7 @@ export class H2Request implements Dispatcher.DispatchController {
     if (!this.#paused) return;
     this.#paused = false;
     if (this.#finished) return;
-    this.#arm(this.#bodyMs, 'UND_ERR_BODY_TIMEOUT');
+    this.#arm(this.#bodyMs);
     this.#stream?.resume();
   }
 
@@ -125,14 +126,17 @@ export class H2Request implements Dispatcher.DispatchController {
       return;
     }
     this.#stream = stream;
-    stream.on('close', this.#onClose);
-    stream.on('error', this.#onError);
-    stream.on('headers', this.#onInformational);
-    stream.on('response', this.#onResponse);
-    stream.on('trailers', this.#onTrailers);
-    stream.on('data', this.#onData);
-    stream.on('end', this.#onEnd);
-    this.#arm(this.#headersMs, 'UND_ERR_HEADERS_TIMEOUT');
+    // The same seven functions for every stream (they find their request on it), not seven
+    // closures per request: a gRPC call is small enough for that to show (docs/benchmark.md#grpc).
+    (stream as RequestStream)[REQUEST] = this;
+    stream.on('close', onClose);
+    stream.on('error', onError);
+    stream.on('headers', onInformational);
+    stream.on('response', onResponse);
+    stream.on('trailers', onTrailers);
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    this.#arm(this.#headersMs);
     if (body instanceof Readable) body.pipe(stream);
     else if (typeof body === 'string' || body instanceof Uint8Array) stream.end(body);
   }
@@ -168,14 +172,24 @@ export class H2Request implements Dispatcher.DispatchController {
     return out;
   }
 
-  #arm(ms: number, code: string): void {
+  /**
+   * Starts the response timer for `ms`, or restarts the running one when it already runs for as
+   * long (the headers and body timeouts are usually one value: one timer per request, not two).
+   * Whether it is the headers or the body timeout is read when it fires.
+   */
+  #arm(ms: number): void {
     if (ms <= 0) return;
-    if (this.#timer === null) {
-      this.#timer = setTimeout(() => {
-        const what = code === 'UND_ERR_HEADERS_TIMEOUT' ? 'headers' : 'body';
-        this.fail(Object.assign(new Error(`upstream response ${what} timeout`), { code }));
-      }, ms);
-    } else this.#timer.refresh();
+    if (this.#timer !== null && this.#timerMs === ms) {
+      this.#timer.refresh();
+      return;
+    }
+    this.#clearTimer();
+    this.#timerMs = ms;
+    this.#timer = setTimeout(() => {
+      const code = this.#responded ? 'UND_ERR_BODY_TIMEOUT' : 'UND_ERR_HEADERS_TIMEOUT';
+      const what = this.#responded ? 'body' : 'headers';
+      this.fail(Object.assign(new Error(`upstream response ${what} timeout`), { code }));
+    }, ms);
   }
 
   #clearTimer(): void {
@@ -190,43 +204,49 @@ export class H2Request implements Dispatcher.DispatchController {
     pooled?.give();
   }
 
-  readonly #onInformational = (headers: http2.IncomingHttpHeaders): void => {
+  // The stream's events, through the shared listeners below.
+
+  onInformational(headers: http2.IncomingHttpHeaders): void {
     const status = Number(headers[':status']);
     if (status >= 100 && status < 200)
       this.#handler.onResponseStart?.(this, status, withoutPseudo(headers), '');
-  };
+  }
 
-  readonly #onResponse = (headers: http2.IncomingHttpHeaders): void => {
+  onResponse(headers: http2.IncomingHttpHeaders): void {
     if (this.#finished) return;
     this.#responded = true;
-    this.#clearTimer();
+    // The body timer, if any, starts once the handler has the headers (it may pause at once).
+    const timer = this.#timer;
+    if (timer !== null && this.#timerMs !== this.#bodyMs) this.#clearTimer();
     this.#handler.onResponseStart?.(this, Number(headers[':status']), withoutPseudo(headers), '');
-    if (!this.#finished && !this.#paused) this.#arm(this.#bodyMs, 'UND_ERR_BODY_TIMEOUT');
-  };
+    if (this.#finished) return;
+    if (this.#paused) this.#clearTimer();
+    else this.#arm(this.#bodyMs);
+  }
 
-  readonly #onData = (chunk: Buffer): void => {
+  onData(chunk: Buffer): void {
     if (this.#finished) return;
     if (!this.#paused) this.#timer?.refresh();
     this.#handler.onResponseData?.(this, chunk);
-  };
+  }
 
-  readonly #onTrailers = (trailers: http2.IncomingHttpHeaders): void => {
+  onTrailers(trailers: http2.IncomingHttpHeaders): void {
     this.#trailers = trailers;
-  };
+  }
 
-  readonly #onEnd = (): void => {
+  onEnd(): void {
     if (this.#finished) return;
     this.#finished = true;
     this.#clearTimer();
     this.#handler.onResponseEnd?.(this, (this.#trailers ?? {}) as Record<string, string | string[]>);
-  };
+  }
 
-  readonly #onError = (error: Error): void => {
+  onError(error: Error): void {
     this.fail(error);
-  };
+  }
 
   /** The stream is gone: its place on the session is free; gone before its end is a reset. */
-  readonly #onClose = (): void => {
+  onClose(): void {
     this.#releaseStream();
     if (this.#finished) return;
     const stream = this.#stream as http2.ClientHttp2Stream;
@@ -239,7 +259,34 @@ export class H2Request implements Dispatcher.DispatchController {
       { code: 'ECONNRESET' },
     );
     this.fail(reset);
-  };
+  }
+}
+
+/** The request a stream carries, set on the stream when it opens. */
+const REQUEST = Symbol('tollgate.h2Request');
+
+type RequestStream = http2.ClientHttp2Stream & { [REQUEST]: H2Request };
+
+function onClose(this: RequestStream): void {
+  this[REQUEST].onClose();
+}
+function onError(this: RequestStream, error: Error): void {
+  this[REQUEST].onError(error);
+}
+function onInformational(this: RequestStream, headers: http2.IncomingHttpHeaders): void {
+  this[REQUEST].onInformational(headers);
+}
+function onResponse(this: RequestStream, headers: http2.IncomingHttpHeaders): void {
+  this[REQUEST].onResponse(headers);
+}
+function onTrailers(this: RequestStream, trailers: http2.IncomingHttpHeaders): void {
+  this[REQUEST].onTrailers(trailers);
+}
+function onData(this: RequestStream, chunk: Buffer): void {
+  this[REQUEST].onData(chunk);
+}
+function onEnd(this: RequestStream): void {
+  this[REQUEST].onEnd();
 }
 
 /** Response headers as undici gives them: no pseudo-headers. */

@@ -1,6 +1,7 @@
 import http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { PooledSession } from './h2-pooled-session.ts';
 import { H2Request, type H2RequestTimeouts } from './h2-request.ts';
 
 /** Dials one connection to the origin: TCP for h2c, TLS with ALPN h2 otherwise (see UpstreamPools). */
@@ -21,55 +22,6 @@ const STREAM_WINDOW_BYTES = 256 * 1024;
 const CONNECTION_WINDOW_BYTES = 512 * 1024;
 
 type Waiter = (error: Error | null, session: PooledSession | null) => void;
-
-/**
- * One HTTP/2 connection of a pool: how many streams it carries, how many it may (the peer's
- * SETTINGS_MAX_CONCURRENT_STREAMS, capped), and whether it still takes new ones (not after GOAWAY).
- */
-export class PooledSession {
-  readonly session: http2.ClientHttp2Session;
-  active = 0;
-  max: number;
-  usable = true;
-  #idle: NodeJS.Timeout | null = null;
-  readonly #idleTimeoutMs: number;
-
-  constructor(session: http2.ClientHttp2Session, max: number, idleTimeoutMs: number) {
-    this.session = session;
-    this.max = max;
-    this.#idleTimeoutMs = idleTimeoutMs;
-  }
-
-  get hasRoom(): boolean {
-    return this.usable && this.active < this.max && !this.session.closed && !this.session.destroyed;
-  }
-
-  take(): void {
-    this.active++;
-    if (this.#idle !== null) clearTimeout(this.#idle);
-    this.#idle = null;
-  }
-
-  /** A stream of this session closed: an idle session is closed after the idle timeout. */
-  give(): void {
-    this.active--;
-    if (this.active > 0) return;
-    if (!this.usable) {
-      this.session.close();
-      return;
-    }
-    if (this.#idle === null) this.#idle = setTimeout(() => this.retire(), this.#idleTimeoutMs).unref();
-    else this.#idle.refresh();
-  }
-
-  /** No new streams; the session closes once its streams have ended. */
-  retire(): void {
-    this.usable = false;
-    if (this.#idle !== null) clearTimeout(this.#idle);
-    this.#idle = null;
-    if (this.active === 0) this.session.close();
-  }
-}
 
 /**
  * Upstream HTTP/2 sessions to one origin on `node:http2` (docs/traffic.md#http2-to-upstreams), with

@@ -359,11 +359,12 @@ describe('tracing: OTLP/HTTP JSON, sample_ratio 0', () => {
         headers: { host: HOST, traceparent: untrusted },
       });
       assert.equal(res.status, 200);
-      // The trace id is continued (the upstream may still join it), the sampled flag is not.
-      assert.match(
-        String(upstream.requests.find((r) => r.url === `/forced/${i}`)?.headers.traceparent),
-        new RegExp(`^00-${untrustedTrace}-[0-9a-f]{16}-00$`),
-      );
+      // The trace id is continued (the upstream may still join it), the sampled flag is not; the
+      // parent id is a new one (the unrecorded CLIENT span's), not the caller's.
+      const sent = String(upstream.requests.find((r) => r.url === `/forced/${i}`)?.headers.traceparent);
+      assert.match(sent, new RegExp(`^00-${untrustedTrace}-[0-9a-f]{16}-00$`));
+      assert.notEqual(sent.split('-')[2], CALLER_SPAN_ID);
+      assert.notEqual(sent.split('-')[2], '0'.repeat(16));
     }
     // A request matching no route is refused before routing: its span follows the same rule.
     const unrouted = await request(tollgate.proxyUrl, {

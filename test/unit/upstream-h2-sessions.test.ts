@@ -68,7 +68,11 @@ async function h2cServer(
   return { port: (server.address() as AddressInfo).port, sessions };
 }
 
-function poolTo(port: number, idleTimeoutMs = 60_000): H2SessionPool {
+function poolTo(
+  port: number,
+  idleTimeoutMs = 60_000,
+  timeouts = { headersMs: 5_000, bodyMs: 5_000 },
+): H2SessionPool {
   const pool = new H2SessionPool({
     origin: `http://127.0.0.1:${port}`,
     dial: (callback) => {
@@ -78,7 +82,7 @@ function poolTo(port: number, idleTimeoutMs = 60_000): H2SessionPool {
     },
     maxStreamsPerSession: 100,
     idleTimeoutMs,
-    timeouts: { headersMs: 5_000, bodyMs: 5_000 },
+    timeouts,
   });
   pools.push(pool);
   return pool;
@@ -289,5 +293,34 @@ describe('upstream HTTP/2 sessions on node:http2 (docs/traffic.md#http2-to-upstr
       (failure: Error) => failure,
     );
     assert.match(error.message, /NGHTTP2_INTERNAL_ERROR|closed before/);
+  });
+  it('fails a request with the headers timeout, then the body timeout, whether the two are one value or not', async () => {
+    const { port } = await h2cServer({}, (stream, headers) => {
+      stream.resume();
+      // /silent never answers; /stalled answers its headers, then never ends its body.
+      if (headers[':path'] === '/stalled') {
+        stream.respond({ ':status': 200 });
+        stream.write('part');
+      }
+    });
+    for (const timeouts of [
+      { headersMs: 150, bodyMs: 150 },
+      { headersMs: 100, bodyMs: 250 },
+      { headersMs: 250, bodyMs: 100 },
+    ]) {
+      const pool = poolTo(port, 60_000, timeouts);
+      const silent = await send(pool, '/silent').then(
+        () => assert.fail('answered'),
+        (error: NodeJS.ErrnoException) => error,
+      );
+      assert.equal(silent.code, 'UND_ERR_HEADERS_TIMEOUT', JSON.stringify(timeouts));
+      assert.match(silent.message, /headers timeout/);
+      const stalled = await send(pool, '/stalled').then(
+        () => assert.fail('answered'),
+        (error: NodeJS.ErrnoException) => error,
+      );
+      assert.equal(stalled.code, 'UND_ERR_BODY_TIMEOUT', JSON.stringify(timeouts));
+      assert.match(stalled.message, /body timeout/);
+    }
   });
 });
