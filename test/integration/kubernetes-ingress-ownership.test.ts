@@ -163,10 +163,15 @@ describe('Ingress host ownership, SNI ownership and auth-url targets (built proc
     assert.equal(event.type, 'Warning');
     assert.equal(event.namespace, 'team-b');
     assert.match(event.message, /host app\.test belongs to namespace team-a/);
-    assert.ok(
-      tollgate
-        .logs()
-        .some((line) => line.ingress === 'team-b/takeover' && String(line.msg).includes('ingress rejected')),
+    // The log line is written beside the metric and the Event, not before them: wait for it too.
+    await waitFor(
+      async () =>
+        tollgate
+          .logs()
+          .some(
+            (line) => line.ingress === 'team-b/takeover' && String(line.msg).includes('ingress rejected'),
+          ),
+      SETTLE_MS,
     );
     // team-a's users (and their credentials) keep reaching team-a only; the Ingress is left out whole.
     assert.equal(serverOf(await get('app.test', '/')), 'team-a');
