@@ -20,6 +20,30 @@ export function closestKey(unknown: string, known: readonly string[]): string | 
   return undefined;
 }
 
+/** How many known keys an `unknown key` message lists in full; a longer list is written once per mapping. */
+const MAX_LISTED_KEYS = 8;
+
+/**
+ * The hint of an `unknown key '…'` message, one wording for every reader (the YAML files and the
+ * policy readers): the key's right place when it is valid elsewhere (`misplaced`), the closest known
+ * key, or the known keys. A long list is written out once per mapping: `listedAt` ("on line 12")
+ * says where for the later unknown keys, and `listsKeys` tells the caller this hint wrote it.
+ */
+export function unknownKeyHint(
+  key: string,
+  known: readonly string[],
+  misplaced: Readonly<Record<string, string>>,
+  listedAt: string | undefined,
+): { hint: string; listsKeys: boolean } {
+  const elsewhere = Object.hasOwn(misplaced, key) ? misplaced[key] : undefined;
+  if (elsewhere !== undefined) return { hint: elsewhere, listsKeys: false };
+  const guess = closestKey(key, known);
+  if (guess !== undefined) return { hint: `did you mean '${guess}'?`, listsKeys: false };
+  if (known.length <= MAX_LISTED_KEYS) return { hint: `known keys: ${known.join(', ')}`, listsKeys: false };
+  if (listedAt !== undefined) return { hint: `the known keys are listed ${listedAt}`, listsKeys: false };
+  return { hint: `known keys: ${known.toSorted().join(', ')}`, listsKeys: true };
+}
+
 /** Levenshtein distance; config keys are short, so the simple O(n·m) table is plenty. */
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);

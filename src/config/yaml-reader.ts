@@ -9,7 +9,7 @@ import {
   type Node,
   parseDocument,
 } from 'yaml';
-import { closestKey } from './suggest.ts';
+import { unknownKeyHint } from './suggest.ts';
 import type { ConfigIssue } from './types.ts';
 
 /** One `key: value` of a mapping, with the YAML path of the value. */
@@ -27,8 +27,6 @@ export interface Item {
   path: string;
   index: number;
 }
-
-const MAX_LISTED_KEYS = 8;
 
 /**
  * How many nodes a file may hold once its aliases (`*name`) are expanded (docs/security.md, "Config
@@ -156,25 +154,14 @@ export class YamlReader {
     const entries = this.entries(node, path);
     if (entries === null) return null;
     const fields = new Map<string, Field>();
-    // A long list of known keys is written out once per mapping, with the first unknown key that has
-    // no better hint; later ones point back at that line rather than repeating it.
-    let listedOnLine: number | undefined;
+    let listedAt: string | undefined;
     for (const field of entries) {
       if (known.includes(field.key)) {
         fields.set(field.key, field);
         continue;
       }
-      const elsewhere = Object.hasOwn(misplaced, field.key) ? misplaced[field.key] : undefined;
-      const guess = closestKey(field.key, known);
-      let hint = elsewhere ?? (guess !== undefined ? `did you mean '${guess}'?` : undefined);
-      if (hint === undefined) {
-        if (known.length <= MAX_LISTED_KEYS) hint = `known keys: ${known.join(', ')}`;
-        else if (listedOnLine !== undefined) hint = `the known keys are listed on line ${listedOnLine}`;
-        else {
-          hint = `known keys: ${known.toSorted().join(', ')}`;
-          listedOnLine = this.lineOf(field.keyNode);
-        }
-      }
+      const { hint, listsKeys } = unknownKeyHint(field.key, known, misplaced, listedAt);
+      if (listsKeys) listedAt = `on line ${this.lineOf(field.keyNode)}`;
       this.report(field.keyNode, field.path, `unknown key '${field.key}' (${hint})`);
     }
     return fields;

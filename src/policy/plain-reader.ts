@@ -1,4 +1,4 @@
-import { closestKey } from '../config/suggest.ts';
+import { unknownKeyHint } from '../config/suggest.ts';
 
 /**
  * The reader the policy readers walk a value with (docs/architecture.md, one policy model): plain
@@ -56,8 +56,6 @@ export interface NumberRule {
   minExclusive?: boolean;
   max?: number;
 }
-
-const MAX_LISTED_KEYS = 8;
 
 /**
  * `lineOf`: where a place is, for a source that has lines (the hint "the known keys are listed on
@@ -122,27 +120,15 @@ export class PlainReader {
     const entries = this.entries(node, path);
     if (entries === null) return null;
     const fields = new Map<string, PlainField>();
-    let listedAt: PlainNode | undefined;
+    let listedAt: string | undefined;
     for (const field of entries) {
       if (known.includes(field.key)) {
         fields.set(field.key, field);
         continue;
       }
-      const elsewhere = Object.hasOwn(misplaced, field.key) ? misplaced[field.key] : undefined;
-      const guess = closestKey(field.key, known);
-      let hint = elsewhere ?? (guess !== undefined ? `did you mean '${guess}'?` : undefined);
-      if (hint === undefined) {
-        if (known.length <= MAX_LISTED_KEYS) hint = `known keys: ${known.join(', ')}`;
-        else if (listedAt !== undefined)
-          hint =
-            this.#lineOf === undefined
-              ? `the known keys are listed at ${path}`
-              : `the known keys are listed on line ${this.#lineOf(listedAt.place)}`;
-        else {
-          hint = `known keys: ${known.toSorted().join(', ')}`;
-          listedAt = field.keyNode;
-        }
-      }
+      const { hint, listsKeys } = unknownKeyHint(field.key, known, misplaced, listedAt);
+      if (listsKeys)
+        listedAt = this.#lineOf === undefined ? `at ${path}` : `on line ${this.#lineOf(field.keyNode.place)}`;
       this.report(field.keyNode, field.path, `unknown key '${field.key}' (${hint})`);
     }
     return fields;
