@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Service } from '@kubernetes/client-node';
 import { checkSigninTemplate, hasRedirectParameter, signinLocation } from '../../src/auth/signin-url.ts';
-import { signinUrlProblem } from '../../src/config/validate-backend.ts';
+import { signinUrlProblem } from '../../src/policy/signin-url.ts';
 import { compileBackendPolicies } from '../../src/routing/backend-policies.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import { translateIngresses } from '../../src/sources/kubernetes/ingress/translate.ts';

@@ -1,3 +1,4 @@
+import { pathConfig } from '../../../config/path-config.ts';
 import type { PathConfig } from '../../../config/types.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
 import {
@@ -212,22 +213,14 @@ export function translateRoute(
             age,
             match: rule.index * 1000 + matchIndex,
           },
-          path: {
-            prefix: match.prefix,
+          path: pathConfig(match.prefix, {
             exact: match.exact,
-            servers: [],
             service: rule.service,
             // Reached only through HTTPS listeners: plain HTTP is redirected, never served.
             toHttps: gateways.every((via) => via.protocol === 'HTTPS'),
-            authorization: null,
-            rateLimit: null,
-            healthCheck: null,
-            unavailable: null,
             origin: `${kind.toLowerCase()}/${key}`,
             requestHeaders: rule.requestHeaders,
             responseHeaders: rule.responseHeaders,
-            redirectTo: null,
-            authFailureLimit: null,
             conditions: match.conditions,
             backendError: rule.backendError,
             requestRedirect: rule.requestRedirect,
@@ -237,7 +230,7 @@ export function translateRoute(
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
             ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),
-          },
+          }),
         });
       }
     }
