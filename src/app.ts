@@ -10,11 +10,11 @@ import type { Logger } from './log.ts';
 
 export interface TollgateOptions {
   /** Token clock (seconds since the epoch); the system clock by default. */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** Defaults to a JSON logger on stdout at main.yaml's `log_level`. */
   logger?: Logger;
   /** Watch the files read at runtime (docs/reload.md) once listening (default true). */
-  watch?: boolean;
+  watch?: boolean | undefined;
 }
 
 /** Where each listener is actually bound (port 0 in main.yaml becomes the port the kernel chose). */

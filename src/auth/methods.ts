@@ -43,9 +43,9 @@ export interface AuthMethodDeps {
   masterkey: () => string | null;
   logger: Logger;
   /** Token clock; the system clock by default. */
-  now?: Clock;
+  now?: Clock | undefined;
   /** Revoked token ids (revoked_tokens_file); none when absent. */
-  revocations?: RevocationList;
+  revocations?: RevocationList | undefined;
   /** main.yaml, for its oidc_providers and session settings; without it oidc routes answer 503. */
   main?: MainConfig;
 }

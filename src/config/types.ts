@@ -410,6 +410,7 @@ export interface HealthCheckConfig {
   intervalSeconds: number;
 }
 
+/** A path of a host; build one with config/path-config `pathConfig`, which fills every field's "none". */
 export interface PathConfig {
   /**
    * The path key in routing form (routing/normalise normalisePrefix): `/v1/` is written `/v1`,
@@ -426,16 +427,16 @@ export interface PathConfig {
   rateLimit: number | null;
   healthCheck: HealthCheckConfig | null;
   /** Matches the path exactly, not as a prefix (an Ingress `pathType: Exact`, docs/ingress.md). */
-  exact?: boolean;
+  exact: boolean;
   /**
    * Why this route cannot be served safely (an Ingress whose auth Secret is missing): it answers 503
    * `auth_misconfigured` instead of forwarding, so a broken policy closes the path, never opens it.
    */
-  unavailable?: string | null;
+  unavailable: string | null;
   /** Sticky sessions for this path alone (an Ingress annotation); overrides the global setting. */
-  stickySessions?: StickySessions | null;
+  stickySessions: StickySessions | null;
   /** Where the path came from when not from upstreams.yaml, e.g. `ingress/apps/web` (logs, metrics). */
-  origin?: string | null;
+  origin: string | null;
   /** Rules for the request sent upstream; null = none at this level. */
   requestHeaders: HeaderOps | null;
   /** Rules for the response sent to the client; null = none at this level. */
@@ -444,28 +445,28 @@ export interface PathConfig {
   redirectTo: string | null;
   /** Failed authentications per client IP per host per minute before 429; overrides the global value. */
   authFailureLimit: number | null;
-  /** `upstream_tls`, or null for the defaults (absent in configs built before it existed). */
-  upstreamTls?: UpstreamTlsConfig | null;
-  /** `upstream_protocol`; absent = `auto`. */
-  upstreamProtocol?: UpstreamProtocol;
-  /** Request policies: rewrite, body limit, CORS, source ranges (docs/policies.md); absent = none. */
-  policies?: PathPolicies | null;
-  /** `timeouts`, `upstream_host`, `redirect` and a canary split (config/validate-backend); absent = none. */
-  timeouts?: PathTimeouts | null;
-  upstreamHost?: string | null;
-  redirect?: FixedRedirect | null;
-  canary?: CanaryConfig | null;
+  /** `upstream_tls`, or null for the defaults. */
+  upstreamTls: UpstreamTlsConfig | null;
+  /** `upstream_protocol`; `auto` unless written. */
+  upstreamProtocol: UpstreamProtocol;
+  /** Request policies: rewrite, body limit, CORS, source ranges (docs/policies.md); null = none. */
+  policies: PathPolicies | null;
+  /** `timeouts`, `upstream_host`, `redirect` and a canary split (config/validate-backend); null = none. */
+  timeouts: PathTimeouts | null;
+  upstreamHost: string | null;
+  redirect: FixedRedirect | null;
+  canary: CanaryConfig | null;
   /** Gateway API match conditions (routing/conditions); never set by upstreams.yaml. */
-  conditions?: RouteConditions | null;
+  conditions: RouteConditions | null;
   /** Why the backend cannot be resolved (a Gateway API backendRef): the path answers 500. */
-  backendError?: string | null;
+  backendError: string | null;
   /**
    * The share (0–1) of requests that belong to backendRefs which cannot be resolved while others
    * can: those requests answer 500, the rest go to the resolved ones (docs/gateway-api.md).
    */
-  backendErrorShare?: number | null;
+  backendErrorShare: number | null;
   /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
-  requestRedirect?: RequestRedirectConfig | null;
+  requestRedirect: RequestRedirectConfig | null;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */
@@ -537,8 +538,8 @@ export interface UpstreamsConfig {
   requestHeaders: HeaderOps | null;
   responseHeaders: HeaderOps | null;
   authFailureLimit: number | null;
-  /** Global `max_body_bytes` (docs/policies.md#max_body_bytes); absent or null = no limit. */
-  maxBodyBytes?: number | null;
+  /** Global `max_body_bytes` (docs/policies.md#max_body_bytes); null = no limit. */
+  maxBodyBytes: number | null;
   /** In file order. */
   hosts: HostConfig[];
 }

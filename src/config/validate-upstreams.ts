@@ -11,6 +11,7 @@ import {
 } from '../routing/normalise.ts';
 import { parseServerAddress } from './addresses.ts';
 import { FileCheckError, readCaBundle, readUpstreamClientPair } from './file-checks.ts';
+import { pathConfig } from './path-config.ts';
 import { parseServiceRef, type ServiceRef } from './service-ref.ts';
 import {
   type HealthCheckConfig,
@@ -111,6 +112,7 @@ export function emptyUpstreamsConfig(
     requestHeaders: null,
     responseHeaders: null,
     authFailureLimit: null,
+    maxBodyBytes: null,
     hosts: [],
   };
 }
@@ -367,8 +369,7 @@ function readPath(
     );
   }
   const failureLimit = get('auth_failure_limit');
-  return {
-    prefix,
+  return pathConfig(prefix, {
     servers,
     service: serviceField ? readService(r, serviceField, provider) : null,
     toHttps: (toHttps && r.boolean(toHttps)) ?? false,
@@ -378,12 +379,11 @@ function readPath(
     redirectTo: redirectField ? readRedirectTo(r, redirectField) : null,
     authFailureLimit: failureLimit ? readAuthFailureLimit(r, failureLimit) : null,
     ...readHeaderRules(r, fields),
-    // Only when set, so configs without them compare (and hash) as before.
-    ...(upstreamTls ? { upstreamTls } : {}),
-    ...(upstreamProtocol !== 'auto' ? { upstreamProtocol } : {}),
+    upstreamTls,
+    upstreamProtocol,
     ...readPathPolicies(r, fields),
     ...readBackendPolicies(r, fields),
-  };
+  });
 }
 
 function readUpstreamProtocol(r: YamlReader, field: Field): UpstreamProtocol {

@@ -19,11 +19,11 @@ import { prepareConfig, type TollgateConfig } from './prepare.ts';
 
 export interface ControlPlaneOptions {
   /** Defaults to a JSON logger on stdout at main.yaml's `log_level`. */
-  logger?: Logger;
+  logger?: Logger | undefined;
   /** Token clock (seconds since the epoch) of the token API; the system clock by default. */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** Watch the files read at runtime (docs/reload.md) once started (default true). */
-  watch?: boolean;
+  watch?: boolean | undefined;
   /** What the admin port reports: this process by default, a primary's workers (docs/workers.md). */
   admin?: (liveConfig: LiveConfig) => AdminSources;
 }

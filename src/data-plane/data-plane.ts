@@ -29,7 +29,7 @@ import { sameCertificates, unverifiedUpstreamsLog, watchDataFiles } from './file
 export interface DataPlaneOptions {
   logger: Logger;
   /** Token clock (seconds since the epoch); the system clock by default. */
-  clock?: Clock;
+  clock?: Clock | undefined;
   /** What is served until the first applySnapshot. */
   initial: Snapshot;
   /**

@@ -38,7 +38,7 @@ export interface RateLimitStageDeps {
    * primary, so a budget is one for every worker (docs/workers.md). Redis, when configured, is shared
    * either way; these counters are then its insurance.
    */
-  shared?: 'process' | 'cluster';
+  shared?: 'process' | 'cluster' | undefined;
 }
 
 /**

@@ -21,7 +21,7 @@ export interface PolicyContext {
    * The names of main.yaml's `oidc_providers`: a `type: oidc` must name one. Absent: checked later
    * (upstreams.yaml: with both files, config/validate-oidc checkOidcReferences).
    */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
 }
 
 export interface KubernetesContext {
@@ -31,7 +31,7 @@ export interface KubernetesContext {
    */
   secret(ref: SecretRef): { data: Record<string, string>; name: string } | { problem: string };
   /** Tollgate's own listeners, which an auth service URL may not target (absent: not checked). */
-  reachesTollgate?: ReachesTollgate;
+  reachesTollgate?: ReachesTollgate | undefined;
 }
 
 export interface SecretRef {

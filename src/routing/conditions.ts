@@ -33,7 +33,7 @@ export interface NameValue {
  * only when a route has conditions, so the route stage allocates nothing for it.
  */
 export interface MatchRequest {
-  readonly method?: string;
+  readonly method?: string | undefined;
   readonly headers: IncomingHttpHeaders;
 }
 

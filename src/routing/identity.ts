@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { UpstreamsConfig } from '../config/types.ts';
+import { pathConfig } from '../config/path-config.ts';
+import type { PathConfig, UpstreamsConfig } from '../config/types.ts';
 
 /**
  * The config identity published as `tollgate_config_info{hash}`, in `/readyz` and in the ready and
@@ -18,8 +19,46 @@ import type { UpstreamsConfig } from '../config/types.ts';
  * change it; endpoints discovered for `service:` paths do not either (they are not config).
  */
 export function configIdentity(config: UpstreamsConfig): string {
-  const { file: _file, hash: _sourceHash, ...content } = config;
-  return createHash('sha256').update(`${LABEL}\n`).update(canonicalRedacted(content)).digest('hex');
+  const { file: _file, hash: _sourceHash, maxBodyBytes, ...content } = config;
+  const hosts = content.hosts.map((host) => ({ ...host, paths: host.paths.map(withoutUnsetLaterFields) }));
+  const canonical = canonicalRedacted({
+    ...content,
+    ...(maxBodyBytes === null ? {} : { maxBodyBytes }),
+    hosts,
+  });
+  return createHash('sha256').update(`${LABEL}\n`).update(canonical).digest('hex');
+}
+
+/**
+ * Fields that came after identity v1, once left out unless set (these of a path, and the global
+ * `maxBodyBytes`): at their "none" (config/path-config) they are left out of the hash, so an
+ * unchanged upstreams.yaml keeps its identity across versions and replicas of two versions agree
+ * during a rolling upgrade.
+ */
+const LATER_PATH_FIELDS = [
+  'exact',
+  'unavailable',
+  'stickySessions',
+  'origin',
+  'upstreamTls',
+  'upstreamProtocol',
+  'policies',
+  'timeouts',
+  'upstreamHost',
+  'redirect',
+  'canary',
+  'conditions',
+  'backendError',
+  'backendErrorShare',
+  'requestRedirect',
+] as const satisfies readonly (keyof PathConfig)[];
+
+const NONE = pathConfig('');
+
+function withoutUnsetLaterFields(path: PathConfig): Partial<PathConfig> {
+  const kept: Partial<PathConfig> = { ...path };
+  for (const field of LATER_PATH_FIELDS) if (path[field] === NONE[field]) delete kept[field];
+  return kept;
 }
 
 const LABEL = 'tollgate config identity v1';

@@ -38,7 +38,7 @@ export type ReloadOutcome =
 export interface UpstreamsApplierOptions {
   /** The control plane's live config: what is served now, and where a new table is published. */
   liveConfig: ConfigPublisher;
-  logger?: Logger;
+  logger?: Logger | undefined;
   /**
    * Applies other state derived from upstreams.yaml (e.g. the masterkey source) once the new config
    * validated and compiled, just before the table swap. Throwing rejects the reload like an invalid
@@ -49,11 +49,11 @@ export interface UpstreamsApplierOptions {
    * Compiles a validated config; the Kubernetes provider passes one that fills `service:` paths with
    * the current endpoints (docs/kubernetes.md). Defaults to compileRoutingTable alone.
    */
-  compile?: (config: UpstreamsConfig) => RoutingTable;
+  compile?: ((config: UpstreamsConfig) => RoutingTable) | undefined;
   /** The content loaded at start, when known: what reapply() applies until a reload replaces it. */
-  live?: FileSnapshot;
+  live?: FileSnapshot | undefined;
   /** Called after a new table went live (every onSnapshot listener has run). */
-  onReloaded?: (table: RoutingTable, config: UpstreamsConfig) => void;
+  onReloaded?: ((table: RoutingTable, config: UpstreamsConfig) => void) | undefined;
 }
 
 /**

@@ -26,7 +26,7 @@ export interface WatchedEntry {
    * that load and the watch starting is still noticed. When absent, the files are read once now and
    * what they hold becomes the baseline.
    */
-  readonly liveHashes?: readonly string[];
+  readonly liveHashes?: readonly string[] | undefined;
   /** Called only when the files' state differs from the last one reported (or the baseline). */
   onChange(snapshots: readonly FileSnapshot[], trigger: string): void | Promise<void>;
 }
@@ -48,7 +48,7 @@ export interface WatchFilesOptions<T> {
   parse(texts: readonly string[]): T;
   apply(value: T, trigger: string): void;
   /** Hashes of the content already live (loaded by the caller); absent: read, parse and apply now. */
-  readonly liveHashes?: readonly string[];
+  readonly liveHashes?: readonly string[] | undefined;
   /** Extra fields for the success log line (never secrets). */
   describe?(value: T): Record<string, unknown>;
   /** Log messages; the defaults say `<name> reloaded` / `<name> not reloaded; …`. */
@@ -81,7 +81,7 @@ export interface FileWatcherOptions {
   /** Quiet time after the last relevant event before the files are read. */
   readonly quietMs?: number;
   /** The longest a relevant event waits for its check, however many events follow it. */
-  readonly maxWaitMs?: number;
+  readonly maxWaitMs?: number | undefined;
   /** Safety net for filesystems where fs.watch misses events (NFS, some FUSE/overlay setups). */
   readonly pollIntervalMs?: number;
 }

@@ -78,7 +78,7 @@ export interface WatchedConfig extends ConfigPublisher {
 export interface RuntimeFilesOptions extends Omit<FileWatcherOptions, 'logger'> {
   /** The control plane's live config: reloads publish their snapshots there. */
   liveConfig: WatchedConfig;
-  logger?: Logger;
+  logger?: Logger | undefined;
   masterkeys: MasterkeySource;
   /** After a new upstreams.yaml went live (a primary sends it on to its workers, docs/workers.md). */
   onUpstreamsReloaded?: UpstreamsApplierOptions['onReloaded'];

@@ -182,7 +182,8 @@ export class UpstreamPools {
     const pool = new Pool(server.origin, {
       ...base,
       ...(server.transport.connectTimeoutMs == null ? {} : { connectTimeout: connectTimeoutMs }),
-      connect,
+      // A health-check pool's base names no connector: undici's default then.
+      ...(connect === undefined ? {} : { connect }),
       allowH2: h2,
       ...(wire === 'h2c' || wire === 'h2' ? { pipelining: H2_STREAMS_PER_CONNECTION } : {}),
     });
@@ -229,9 +230,9 @@ export class UpstreamPools {
             ...(material?.cert && material.key ? { cert: material.cert, key: material.key } : {}),
           }),
     } as buildConnector.BuildOptions);
-    return (options, callback) =>
+    return ({ servername: _fromHost, ...options }, callback) =>
       // Our server name, not the one undici derives from each request's Host.
-      connector({ ...options, servername: undefined } as buildConnector.Options, (error, connected) => {
+      connector(options as buildConnector.Options, (error, connected) => {
         const socket = connected as DialledSocket | null;
         if (error === null && tls !== null && requireH2 && socket?.alpnProtocol !== 'h2') {
           socket?.destroy();

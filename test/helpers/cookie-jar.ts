@@ -40,7 +40,7 @@ function rawRequest(
             method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304
               ? null
               : Buffer.concat(chunks);
-          resolve(new Response(body, { status: res.statusCode, headers: out }));
+          resolve(new Response(body, { status: res.statusCode ?? 200, headers: out }));
         });
       },
     );

@@ -41,7 +41,7 @@ export function httpRouteObject(spec: {
   name: string;
   namespace: string;
   parentRefs: Array<Record<string, unknown>>;
-  hostnames?: string[];
+  hostnames?: string[] | undefined;
   rules: Array<Record<string, unknown>>;
   kind?: 'HTTPRoute' | 'GRPCRoute';
 }): StoredObject {

@@ -887,7 +887,7 @@ export function endpointSlice(spec: {
   namespace?: string;
   name?: string;
   addressType?: 'IPv4' | 'IPv6';
-  ports: Array<{ name?: string; port: number }>;
+  ports: Array<{ name?: string | undefined; port: number }>;
   endpoints: EndpointSpec[];
 }): EndpointSlice {
   const namespace = spec.namespace ?? 'default';
@@ -987,7 +987,7 @@ export function secret(spec: {
 
 export interface IngressPathSpec {
   path?: string;
-  pathType?: 'Prefix' | 'Exact' | 'ImplementationSpecific';
+  pathType?: 'Prefix' | 'Exact' | 'ImplementationSpecific' | undefined;
   service: string;
   port: number | string;
 }

@@ -440,11 +440,11 @@ export interface SimpleResponse {
 export async function request(
   url: string,
   options: {
-    method?: string;
-    headers?: Record<string, string>;
-    body?: string | Buffer;
-    path?: string;
-    localAddress?: string;
+    method?: string | undefined;
+    headers?: Record<string, string> | undefined;
+    body?: string | Buffer | undefined;
+    path?: string | undefined;
+    localAddress?: string | undefined;
   } = {},
 ): Promise<SimpleResponse> {
   const { default: http } = await import('node:http');

@@ -29,7 +29,8 @@ const upstreamsFor = (upstream: Upstream) =>
 /** Resolves with the moment of the answer, or the connection error's code. */
 function timedGet(url: string, path: string, agent: http.Agent | false = false) {
   return new Promise<
-    { status: number; body: string; at: number; connection?: string } | { error: string; at: number }
+    | { status: number; body: string; at: number; connection?: string | undefined }
+    | { error: string; at: number }
   >((resolve) => {
     const target = new URL(url);
     http

@@ -27,7 +27,11 @@ interface Body {
 /** Bodies answered per URL, and what each revalidation carried. */
 class Origin {
   readonly answered = new Map<string, number>();
-  readonly conditionals: Array<{ url: string; ifNoneMatch?: string; ifModifiedSince?: string }> = [];
+  readonly conditionals: Array<{
+    url: string;
+    ifNoneMatch?: string | undefined;
+    ifModifiedSince?: string | undefined;
+  }> = [];
   /** URLs whose answer waits until released (request coalescing). */
   readonly held = new Map<string, Array<() => void>>();
   heldUrls = new Set<string>();

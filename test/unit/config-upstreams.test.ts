@@ -9,6 +9,25 @@ const FILE = 'upstreams.yaml';
 const parse = (text: string) => parseUpstreamsConfig(text, FILE);
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
+/** The path fields these files never write, at the values the first test spells out. */
+const UNWRITTEN = {
+  exact: false,
+  unavailable: null,
+  stickySessions: null,
+  origin: null,
+  upstreamTls: null,
+  upstreamProtocol: 'auto',
+  policies: null,
+  timeouts: null,
+  upstreamHost: null,
+  redirect: null,
+  canary: null,
+  conditions: null,
+  backendError: null,
+  backendErrorShare: null,
+  requestRedirect: null,
+} as const;
+
 const MINIMAL = 'upstreams:\n  DEFAULT:\n    paths:\n      /:\n        servers: ["127.0.0.1:3000"]\n';
 
 describe('upstreams.yaml: valid files', () => {
@@ -26,6 +45,7 @@ describe('upstreams.yaml: valid files', () => {
       requestHeaders: null,
       responseHeaders: null,
       authFailureLimit: null,
+      maxBodyBytes: null,
       hosts: [
         {
           name: 'DEFAULT',
@@ -38,10 +58,25 @@ describe('upstreams.yaml: valid files', () => {
               authorization: null,
               rateLimit: null,
               healthCheck: null,
+              exact: false,
+              unavailable: null,
+              stickySessions: null,
+              origin: null,
               requestHeaders: null,
               responseHeaders: null,
               redirectTo: null,
               authFailureLimit: null,
+              upstreamTls: null,
+              upstreamProtocol: 'auto',
+              policies: null,
+              timeouts: null,
+              upstreamHost: null,
+              redirect: null,
+              canary: null,
+              conditions: null,
+              backendError: null,
+              backendErrorShare: null,
+              requestRedirect: null,
             },
           ],
         },
@@ -93,6 +128,7 @@ describe('upstreams.yaml: valid files', () => {
       requestHeaders: null,
       responseHeaders: null,
       authFailureLimit: null,
+      maxBodyBytes: null,
       hosts: [
         {
           name: 'api.example.com',
@@ -117,6 +153,7 @@ describe('upstreams.yaml: valid files', () => {
               responseHeaders: null,
               redirectTo: null,
               authFailureLimit: null,
+              ...UNWRITTEN,
             },
             {
               prefix: '/',
@@ -130,6 +167,7 @@ describe('upstreams.yaml: valid files', () => {
               responseHeaders: null,
               redirectTo: null,
               authFailureLimit: null,
+              ...UNWRITTEN,
             },
           ],
         },
@@ -148,6 +186,7 @@ describe('upstreams.yaml: valid files', () => {
               responseHeaders: null,
               redirectTo: null,
               authFailureLimit: null,
+              ...UNWRITTEN,
             },
           ],
         },

@@ -24,9 +24,9 @@ const desired = (name: string, accepted: boolean): DesiredStatus => ({
 
 function store(versions: Record<string, string>) {
   return (status: DesiredStatus): KubernetesObject | undefined =>
-    versions[status.name] === undefined
-      ? undefined
-      : { metadata: { name: status.name, resourceVersion: versions[status.name] } };
+    status.name in versions
+      ? { metadata: { name: status.name, resourceVersion: versions[status.name] as string } }
+      : undefined;
 }
 
 const names = (statuses: DesiredStatus[]) => statuses.map((status) => status.name);

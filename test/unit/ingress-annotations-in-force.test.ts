@@ -117,7 +117,8 @@ describe('Ingress annotations in force', () => {
     const [root, api] = result.hosts[0]?.paths ?? [];
     assert.ok(root && api);
     root.rateLimit = null;
-    api.authorization = { ...(api.authorization as NonNullable<typeof api.authorization>), allow: undefined };
+    const { allow: _allow, ...withoutAllow } = api.authorization as NonNullable<typeof api.authorization>;
+    api.authorization = withoutAllow;
     ingressAnnotationsInForce([object], result.hosts, result.reports);
     assert.notEqual(root.unavailable, null);
     assert.notEqual(api.unavailable, null);

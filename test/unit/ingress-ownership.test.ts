@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
+import { pathConfig } from '../../src/config/path-config.ts';
 import type { PathConfig } from '../../src/config/types.ts';
 import { authUrlTargetProblem } from '../../src/policy/auth-url-guard.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
@@ -39,19 +40,7 @@ function input(ingresses: V1Ingress[], extra: Partial<IngressInput> = {}): Ingre
   };
 }
 
-const filePath = (prefix: string): PathConfig => ({
-  prefix,
-  servers: [],
-  service: null,
-  toHttps: false,
-  authorization: null,
-  rateLimit: null,
-  healthCheck: null,
-  requestHeaders: null,
-  responseHeaders: null,
-  redirectTo: null,
-  authFailureLimit: null,
-});
+const filePath = (prefix: string): PathConfig => pathConfig(prefix);
 
 const served = (result: ReturnType<typeof translateIngresses>) =>
   result.hosts.flatMap((host) =>

@@ -4,6 +4,8 @@ import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1Ingress, V1IngressClass, V1Secret, V1Service } from '@kubernetes/client-node';
 import { verifyPassword } from '../../src/auth/password.ts';
+import { pathConfig } from '../../src/config/path-config.ts';
+import { emptyUpstreamsConfig } from '../../src/config/validate-upstreams.ts';
 import { parseApiKeys, parseAuthMap, parseHtpasswd } from '../../src/policy/credentials.ts';
 import { readAnnotations } from '../../src/sources/kubernetes/ingress/annotations.ts';
 import {
@@ -131,21 +133,7 @@ describe('translating Ingresses into routes', () => {
       hosts: [
         {
           name: 'file.test',
-          paths: [
-            {
-              prefix: '/file',
-              servers: [],
-              service: null,
-              toHttps: false,
-              authorization: null,
-              rateLimit: null,
-              healthCheck: null,
-              requestHeaders: null,
-              responseHeaders: null,
-              redirectTo: null,
-              authFailureLimit: null,
-            },
-          ],
+          paths: [pathConfig('/file')],
         },
       ],
     };
@@ -204,23 +192,10 @@ describe('translating Ingresses into routes', () => {
       input([withTime(newer, '2026-01-01T00:00:00Z'), withTime(older, '2026-01-01T00:00:00Z')]),
     );
     assert.equal(tie.hosts[0]?.paths[0]?.origin, 'ingress/apps/a-newer');
-    const merged = withSourceHosts(
-      {
-        file: '',
-        hash: '',
-        provider: 'file',
-        masterkey: null,
-        stickySessions: null,
-        toHttps: false,
-        rateLimit: null,
-        authorization: null,
-        requestHeaders: null,
-        responseHeaders: null,
-        authFailureLimit: null,
-        hosts: base.hosts,
-      },
-      [...result.hosts, { name: 'file.test', paths: tie.hosts[0]?.paths ?? [] }],
-    );
+    const merged = withSourceHosts({ ...emptyUpstreamsConfig('', '', 'file'), hosts: base.hosts }, [
+      ...result.hosts,
+      { name: 'file.test', paths: tie.hosts[0]?.paths ?? [] },
+    ]);
     // A translation made before upstreams.yaml took a host loses that host whole at the merge.
     assert.deepEqual(
       merged.hosts.map((h) => [h.name, h.paths.map((p) => p.prefix)]),
@@ -525,7 +500,7 @@ describe('request policy annotations (docs/ingress.md#request-policies)', () => 
     );
     assert.equal(translated({ [`${NGINX}use-regex`]: 'true' }, '/v[0-9]+/x').hosts[0]?.paths[0]?.prefix, '/');
     // Without use-regex or rewrite-target, a path is a plain prefix.
-    assert.equal(translated({}, '/app').hosts[0]?.paths[0]?.policies, undefined);
+    assert.equal(translated({}, '/app').hosts[0]?.paths[0]?.policies, null);
   });
 
   it('a value that cannot be honoured leaves the Ingress out, naming the annotation', () => {
@@ -565,7 +540,7 @@ describe('request policy annotations (docs/ingress.md#request-policies)', () => 
     });
     const path = result.hosts[0]?.paths[0];
     assert.match(path?.unavailable ?? '', /denylist-source-range: 'bad' is not an IP address/);
-    assert.equal(path?.policies, undefined);
+    assert.equal(path?.policies, null);
     assert.match(result.reports.get('apps/p')?.problems.join() ?? '', /denylist-source-range/);
   });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { type PathFields, pathConfig } from '../../src/config/path-config.ts';
 import type { MainConfig, PathConfig, UpstreamsConfig } from '../../src/config/types.ts';
 import { emptyUpstreamsConfig, MAX_COMPILED_SIZE } from '../../src/config/validate-upstreams.ts';
 import { createLogger } from '../../src/log.ts';
@@ -13,21 +14,8 @@ import {
   withReferencesChecked,
 } from '../../src/sources/kubernetes/merge.ts';
 
-const path = (prefix: string, extra: Partial<PathConfig> = {}): PathConfig => ({
-  prefix,
-  servers: [],
-  service: { name: 'app', namespace: 'apps', port: 'http' },
-  toHttps: false,
-  authorization: null,
-  rateLimit: null,
-  healthCheck: null,
-  unavailable: null,
-  requestHeaders: null,
-  responseHeaders: null,
-  redirectTo: null,
-  authFailureLimit: null,
-  ...extra,
-});
+const path = (prefix: string, extra: Partial<PathFields> = {}): PathConfig =>
+  pathConfig(prefix, { service: { name: 'app', namespace: 'apps', port: 'http' }, ...extra });
 
 const oidc = (provider: string) => ({ type: 'oidc' as const, users: [], keys: [], oidc: { provider } });
 

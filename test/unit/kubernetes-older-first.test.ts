@@ -35,8 +35,11 @@ describe('oldest first, then namespace/name', () => {
 
   it('Ingresses: the same order', () => {
     const ingresses = shuffled as unknown as V1Ingress[];
-    assert.deepEqual(names([...ingresses].sort(ingressByAge) as typeof shuffled), expected);
-    assert.deepEqual(names([...ingresses].reverse().sort(ingressByAge) as typeof shuffled), expected);
+    assert.deepEqual(names([...ingresses].sort(ingressByAge) as unknown as typeof shuffled), expected);
+    assert.deepEqual(
+      names([...ingresses].reverse().sort(ingressByAge) as unknown as typeof shuffled),
+      expected,
+    );
   });
 
   it('host claims: oldest first, unknown times last, ties in the order given', () => {

@@ -48,7 +48,7 @@ describe('upstreams.yaml policy keys', () => {
       sourceRanges: ['10.0.0.0/8'],
       denyRanges: ['::ffff:10.6.0.0/112'],
     });
-    assert.equal(plain?.policies, undefined, 'a path without policies stays as it was');
+    assert.equal(plain?.policies, null, 'a path without policies has none');
     const table = compileRoutingTable(config);
     assert.equal(table.routes[0]?.policy?.maxBodyBytes, 1024);
     assert.equal(table.routes[1]?.policy?.maxBodyBytes, 8 * 1024 * 1024, 'the global limit');

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { type PathFields, pathConfig } from '../../src/config/path-config.ts';
 import type {
   AuthorizationConfig,
   HostConfig,
@@ -32,21 +33,8 @@ function address(raw: string): ServerAddress {
   return { raw, host: raw.slice(0, colon), port: Number(raw.slice(colon + 1)) };
 }
 
-function path(prefix: string, servers: string[], extra: Partial<PathConfig> = {}): PathConfig {
-  return {
-    prefix: routingForm(normalisePrefix(prefix)),
-    servers: servers.map(address),
-    service: null,
-    toHttps: false,
-    authorization: null,
-    rateLimit: null,
-    healthCheck: null,
-    requestHeaders: null,
-    responseHeaders: null,
-    redirectTo: null,
-    authFailureLimit: null,
-    ...extra,
-  };
+function path(prefix: string, servers: string[], extra: Partial<PathFields> = {}): PathConfig {
+  return pathConfig(routingForm(normalisePrefix(prefix)), { servers: servers.map(address), ...extra });
 }
 
 function host(name: string, ...paths: PathConfig[]): HostConfig {
@@ -66,6 +54,7 @@ function config(hosts: HostConfig[], extra: Partial<UpstreamsConfig> = {}): Upst
     requestHeaders: null,
     responseHeaders: null,
     authFailureLimit: null,
+    maxBodyBytes: null,
     hosts,
     ...extra,
   };

@@ -5,8 +5,8 @@ import { describe, it } from 'node:test';
 import { createDnsCache, type LookupFunction } from '../../src/upstream/dns-cache.ts';
 
 function lookupOnce(lookup: LookupFunction, name: string, options: Parameters<LookupFunction>[1] = {}) {
-  return new Promise<{ error: Error | null; address: string | LookupAddress[]; family?: number }>((resolve) =>
-    lookup(name, options, (error, address, family) => resolve({ error, address, family })),
+  return new Promise<{ error: Error | null; address: string | LookupAddress[]; family?: number | undefined }>(
+    (resolve) => lookup(name, options, (error, address, family) => resolve({ error, address, family })),
   );
 }
 

@@ -77,7 +77,7 @@ describe('upstream_tls and upstream_protocol in upstreams.yaml', {
       verify: true,
     });
     assert.equal(tlsPath?.upstreamProtocol, 'h2');
-    assert.equal(plainPath?.upstreamTls, undefined);
+    assert.equal(plainPath?.upstreamTls, null);
     const table = compileRoutingTable(config);
     const [secure] = table.routes.find((route) => route.prefix === '/')?.servers ?? [];
     assert.equal(secure?.origin, 'https://10.0.0.1:8443');

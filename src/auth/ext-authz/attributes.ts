@@ -67,10 +67,11 @@ function address(ip: string | undefined, port: number | undefined) {
   return { socket_address: { address: ip ?? '', port_value: port ?? 0 } };
 }
 
+/** As node:net's Socket has them: undefined once the socket is gone. */
 interface SocketAddresses {
-  remotePort?: number;
-  localAddress?: string;
-  localPort?: number;
+  remotePort?: number | undefined;
+  localAddress?: string | undefined;
+  localPort?: number | undefined;
 }
 
 /** Through node:http2's socket proxy too; it throws once the stream is gone. */

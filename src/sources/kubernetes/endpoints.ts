@@ -40,7 +40,7 @@ export interface DroppedEndpoint {
 
 export interface EndpointFilter {
   /** Tollgate's own listeners (bound addresses): an endpoint reaching one of them is dropped. */
-  ownListeners?: () => readonly ListenAddress[];
+  ownListeners?: (() => readonly ListenAddress[]) | undefined;
   /** Told about every endpoint (or slice) left out, each time the servers are computed. */
   onDrop?: (drop: DroppedEndpoint) => void;
 }

@@ -38,8 +38,10 @@ export async function recordEvent(
           kind,
           name,
           namespace,
-          uid: stored?.metadata?.uid,
-          resourceVersion: stored?.metadata?.resourceVersion,
+          ...(stored?.metadata?.uid === undefined ? {} : { uid: stored.metadata.uid }),
+          ...(stored?.metadata?.resourceVersion === undefined
+            ? {}
+            : { resourceVersion: stored.metadata.resourceVersion }),
         },
         type,
         reason,

@@ -18,9 +18,9 @@ export interface KubeConnection {
 
 export interface KubeConnectionOptions {
   /** main.yaml `kubernetes.kubeconfig`. */
-  kubeconfig?: string | null;
+  kubeconfig?: string | null | undefined;
   /** main.yaml `kubernetes.namespace`. */
-  namespace?: string | null;
+  namespace?: string | null | undefined;
   env?: NodeJS.ProcessEnv;
   /**
    * Prefix before SERVICE_ACCOUNT_DIR, as the client library's in-cluster loader takes it; lets a

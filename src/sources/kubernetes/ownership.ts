@@ -1,3 +1,4 @@
+import { pathConfig } from '../../config/path-config.ts';
 import type { HostConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 import { DEFAULT_HOST } from '../../routing/normalise.ts';
 import { olderFirst } from './older-first.ts';
@@ -104,21 +105,7 @@ function closedPath(claimant: string): PathConfig {
     space < 0
       ? `ingress/${claimant}`
       : `${claimant.slice(0, space).toLowerCase()}/${claimant.slice(space + 1)}`;
-  return {
-    prefix: '/',
-    servers: [],
-    service: null,
-    toHttps: false,
-    authorization: null,
-    rateLimit: null,
-    healthCheck: null,
-    unavailable: null,
-    origin,
-    requestHeaders: null,
-    responseHeaders: null,
-    redirectTo: null,
-    authFailureLimit: null,
-  };
+  return pathConfig('/', { origin });
 }
 
 /**

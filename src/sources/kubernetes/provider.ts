@@ -32,9 +32,9 @@ export interface KubernetesProviderOptions {
   initial: UpstreamsConfig;
   runtime: Runtime;
   logger: Logger;
-  tuning?: Partial<WatchTuning>;
+  tuning?: Partial<WatchTuning> | undefined;
   /** Tollgate's own bound listeners: endpoints reaching them are dropped (docs/security.md). */
-  ownListeners?: () => readonly ListenAddress[];
+  ownListeners?: (() => readonly ListenAddress[]) | undefined;
 }
 
 export interface KubernetesProvider {

@@ -58,8 +58,8 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   path: string;
   /** The typed list call of the client library, with the same selectors as the watch; pass it `options`. */
   list: (options: ConfigurationOptions) => Promise<KubernetesListObject<T>>;
-  labelSelector?: string;
-  fieldSelector?: string;
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
   /**
    * The full current set of objects, after the first list and after every change (coalesced);
    * `desired` is false when every change since the last call only touched objects' status (kinds of
@@ -68,7 +68,7 @@ export interface ResourceWatchOptions<T extends KubernetesObject> {
   onObjects: (objects: readonly T[], desired: boolean) => void;
   health: WatchHealth;
   logger: Logger;
-  tuning?: Partial<WatchTuning>;
+  tuning?: Partial<WatchTuning> | undefined;
 }
 
 /** What every watch of one source shares, and what it does after any watch brought a change. */
@@ -76,7 +76,7 @@ export interface WatchContext {
   kubeConfig: KubeConfig;
   health: WatchHealth;
   logger: Logger;
-  tuning?: Partial<WatchTuning>;
+  tuning?: Partial<WatchTuning> | undefined;
   /** After each new set of objects of any watch (a source schedules its translation here). */
   onChange(): void;
 }

@@ -43,9 +43,9 @@ export interface KubernetesSourceOptions {
   /** Called when the ConfigMap's upstreams.yaml changed, appeared or went away. */
   onConfigMap?: (content: ConfigMapContent) => void;
   metrics?: WatchMetricsSink;
-  tuning?: Partial<WatchTuning>;
+  tuning?: Partial<WatchTuning> | undefined;
   /** Tollgate's own bound listeners: endpoints reaching them are dropped (docs/security.md). */
-  ownListeners?: () => readonly ListenAddress[];
+  ownListeners?: (() => readonly ListenAddress[]) | undefined;
 }
 
 export interface KubernetesSource {

@@ -124,7 +124,7 @@ export interface HttpRouteFilter {
 
 export interface HttpRouteMatch {
   path?: { type?: string; value?: string };
-  headers?: Array<{ type?: string; name?: string; value?: string }>;
+  headers?: Array<{ type?: string; name?: string; value?: string }> | undefined;
   queryParams?: Array<{ type?: string; name?: string; value?: string }>;
   method?: string;
 }

@@ -42,9 +42,9 @@ export interface BuiltPolicy {
 export interface PolicyContext {
   secrets: ReadonlyMap<string, V1Secret>;
   grants: readonly ReferenceGrant[];
-  reachesTollgate?: (host: string, port: number) => boolean;
+  reachesTollgate?: ((host: string, port: number) => boolean) | undefined;
   /** The names of main.yaml's `oidc_providers` (a `type: oidc` policy must name one). */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
 }
 
 /**

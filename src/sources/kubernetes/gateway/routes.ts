@@ -1,3 +1,4 @@
+import { pathConfig } from '../../../config/path-config.ts';
 import type { PathConfig } from '../../../config/types.ts';
 import { attachedThrough } from '../../../routing/conditions.ts';
 import { hostnameKey, intersectHostnames } from './hostnames.ts';
@@ -234,22 +235,14 @@ export function translateRoute(
             age,
             match: rule.index * 1000 + matchIndex,
           },
-          path: {
-            prefix: match.prefix,
+          path: pathConfig(match.prefix, {
             exact: match.exact,
-            servers: [],
             service: rule.service,
             // Reached only through HTTPS listeners: plain HTTP is redirected, never served.
             toHttps: gateways.every((via) => via.protocol === 'HTTPS'),
-            authorization: null,
-            rateLimit: null,
-            healthCheck: null,
-            unavailable: null,
             origin: `${kind.toLowerCase()}/${key}`,
             requestHeaders: rule.requestHeaders,
             responseHeaders: rule.responseHeaders,
-            redirectTo: null,
-            authFailureLimit: null,
             // Served only on the kinds of listener it came through (docs/gateway-api.md#ports).
             conditions: attachedThrough(
               match.conditions,
@@ -263,7 +256,7 @@ export function translateRoute(
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
             ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),
-          },
+          }),
         });
       }
     }

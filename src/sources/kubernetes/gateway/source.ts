@@ -44,10 +44,10 @@ export interface GatewaySourceOptions {
   claims: () => { fileHosts: readonly string[]; ingressClaims: readonly AgedClaim[] };
   /** A new translation, after any change (coalesced; never before every watch listed once). */
   onTranslation: (translation: GatewayTranslation) => void;
-  tuning?: Partial<WatchTuning>;
-  reachesTollgate?: (host: string, port: number) => boolean;
+  tuning?: Partial<WatchTuning> | undefined;
+  reachesTollgate?: ((host: string, port: number) => boolean) | undefined;
   /** The names of main.yaml's `oidc_providers`. */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
 }
 
 /** baseChanged: upstreams.yaml or the Ingresses' claims changed (host ownership). */

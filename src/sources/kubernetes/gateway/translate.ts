@@ -59,9 +59,9 @@ export interface GatewayInput {
   /** What Gateway status announces (publish_service / publish_address), or null when unknown. */
   addresses: ReadonlyArray<{ type: 'IPAddress' | 'Hostname'; value: string }> | null;
   /** The names of main.yaml's `oidc_providers`: what a `type: oidc` policy may name. */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
   /** An auth `url` a policy may not target (Tollgate's own listeners, loopback); none given: not checked. */
-  reachesTollgate?: (host: string, port: number) => boolean;
+  reachesTollgate?: ((host: string, port: number) => boolean) | undefined;
 }
 
 /** The status Tollgate wants an object to have; for routes, only its own parents' entries. */

@@ -144,7 +144,11 @@ const REGEX_CHARACTER = /[.^$*+?()[\]{}|\\]/;
  * (503 `auth_misconfigured`) with these reasons instead.
  */
 export function closingPolicyProblems(settings: PolicySettings): string[] {
-  const ranges = { sourceRanges: settings.whitelistSourceRange, denyRanges: settings.denylistSourceRange };
+  const { whitelistSourceRange: sourceRanges, denylistSourceRange: denyRanges } = settings;
+  const ranges = {
+    ...(sourceRanges === undefined ? {} : { sourceRanges }),
+    ...(denyRanges === undefined ? {} : { denyRanges }),
+  };
   return policyProblems(ranges).map((problem) => `${annotationOf(problem.key)}: ${problem.message}`);
 }
 

@@ -37,13 +37,13 @@ export interface IngressSourceOptions {
   base: () => UpstreamsConfig;
   /** A new translation, after any change (coalesced; never before every watch listed once). */
   onTranslation: (translation: IngressTranslation) => void;
-  tuning?: Partial<WatchTuning>;
+  tuning?: Partial<WatchTuning> | undefined;
   /** Hosts Gateway API routes claim (docs/gateway-api.md#host-ownership); none when not served. */
   otherClaims?: () => readonly AgedClaim[];
   /** Tollgate's own bound listeners: an Ingress's auth-url may not target them (docs/ingress.md). */
-  ownListeners?: () => readonly ListenAddress[];
+  ownListeners?: (() => readonly ListenAddress[]) | undefined;
   /** main.yaml's `oidc_providers` names: an Ingress's auth-oidc-provider must be one. */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
 }
 
 /** baseChanged: upstreams.yaml or the Gateway API routes' claims changed (host ownership). */

@@ -6,6 +6,7 @@ import type {
   V1Secret,
   V1Service,
 } from '@kubernetes/client-node';
+import { pathConfig } from '../../../config/path-config.ts';
 import type { ServiceRef } from '../../../config/service-ref.ts';
 import type {
   AuthorizationConfig,
@@ -60,9 +61,9 @@ export interface IngressInput {
   /** Hosts Gateway API routes claim, with their age: the oldest claim owns a host (docs/gateway-api.md#host-ownership). */
   otherClaims?: readonly AgedClaim[];
   /** Tollgate's own listeners, which an Ingress's auth-url may not target (none given: not checked). */
-  reachesTollgate?: ReachesTollgate;
+  reachesTollgate?: ReachesTollgate | undefined;
   /** main.yaml's `oidc_providers` names: an `auth-oidc-provider` must be one (none given: not checked). */
-  oidcProviders?: readonly string[];
+  oidcProviders?: readonly string[] | undefined;
 }
 
 /** A TLS certificate an Ingress asks to serve for its hosts by SNI. */
@@ -380,26 +381,21 @@ function buildIngress(ingress: V1Ingress, input: IngressInput, report: IngressRe
       settings.toHttps === true;
     paths.push([
       host,
-      {
-        prefix: prefix.value,
-        servers: [],
+      pathConfig(prefix.value, {
         service: servers,
         toHttps,
         authorization: allowed.policy,
         rateLimit: settings.rateLimit ?? null,
-        healthCheck: null,
         exact,
         unavailable: closed.length > 0 ? closed.join('; ') : null,
         stickySessions: stickyOf(settings.sticky),
         origin,
         requestHeaders: settings.requestHeaders ?? null,
         responseHeaders: settings.responseHeaders ?? null,
-        redirectTo: null,
-        authFailureLimit: null,
         // A closed path answers 503 whatever else it says; its policies may not even compile.
         ...(policy.policies && closed.length === 0 ? { policies: policy.policies } : {}),
         ...backendPolicies.path,
-      },
+      }),
     ]);
   };
 
