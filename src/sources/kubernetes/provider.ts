@@ -1,6 +1,12 @@
 import { waitsForConfigMap } from '../../config/load.ts';
 import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
-import type { ListenAddress, MainConfig, ServerAddress, UpstreamsConfig } from '../../config/types.ts';
+import type {
+  HostConfig,
+  ListenAddress,
+  MainConfig,
+  ServerAddress,
+  UpstreamsConfig,
+} from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import type { EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
@@ -124,10 +130,29 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     },
     onConfigMap: merge.configMapChanged,
   });
-  const watchServicesOf = (config: UpstreamsConfig) =>
-    source.watchServices(
-      serviceRefs(merge.effective(config)).map((ref) => resolveServiceRef(ref, connection.namespace)),
-    );
+  // The Services the EndpointSlice watches follow, as last handed over: an edit that names the same
+  // Services in the same order (nearly every one) hands nothing over. Kept per host object, which
+  // the merge keeps while a host's paths stay the same (merge.ts internHosts).
+  const hostServices = new WeakMap<HostConfig, string>();
+  const servicesOfHost = (host: HostConfig) => {
+    let text = hostServices.get(host);
+    if (text === undefined) {
+      text = host.paths
+        .flatMap((path) => [path.service, path.canary?.service])
+        .map((ref) => (ref ? serviceRefKey(resolveServiceRef(ref, connection.namespace)) : ''))
+        .join(' ');
+      hostServices.set(host, text);
+    }
+    return text;
+  };
+  let watched: string | null = null;
+  const watchServicesOf = (config: UpstreamsConfig) => {
+    const effective = merge.effective(config);
+    const named = effective.hosts.map(servicesOfHost).join('\n');
+    if (named === watched) return;
+    watched = named;
+    source.watchServices(serviceRefs(effective).map((ref) => resolveServiceRef(ref, connection.namespace)));
+  };
   let ingress: IngressSource | null = null;
   let gateway: GatewaySource | null = null;
   const otherSource = (name: SourceName) => (name === 'ingresses' ? gateway : ingress);
