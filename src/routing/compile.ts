@@ -131,7 +131,7 @@ export function compileRoutingTable(
 type FrozenCopies = WeakMap<object, unknown>;
 
 /**
- * What a compile may keep of `previous` (docs/kubernetes.md, "Scale"): its routes by the path object
+ * What a compile may keep of `previous` (docs/kubernetes.md): its routes by the path object
  * each was compiled from, when every config-wide setting a route reads is the same object as in the
  * config `previous` came from. A route is kept only for the very same path object (configs are never
  * changed once made), on the same host, with the same id, and with the same endpoint answers
