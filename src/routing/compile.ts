@@ -1,5 +1,5 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
-import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import type { PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
@@ -20,10 +20,20 @@ export { DEFAULT_HOST };
 export function compileRoutingTable(
   config: UpstreamsConfig,
   endpoints: EndpointLookup = noEndpoints,
+  previous: RoutingTable | null = null,
 ): RoutingTable {
   const servers = new Map<string, UpstreamServer>();
-  const frozenCopies = new Map<object, unknown>();
+  const reusable = reusableRoutes(previous, config);
+  // Copies are made per source object (configs are never changed once made), so a later compile
+  // may start from this one's: a kept route and a new one then share the global policy's copy.
+  const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
   const routes: Route[] = [];
+  const paths: PathConfig[] = [];
+  // The routes kept from `previous` bring their server objects: seeded first, so that a new route
+  // naming the same address and transport shares them (one connection pool per server).
+  if (reusable !== null)
+    for (const route of reusable.byPath.values())
+      for (const server of route.servers) servers.set(serverKey(server), server);
   // Gateway API routes may share a host and path, told apart by conditions: each keeps its own label.
   const ids = new Map<string, number>();
   const uniqueId = (id: string) => {
@@ -42,10 +52,28 @@ export function compileRoutingTable(
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
-      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
+      // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
+      const id = uniqueId(hostKey + prefix + (exact ? '$' : ''));
+      paths.push(path);
+      const kept = reusable?.byPath.get(path);
+      if (
+        kept !== undefined &&
+        kept.id === id &&
+        kept.hostKey === hostKey &&
+        sameEndpoints(kept, endpoints)
+      ) {
+        routes.push(kept);
+        continue;
+      }
+      const lookups: Array<readonly ServerAddress[]> = [];
+      const recorded: EndpointLookup = (ref) => {
+        const found = endpoints(ref);
+        lookups.push(found);
+        return found;
+      };
+      const { addresses, canaryFrom } = routeAddresses(path, recorded);
       const route: Route = Object.freeze({
-        // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
-        id: uniqueId(hostKey + prefix + (exact ? '$' : '')),
+        id,
         hostKey,
         prefix,
         exact,
@@ -75,9 +103,13 @@ export function compileRoutingTable(
         policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
+      endpointsUsed.set(route, { path, lookups });
       routes.push(route);
     }
   }
+  // A kept route's servers that no route uses any more are not the table's.
+  const used = new Set(routes.flatMap((route) => route.servers));
+  const tableServers = [...servers.values()].filter((server) => used.has(server));
 
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const match = buildMatcher(routes);
@@ -88,12 +120,77 @@ export function compileRoutingTable(
     },
     sourceHash: config.hash,
     routes: Object.freeze(routes),
-    servers: Object.freeze([...servers.values()]),
+    servers: Object.freeze(tableServers),
     match,
   });
   compiledFrom.set(table, config);
+  compiledPaths.set(table, { paths, frozenCopies });
   return table;
 }
+
+type FrozenCopies = WeakMap<object, unknown>;
+
+/**
+ * What a compile may keep of `previous` (docs/kubernetes.md): its routes by the path object
+ * each was compiled from, when every config-wide setting a route reads is the same object as in the
+ * config `previous` came from. A route is kept only for the very same path object (configs are never
+ * changed once made), on the same host, with the same id, and with the same endpoint answers
+ * (endpointsUsed): an unchanged Ingress or route then keeps its Route object, and the health checker,
+ * which skips the routes it knows, does no work for it.
+ */
+function reusableRoutes(
+  previous: RoutingTable | null,
+  config: UpstreamsConfig,
+): { byPath: Map<PathConfig, Route>; frozenCopies: FrozenCopies } | null {
+  if (previous === null) return null;
+  const before = compiledFrom.get(previous);
+  const compiled = compiledPaths.get(previous);
+  if (before === undefined || compiled === undefined) return null;
+  const sameSettings =
+    before.authorization === config.authorization &&
+    before.stickySessions === config.stickySessions &&
+    before.toHttps === config.toHttps &&
+    before.rateLimit === config.rateLimit &&
+    before.authFailureLimit === config.authFailureLimit &&
+    before.requestHeaders === config.requestHeaders &&
+    before.responseHeaders === config.responseHeaders &&
+    before.maxBodyBytes === config.maxBodyBytes;
+  if (!sameSettings) return null;
+  const byPath = new Map<PathConfig, Route>();
+  compiled.paths.forEach((path, index) => {
+    // A path object named twice (the same content on one host) is compiled anew: ids tell them apart.
+    if (byPath.has(path)) byPath.delete(path);
+    else byPath.set(path, previous.routes[index] as Route);
+  });
+  return { byPath, frozenCopies: compiled.frozenCopies };
+}
+
+/** Per route: the path it was compiled from and the endpoint answers it was given, in order. */
+const endpointsUsed = new WeakMap<
+  Route,
+  { path: PathConfig; lookups: ReadonlyArray<readonly ServerAddress[]> }
+>();
+
+/** The lookups a route's servers came from give the same answers (the same arrays) now. */
+function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
+  const used = endpointsUsed.get(route);
+  if (used === undefined) return false;
+  const now: Array<readonly ServerAddress[]> = [];
+  routeAddresses(used.path, (ref) => {
+    const found = endpoints(ref);
+    now.push(found);
+    return found;
+  });
+  return now.length === used.lookups.length && now.every((found, index) => found === used.lookups[index]);
+}
+
+/** The path objects each table's routes were compiled from (index for index) and its frozen copies. */
+const compiledPaths = new WeakMap<
+  RoutingTable,
+  { paths: readonly PathConfig[]; frozenCopies: FrozenCopies }
+>();
+
+const serverKey = (server: UpstreamServer) => `${server.address} ${server.transport.key}`;
 
 /**
  * The config identity (routing/identity), computed the first time something reads a table's `hash`
@@ -153,7 +250,12 @@ export function recompileServers(
         routes.push(before);
         continue;
       }
-      const { addresses, canaryFrom } = routeAddresses(path, endpoints);
+      const lookups: Array<readonly ServerAddress[]> = [];
+      const { addresses, canaryFrom } = routeAddresses(path, (ref) => {
+        const found = endpoints(ref);
+        lookups.push(found);
+        return found;
+      });
       const routeServers = addresses.map((address) => {
         const transport = upstreamTransport(path, address);
         const key = `${address.raw} ${transport.key}`;
@@ -165,13 +267,13 @@ export function recompileServers(
         use(server);
         return server;
       });
-      routes.push(
-        Object.freeze({
-          ...before,
-          servers: Object.freeze(routeServers),
-          ...compileBackendPolicies(path, addresses, canaryFrom),
-        }),
-      );
+      const route: Route = Object.freeze({
+        ...before,
+        servers: Object.freeze(routeServers),
+        ...compileBackendPolicies(path, addresses, canaryFrom),
+      });
+      endpointsUsed.set(route, { path, lookups });
+      routes.push(route);
     }
   }
   const table: RoutingTable = Object.freeze({
@@ -184,6 +286,8 @@ export function recompileServers(
     match: buildMatcher(routes),
   });
   compiledFrom.set(table, config);
+  const compiled = compiledPaths.get(previous);
+  if (compiled !== undefined) compiledPaths.set(table, compiled);
   return table;
 }
 
@@ -217,7 +321,7 @@ function sharedServer(
  * A deep frozen copy (the config objects the caller passed in are left alone), made once per source
  * object so a global policy stays one shared object across every route.
  */
-function frozenCopy<T>(value: T, copies: Map<object, unknown>): T {
+function frozenCopy<T>(value: T, copies: FrozenCopies): T {
   if (value === null || typeof value !== 'object') return value;
   const known = copies.get(value);
   if (known !== undefined) return known as T;

@@ -8,6 +8,7 @@ import { compileRoutingTable } from '../../src/routing/compile.ts';
 import type { RoutingTable } from '../../src/routing/types.ts';
 import type { Runtime } from '../../src/runtime.ts';
 import {
+  contentKey,
   createKubernetesMerge,
   mergedConfigProblem,
   type SourceRoutes,
@@ -156,5 +157,89 @@ describe('createKubernetesMerge: a refused merge keeps the last table that passe
     assert.equal(merge.rebuild(cause('ingresses')), null);
     assert.equal(swaps(), 0);
     assert.equal(merge.effective(live), live);
+  });
+});
+
+describe('createKubernetesMerge: an edit keeps the routes of the paths it left alone', () => {
+  const setup = () => {
+    const initial = base(1);
+    let table: RoutingTable = compileRoutingTable(initial, () => []);
+    const runtime = {
+      table: () => table,
+      swapTable: (next: RoutingTable) => {
+        table = next;
+      },
+    } as unknown as Runtime;
+    const logger = createLogger('error', { write: () => {} });
+    const none = Object.freeze([]);
+    const merge = createKubernetesMerge({
+      main,
+      runtime,
+      logger,
+      namespace: 'apps',
+      initial,
+      sources: ['ingresses'],
+      endpointsOf: () => none,
+    });
+    return { merge, table: () => table };
+  };
+  const cause = { sources: new Set(['ingresses']), services: new Set<string>() };
+  /** A translation as the Ingress source makes it: new objects every time, `/p1`'s backend as given. */
+  const translation = (p1: Partial<PathConfig>): SourceRoutes => ({
+    hosts: [
+      {
+        name: 'a.test',
+        paths: [path('/p0', { origin: 'ingress/apps/a' }), path('/p1', { origin: 'ingress/apps/a', ...p1 })],
+      },
+    ],
+    claims: [{ namespace: 'apps', ingress: 'apps/a', hosts: ['a.test'], created: 1 }],
+    certificates: [],
+  });
+  const route = (table: RoutingTable, prefix: string) =>
+    table.routes.find((item) => item.hostKey === 'a.test' && item.prefix === prefix);
+
+  it('a translation equal in content is no change; an edit of the Service a path reads gives that path a new route', () => {
+    const { merge, table } = setup();
+    merge.translated('ingresses', translation({}));
+    merge.rebuild(cause);
+    const first = table();
+    // The same objects again (a status write, an unrelated Service): nothing to rebuild.
+    assert.deepEqual(merge.translated('ingresses', translation({})), { claims: false, served: false });
+    // The Service behind /p1 renamed its port (the translation resolves the port by the Service).
+    const change = merge.translated(
+      'ingresses',
+      translation({ service: { name: 'app', namespace: 'apps', port: 'web' } }),
+    );
+    assert.deepEqual(change, { claims: false, served: true });
+    merge.rebuild(cause);
+    const second = table();
+    assert.equal(route(second, '/p0'), route(first, '/p0'));
+    assert.notEqual(route(second, '/p1'), route(first, '/p1'));
+    assert.equal(route(second, '/p1')?.service, 'app.apps:web');
+    // A Secret edit that closes the path (an auth Secret gone) is a change too.
+    merge.translated(
+      'ingresses',
+      translation({
+        service: { name: 'app', namespace: 'apps', port: 'web' },
+        unavailable: 'auth Secret apps/x does not exist',
+      }),
+    );
+    merge.rebuild(cause);
+    assert.equal(route(table(), '/p1')?.unavailable, 'auth Secret apps/x does not exist');
+    assert.equal(route(table(), '/p0'), route(first, '/p0'));
+  });
+
+  it('content keys tell apart what JSON alone would not', () => {
+    const plain = path('/');
+    assert.notEqual(contentKey(plain), contentKey({ ...plain, exact: undefined as unknown as boolean }));
+    assert.notEqual(
+      contentKey({ ...plain, rateLimit: Number.POSITIVE_INFINITY }),
+      contentKey({ ...plain, rateLimit: null }),
+    );
+    assert.notEqual(
+      contentKey({ ...plain, policies: new Map() as never }),
+      contentKey({ ...plain, policies: new Map() as never }),
+    );
+    assert.equal(contentKey(path('/')), contentKey(path('/')));
   });
 });

@@ -533,3 +533,76 @@ describe("recompileServers: an endpoint change touches only its Services' routes
     );
   });
 });
+
+describe('compileRoutingTable with the previous table: unchanged paths keep their routes', () => {
+  const ref = (name: string) => ({ name, namespace: 'apps', port: 'http' as const });
+  const web = path('/', [], { service: ref('web') });
+  const api = path('/api', [], { service: ref('api') });
+  const fixed = path('/static', ['10.0.0.9:80']);
+  // The provider answers the same array for a Service whose endpoints did not change.
+  const answers = (servers: Record<string, string[]>) => {
+    const frozen = new Map(
+      Object.entries(servers).map(([name, list]) => [name, Object.freeze(list.map(address))]),
+    );
+    return (service: { name: string }) => frozen.get(service.name) ?? [];
+  };
+  const endpoints = answers({ web: ['10.1.0.1:8080'], api: ['10.2.0.1:8080', '10.0.0.9:80'] });
+  const shape = (table: RoutingTable) =>
+    JSON.stringify({
+      servers: table.servers.map((server) => server.poolKey).sort(),
+      routes: table.routes.map((route) => ({ ...route, servers: route.servers.map((s) => s.poolKey) })),
+    });
+
+  it('keeps the Route of every path object it compiled before, compiles the changed one, and equals a full compile', () => {
+    const previous = compileRoutingTable(config([host('a.test', web, api, fixed)]), endpoints);
+    const renamed = path('/web', [], { service: ref('web') });
+    const next = config([host('a.test', renamed, api, fixed)]);
+    const table = compileRoutingTable(next, endpoints, previous);
+    assert.equal(shape(table), shape(compileRoutingTable(next, endpoints)));
+    assert.notEqual(table.routes[0], previous.routes[0]);
+    assert.equal(table.routes[1], previous.routes[1]);
+    assert.equal(table.routes[2], previous.routes[2]);
+    // A server a kept route and a new one both name stays one object (one connection pool).
+    assert.equal(table.servers.filter((server) => server.address === '10.0.0.9:80').length, 1);
+    assert.equal(routeOf(table, 'a.test', '/web/x'), 'a.test/web');
+  });
+
+  it("a Service's new endpoints (a new answer) compile its routes again, the others are kept", () => {
+    const source = config([host('a.test', web, api, fixed)]);
+    const previous = compileRoutingTable(source, endpoints);
+    const newWeb = Object.freeze([address('10.1.0.7:8080')]);
+    const moved = (service: { name: string }) => (service.name === 'web' ? newWeb : endpoints(service));
+    const next = { ...source, hosts: [...source.hosts] };
+    const table = compileRoutingTable(next, moved, previous);
+    assert.equal(shape(table), shape(compileRoutingTable(next, moved)));
+    assert.notEqual(table.routes[0], previous.routes[0]);
+    assert.deepEqual(
+      table.routes[0]?.servers.map((server) => server.address),
+      ['10.1.0.7:8080'],
+    );
+    assert.equal(table.routes[1], previous.routes[1]);
+    assert.ok(!table.servers.some((server) => server.address === '10.1.0.1:8080'));
+  });
+
+  it('a config-wide setting changed: no route is kept', () => {
+    const source = config([host('a.test', web, api)]);
+    const previous = compileRoutingTable(source, endpoints);
+    const next = { ...source, toHttps: true };
+    const table = compileRoutingTable(next, endpoints, previous);
+    assert.equal(shape(table), shape(compileRoutingTable(next, endpoints)));
+    assert.ok(table.routes.every((route, index) => route !== previous.routes[index] && route.toHttps));
+  });
+
+  it('a path moved to another host or given another id is compiled again', () => {
+    const previous = compileRoutingTable(config([host('a.test', web)]), endpoints);
+    const moved = compileRoutingTable(config([host('b.test', web)]), endpoints, previous);
+    assert.notEqual(moved.routes[0], previous.routes[0]);
+    assert.equal(moved.routes[0]?.hostKey, 'b.test');
+    // The same path object twice on one host: the second is `#2`, never the first's route.
+    const twice = compileRoutingTable(config([host('a.test', web, web)]), endpoints, previous);
+    assert.deepEqual(
+      twice.routes.map((route) => route.id),
+      ['a.test/', 'a.test/#2'],
+    );
+  });
+});

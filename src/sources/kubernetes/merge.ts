@@ -1,6 +1,6 @@
 import { sha256Hex } from '../../config/load.ts';
 import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
-import type { HostConfig, MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import type { HostConfig, MainConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 import { checkOidcReferences } from '../../config/validate-oidc.ts';
 import { compiledSize, MAX_COMPILED_SIZE } from '../../config/validate-upstreams.ts';
 import type { Logger } from '../../log.ts';
@@ -190,7 +190,10 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
   // The translation each source serves now: replaced only when what it serves (hosts, certificates,
   // claims) changed, so that the merged config stays the same object between changes (and an
   // endpoint change can keep it and recompile only its servers).
-  const served = new Map<SourceName, { routes: SourceRoutes; fingerprint: string; claims: string }>();
+  const served = new Map<
+    SourceName,
+    { routes: SourceRoutes; paths: ReadonlyMap<string, PathConfig>; certificates: string; claims: string }
+  >();
   // Every source's routes in order, once each translated (null before): a new array on each change.
   let latest: readonly SourceRoutes[] | null = null;
   // The last routes whose merge passed validation: what keeps serving while a newer merge is refused.
@@ -285,11 +288,25 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       const claims = JSON.stringify(routes.claims ?? []);
       // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
       // and certificates as they were: no new table, no broadcast to workers, no log line. Claims
-      // too: a host claimed but not served is held closed (withClaimedHosts).
-      const fingerprint = JSON.stringify([routes.hosts, routes.certificates, claims]);
-      const change = { claims: claims !== before?.claims, served: fingerprint !== before?.fingerprint };
+      // too: a host claimed but not served is held closed (withClaimedHosts). A path equal to one
+      // served already keeps the object served, so the compile keeps its route (routing/compile.ts).
+      const interned = internHosts(routes.hosts, before);
+      const certificates = JSON.stringify(routes.certificates);
+      const change = {
+        claims: claims !== before?.claims,
+        served:
+          before === undefined ||
+          !sameItems(interned.hosts, before.routes.hosts) ||
+          certificates !== before.certificates ||
+          claims !== before.claims,
+      };
       if (!change.served) return change;
-      served.set(source, { routes, fingerprint, claims });
+      served.set(source, {
+        routes: { ...routes, hosts: interned.hosts },
+        paths: interned.paths,
+        certificates,
+        claims,
+      });
       // Until every source listed its objects, the others' claims are unknown: serve none yet.
       const all = options.sources.map((name) => served.get(name)?.routes);
       latest = all.every((item) => item !== undefined) ? (all as SourceRoutes[]) : null;
@@ -312,7 +329,8 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
         : null;
       // A refused change and no endpoint change: the table serving is the one to keep.
       if (partial !== null && cause.services.size === 0) return null;
-      const table = partial ?? compileRoutingTable(config, endpointsOf);
+      // A source's change: the routes of paths that did not change are kept (routing/compile.ts).
+      const table = partial ?? compileRoutingTable(config, endpointsOf, runtime.table());
       runtime.swapTable(table);
       return { routes: table.routes.length, servers: table.servers.length, partial: partial !== null };
     },
@@ -324,3 +342,57 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
     configMapChanged: applyConfigMap,
   };
 }
+
+/**
+ * A translation's hosts with every path equal in content to one the source served last (on the same
+ * host) replaced by that object, and a host whose paths are all the ones it served, in order, by
+ * that host object: a translation builds new objects every time, and what did not change must stay
+ * the same object for the compile to keep its route and the health checker to skip it. Equal means
+ * the same contentKey, which tells apart everything a compile reads.
+ */
+export function internHosts(
+  hosts: readonly HostConfig[],
+  before: { routes: SourceRoutes; paths: ReadonlyMap<string, PathConfig> } | undefined,
+): { hosts: HostConfig[]; paths: Map<string, PathConfig> } {
+  const paths = new Map<string, PathConfig>();
+  const hostsBefore = new Map((before?.routes.hosts ?? []).map((host) => [host.name, host]));
+  const interned = hosts.map((host) => {
+    const kept = host.paths.map((path) => {
+      const key = `${host.name}\n${contentKey(path)}`;
+      const known = paths.get(key) ?? before?.paths.get(key) ?? path;
+      paths.set(key, known);
+      return known;
+    });
+    const previous = hostsBefore.get(host.name);
+    if (previous !== undefined && sameItems(previous.paths, kept)) return previous;
+    return sameItems(host.paths, kept) ? host : { ...host, paths: kept };
+  });
+  return { hosts: interned, paths };
+}
+
+/** Same length, same objects in the same order. */
+function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((item, index) => item === b[index]);
+}
+
+/**
+ * A path's content as text: JSON, with what JSON would blur spelled out (a property set to
+ * undefined, a number that is not finite); an object that is not plain data (a class instance, a
+ * Map, a RegExp) makes the text unique, so such a path is never taken for another.
+ */
+export function contentKey(path: PathConfig): string {
+  return JSON.stringify(path, (_key, value: unknown) => {
+    if (value === undefined) return '\u0000undefined';
+    if (typeof value === 'number') return Number.isFinite(value) ? value : `\u0000${value}`;
+    if (typeof value === 'bigint' || typeof value === 'function' || typeof value === 'symbol')
+      return `\u0000${uniqueMark()}`;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      const prototype = Object.getPrototypeOf(value);
+      if (prototype !== Object.prototype && prototype !== null) return `\u0000${uniqueMark()}`;
+    }
+    return value;
+  });
+}
+
+let marks = 0;
+const uniqueMark = () => `unique ${++marks}`;

@@ -1,6 +1,12 @@
 import { waitsForConfigMap } from '../../config/load.ts';
-import { resolveServiceRef, serviceRefKey } from '../../config/service-ref.ts';
-import type { ListenAddress, MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import { resolveServiceRef, type ServiceRef, serviceRefKey } from '../../config/service-ref.ts';
+import type {
+  HostConfig,
+  ListenAddress,
+  MainConfig,
+  ServerAddress,
+  UpstreamsConfig,
+} from '../../config/types.ts';
 import type { Logger } from '../../log.ts';
 import type { EndpointLookup } from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
@@ -23,6 +29,8 @@ import { createRebuilds } from './rebuilds.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import { createKubernetesSource, type EndpointSnapshot, type KubernetesSource } from './source.ts';
 import { serviceRefs } from './use.ts';
+
+const NO_SERVERS: readonly ServerAddress[] = Object.freeze([]);
 
 export interface KubernetesProviderOptions {
   /** The TLS listener's SNI store (none without a TLS listener): Ingress TLS Secrets are added to it. */
@@ -80,8 +88,18 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
       })
     : null;
   let endpoints: EndpointSnapshot = new Map();
-  const endpointsOf: EndpointLookup = (ref) =>
-    endpoints.get(serviceRefKey(resolveServiceRef(ref, connection.namespace))) ?? [];
+  // Asked for every path of every compile: the key is kept per reference object (configs are never
+  // changed once made), and a Service without servers answers the same empty list each time, so that
+  // a compile can tell an unchanged answer by identity (routing/compile.ts keeps those routes).
+  const refKeys = new WeakMap<ServiceRef, string>();
+  const endpointsOf: EndpointLookup = (ref) => {
+    let key = refKeys.get(ref);
+    if (key === undefined) {
+      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
+      refKeys.set(ref, key);
+    }
+    return endpoints.get(key) ?? NO_SERVERS;
+  };
   const ingressClass = main.kubernetes?.ingressClass;
   const gatewayClass = main.kubernetes?.gatewayClass;
   // upstreams.yaml, the translations and their validation meet in merge.ts alone.
@@ -112,10 +130,29 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     },
     onConfigMap: merge.configMapChanged,
   });
-  const watchServicesOf = (config: UpstreamsConfig) =>
-    source.watchServices(
-      serviceRefs(merge.effective(config)).map((ref) => resolveServiceRef(ref, connection.namespace)),
-    );
+  // The Services the EndpointSlice watches follow, as last handed over: an edit that names the same
+  // Services in the same order (nearly every one) hands nothing over. Kept per host object, which
+  // the merge keeps while a host's paths stay the same (merge.ts internHosts).
+  const hostServices = new WeakMap<HostConfig, string>();
+  const servicesOfHost = (host: HostConfig) => {
+    let text = hostServices.get(host);
+    if (text === undefined) {
+      text = host.paths
+        .flatMap((path) => [path.service, path.canary?.service])
+        .map((ref) => (ref ? serviceRefKey(resolveServiceRef(ref, connection.namespace)) : ''))
+        .join(' ');
+      hostServices.set(host, text);
+    }
+    return text;
+  };
+  let watched: string | null = null;
+  const watchServicesOf = (config: UpstreamsConfig) => {
+    const effective = merge.effective(config);
+    const named = effective.hosts.map(servicesOfHost).join('\n');
+    if (named === watched) return;
+    watched = named;
+    source.watchServices(serviceRefs(effective).map((ref) => resolveServiceRef(ref, connection.namespace)));
+  };
   let ingress: IngressSource | null = null;
   let gateway: GatewaySource | null = null;
   const otherSource = (name: SourceName) => (name === 'ingresses' ? gateway : ingress);
