@@ -3,7 +3,6 @@ import { formatIssue } from '../config/issues.ts';
 import { checkConsistency, parseUpstreamsConfig } from '../config/load.ts';
 import type { ConfigIssue, MainConfig, UpstreamsConfig } from '../config/types.ts';
 import type { Logger } from '../log.ts';
-import { configInfo } from '../observe/metrics.ts';
 import { compileRoutingTable } from '../routing/compile.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import type { FileSnapshot } from './files.ts';

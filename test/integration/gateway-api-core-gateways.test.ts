@@ -1119,8 +1119,10 @@ spec:
     );
     try {
       await waitLatestConditions('gateway-without-address-value');
-      const addresses = (gatewayOf('gateway-without-address-value')?.status as { addresses?: unknown[] })
-        .addresses;
+      const status = gatewayOf('gateway-without-address-value')?.status as
+        | { addresses?: unknown[] }
+        | undefined;
+      const addresses = status?.addresses;
       assert.deepEqual(addresses, [{ type: 'IPAddress', value: '203.0.113.9' }]);
     } finally {
       await cleanUp();
