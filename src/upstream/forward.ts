@@ -475,7 +475,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
         return;
       }
       // Retries spent on servers that never answered: 503, as the Gateway API's retry cases expect.
-      if (!this.retry.expired && failure.answer === 'bad_gateway') {
+      if (!this.withBody && !this.retry.expired && failure.answer === 'bad_gateway') {
         if (cacheTap?.error(true) === true) return;
         sendError(res, 'upstream_unavailable');
         return;
