@@ -422,7 +422,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   onResponseError(_ctrl: Dispatcher.DispatchController, error: Error): void {
     const { request, deps, server } = this;
     const { res, cacheTap } = request;
-    this.#done(this.#span === null ? undefined : this.#spanError(error));
+    // A retried answer's span keeps its status as error.type (docs/observability.md#tracing).
+    this.#done(this.#span === null || this.#retried ? undefined : this.#spanError(error));
     const code = (error as NodeJS.ErrnoException).code;
     if (this.#retried) {
       this.#retryAfter('status');
