@@ -133,9 +133,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
   HTTPRouteRequestMirror: 'RequestMirror is not served',
   HTTPRouteRequestMultipleMirrors: 'RequestMirror is not served',
   HTTPRouteRequestPercentageMirror: 'RequestMirror is not served',
-  HTTPRouteRetry: 'retries are not served',
-  HTTPRouteRetryConnectionError: 'retries are not served',
-  HTTPRouteRetryWithTimeouts: 'retries are not served',
 };
 
 /**
@@ -219,7 +216,7 @@ export function renderReport(cases: readonly CaseResult[], date: string): string
   const extended = cases.filter((c) => !isCore(c.name));
   // A feature is supported when a case needing it passed and none failed or was skipped for it. A
   // case skipped is held against each feature it needs, unless it needs another that no case
-  // passed (HTTPRouteRetryWithTimeouts, not served for want of retries, says nothing of timeouts).
+  // passed (a case skipped for want of one feature says nothing of the others).
   const claimed = (c: CaseResult) =>
     (CASES[c.name] ?? []).filter(
       (feature) => !CORE_FEATURES.includes(feature) && !EMULATED[c.name]?.includes(feature),

@@ -14,6 +14,10 @@ export const ERRORS = {
   bad_gateway: { status: 502, message: 'no upstream server answered' },
   gateway_timeout: { status: 504, message: 'the upstream server did not answer in time' },
   no_healthy_upstream: { status: 503, message: 'every upstream server of this route is down' },
+  upstream_unavailable: {
+    status: 503,
+    message: "no upstream server answered within this route's retries",
+  },
   upstream_busy: { status: 503, message: 'the upstream server has no free connection; try again' },
   no_ready_endpoints: { status: 503, message: "the route's Kubernetes Service has no ready endpoint" },
   rate_limited: { status: 429, message: 'too many requests' },

@@ -467,6 +467,22 @@ export interface PathConfig {
   backendErrorShare: number | null;
   /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
   requestRedirect: RequestRedirectConfig | null;
+  /** A Gateway API rule's `retry` (upstream/retry.ts); never set by upstreams.yaml. */
+  retry: RetryConfig | null;
+}
+
+/**
+ * A Gateway API rule's `retry` (docs/gateway-api.md#retries): the answers retried, how many times,
+ * the wait before each retry, and the rule's `timeouts.request`, which bounds every attempt together.
+ */
+export interface RetryConfig {
+  /** Status codes (400-599) whose answer is retried; empty = only failures without an answer. */
+  codes: readonly number[];
+  /** Retries after the first attempt. */
+  attempts: number;
+  backoffMs: number;
+  /** The whole request, every attempt and wait included; null = no bound but each attempt's. */
+  budgetMs: number | null;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */

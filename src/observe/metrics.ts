@@ -47,6 +47,13 @@ export const upstreamRejectedTotal = new Counter({
   registers: [registry],
 });
 
+export const upstreamRetriesTotal = new Counter({
+  name: 'tollgate_upstream_retries_total',
+  help: "Attempts sent again under a Gateway API rule's retry, by route and reason (status: a retried status code; connect, reset, timeout, protocol: a failure before any answer).",
+  labelNames: ['route', 'reason'] as const,
+  registers: [registry],
+});
+
 export const clientSendTimeoutsTotal = new Counter({
   name: 'tollgate_client_send_timeouts_total',
   help: 'Responses reset because the client took no byte of them for client_send_timeout_seconds, by route.',

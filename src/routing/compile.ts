@@ -82,6 +82,7 @@ export function compileRoutingTable(
         backendError: path.backendError ?? null,
         backendErrorShare: path.backendErrorShare ?? null,
         requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
+        retry: path.retry ? frozenCopy(path.retry, frozenCopies) : null,
         servers: Object.freeze(
           addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
         ),

@@ -51,6 +51,7 @@ const LATER_PATH_FIELDS = [
   'backendError',
   'backendErrorShare',
   'requestRedirect',
+  'retry',
 ] as const satisfies readonly (keyof PathConfig)[];
 
 const NONE = pathConfig('');

@@ -1,6 +1,7 @@
 import type {
   AuthorizationConfig,
   HealthCheckConfig,
+  RetryConfig,
   StickySessions,
   UpstreamProtocol,
 } from '../config/types.ts';
@@ -75,6 +76,8 @@ export interface Route extends BackendPolicies {
   readonly backendErrorShare?: number | null;
   /** A Gateway API RequestRedirect: every request is redirected (routing/request-redirect); absent = none. */
   readonly requestRedirect?: RequestRedirectConfig | null;
+  /** A Gateway API rule's `retry` (upstream/retry.ts); absent or null = failover only. */
+  readonly retry?: Readonly<RetryConfig> | null;
   readonly servers: readonly UpstreamServer[];
   /**
    * The `service:` reference the servers were discovered from, as written, or null for listed

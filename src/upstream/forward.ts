@@ -15,7 +15,8 @@ import {
 import { type AttemptFailure, classifyUpstreamError } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
-import { failoverIndex, spareServer } from './server-choice.ts';
+import { RetryState } from './retry.ts';
+import { failoverIndex, retryIndex, spareServer } from './server-choice.ts';
 import type { QueueOutcome, Release } from './slots.ts';
 
 export interface ForwarderDeps {
@@ -53,7 +54,11 @@ const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreacha
  * reading the upstream while the client socket is full).
  */
 export function createForwarder(deps: ForwarderDeps): (request: ForwardingRequest) => void {
-  return (request) => attempt(request, deps, 0, null);
+  return (request) => {
+    // A Gateway API rule's `retry` (upstream/retry.ts); a route without one allocates nothing more.
+    const retry = request.route.retry;
+    attempt(request, deps, 0, null, retry == null ? null : new RetryState(request, retry));
+  };
 }
 
 /**
@@ -62,7 +67,7 @@ export function createForwarder(deps: ForwarderDeps): (request: ForwardingReques
  * architecture.md "Upstream layer").
  */
 export function forwardUpgrade(request: ForwardingRequest, deps: ForwarderDeps, hooks: UpgradeHooks): void {
-  attempt(request, deps, 0, hooks);
+  attempt(request, deps, 0, hooks, null);
 }
 
 /** Takes a connection slot of `server` (waiting in its queue if need be), then dispatches. */
@@ -71,6 +76,7 @@ function attempt(
   deps: ForwarderDeps,
   index: number,
   upgrade: UpgradeHooks | null,
+  retry: RetryState | null,
 ): void {
   const server = request.candidates[index];
   if (server === undefined) {
@@ -81,13 +87,13 @@ function attempt(
   const slots = deps.pools.slots(server);
   const release = slots.tryAcquire(request.route.id);
   if (release !== null) {
-    new UpstreamExchange(request, deps, index, upgrade, server, release).send();
+    new UpstreamExchange(request, deps, index, upgrade, server, release, retry).send();
     return;
   }
   // This server is at its limit: server choice may name a later candidate with a free slot.
   const spare = spareServer(request, index, (other) => deps.pools.slots(other).tryAcquire(request.route.id));
   if (spare !== null) {
-    new UpstreamExchange(request, deps, spare.index, upgrade, spare.server, spare.release).send();
+    new UpstreamExchange(request, deps, spare.index, upgrade, spare.server, spare.release, retry).send();
     return;
   }
   request.upstream = server;
@@ -102,7 +108,7 @@ function attempt(
       sendError(request.res, 'upstream_busy');
       return;
     }
-    new UpstreamExchange(request, deps, index, upgrade, server, outcome.release).send();
+    new UpstreamExchange(request, deps, index, upgrade, server, outcome.release, retry).send();
   };
   request.res.once('close', onClientGone);
   slots.wait(request.route.id, (outcome) => {
@@ -135,6 +141,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #onClientGone = () => this.#clientClosed();
   /** Made at the first back-pressure only (see #pauseUntilDrained). */
   #sendTimer: ClientSendTimer | null = null;
+  /** This attempt's answer was dropped to be retried (upstream/retry.ts): its abort is ours. */
+  #retried = false;
 
   readonly request: ForwardingRequest;
   readonly deps: ForwarderDeps;
@@ -142,6 +150,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly upgrade: UpgradeHooks | null;
   readonly server: UpstreamServer;
   readonly release: Release;
+  readonly retry: RetryState | null;
   readonly withBody: boolean;
   readonly grpc: boolean;
   readonly wire: Wire;
@@ -153,6 +162,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     upgrade: UpgradeHooks | null,
     server: UpstreamServer,
     release: Release,
+    retry: RetryState | null,
   ) {
     this.request = request;
     this.deps = deps;
@@ -160,6 +170,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.upgrade = upgrade;
     this.server = server;
     this.release = release;
+    this.retry = retry;
     this.withBody = upgrade === null && hasBody(request.req);
     this.grpc = upgrade === null && isGrpcRequest(request.req);
     // WebSockets are HTTP/1.1 whatever the path's protocol (an HTTP/2 connection cannot carry them here).
@@ -198,6 +209,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (timeouts.idleMs !== null) options.bodyTimeout = timeouts.idleMs;
     }
     this.#watchClient();
+    if (this.retry !== null) this.retry.begin(this);
     // `Expect: 100-continue` (the server's checkContinue goes to the normal handler): the client is
     // told to send its body only now that the pipeline admitted the request and a connection is ready.
     if (withBody && !res.headersSent && expectsContinue(req.headers.expect)) res.writeContinue();
@@ -266,6 +278,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (statusCode === 103 && upgrade === null) passEarlyHints(request, headers);
       return;
     }
+    if (this.retry !== null && this.#retriesAnswer(ctrl, statusCode)) return;
     this.#responded = true;
     this.#span?.responded(statusCode);
     this.deps.observer.onUpstreamSuccess(request, this.server);
@@ -291,6 +304,31 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     if (statusMessage && req.httpVersionMajor === 1) res.writeHead(statusCode, statusMessage, outgoing);
     else res.writeHead(statusCode, outgoing);
     if (res.writableNeedDrain) this.#pauseUntilDrained(ctrl);
+  }
+
+  /**
+   * A status the route's `retry` names, while nothing reached the client: this answer is dropped
+   * (its connection aborted, the body unread) and the request sent again (see #retryAfter).
+   */
+  #retriesAnswer(ctrl: Dispatcher.DispatchController, statusCode: number): boolean {
+    const retry = this.retry as RetryState;
+    if (this.request.res.headersSent || !retry.retriesStatus(statusCode, this.withBody)) {
+      retry.answered();
+      return false;
+    }
+    this.#retried = true;
+    this.#span?.responded(statusCode);
+    this.deps.observer.onUpstreamSuccess(this.request, this.server);
+    ctrl.abort(new Error('answer dropped to be retried'));
+    return true;
+  }
+
+  /** After the backoff, the request goes again, to the server server choice names next (this one done). */
+  #retryAfter(reason: 'status' | AttemptFailure['kind']): void {
+    const { request, deps, upgrade } = this;
+    const retry = this.retry as RetryState;
+    if (this.#clientGone || request.res.destroyed) return;
+    retry.after(reason, () => attempt(request, deps, retryIndex(request, this.index), upgrade, retry));
   }
 
   onResponseData(ctrl: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -384,8 +422,13 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   onResponseError(_ctrl: Dispatcher.DispatchController, error: Error): void {
     const { request, deps, server } = this;
     const { res, cacheTap } = request;
-    this.#done(this.#span === null ? undefined : this.#spanError(error));
+    // A retried answer's span keeps its status as error.type (docs/observability.md#tracing).
+    this.#done(this.#span === null || this.#retried ? undefined : this.#spanError(error));
     const code = (error as NodeJS.ErrnoException).code;
+    if (this.#retried) {
+      this.#retryAfter('status');
+      return;
+    }
     if (code === 'UND_ERR_INVALID_ARG') {
       cacheTap?.error(false);
       // undici refused to send this request (a header it considers invalid): the client's fault,
@@ -424,8 +467,20 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     }
     const next = failoverIndex(request, this.index, failure, this.withBody);
     if (next !== -1) {
-      attempt(request, deps, next, this.upgrade);
+      attempt(request, deps, next, this.upgrade, this.retry);
       return;
+    }
+    if (this.retry !== null) {
+      if (this.retry.retriesFailure(failure, this.withBody)) {
+        this.#retryAfter(failure.kind);
+        return;
+      }
+      // Retries spent on servers that never answered: 503, as the Gateway API's retry cases expect.
+      if (!this.withBody && !this.retry.expired && failure.answer === 'bad_gateway') {
+        if (cacheTap?.error(true) === true) return;
+        sendError(res, 'upstream_unavailable');
+        return;
+      }
     }
     // The last server failed too: a stale copy the upstream allowed (stale-if-error) beats an error.
     if (cacheTap?.error(true) === true) return;

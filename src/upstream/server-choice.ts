@@ -122,3 +122,11 @@ export function failoverIndex(
   const retryable = failure.notSent || (failure.staleConnection && !withBody);
   return retryable && index + 1 < request.candidates.length ? index + 1 : -1;
 }
+
+/**
+ * The candidate a retry under a Gateway API rule's `retry` goes to (upstream/retry.ts): the next
+ * one in order, the first again after the last (a route with one server retries that server).
+ */
+export function retryIndex(request: ForwardingRequest, index: number): number {
+  return (index + 1) % request.candidates.length;
+}

@@ -212,6 +212,15 @@ function pathModifier(spec: PathModifierSpec): { kind: 'full' | 'prefix'; value:
 
 const DURATION_UNITS: Readonly<Record<string, number>> = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 };
 
+/** A Gateway API Duration (`10s`, `500ms`, `1m30s`) in ms; null when `text` is not one. */
+export function gatewayDurationMs(text: string): number | null {
+  if (!/^([0-9]{1,5}(h|m|s|ms)){1,4}$/.test(text)) return null;
+  let ms = 0;
+  for (const [, amount, unit] of text.matchAll(/([0-9]+)(h|ms|m|s)/g))
+    ms += Number(amount) * (DURATION_UNITS[unit as string] as number);
+  return ms;
+}
+
 /** `timeouts.request` / `backendRequest` (Gateway API durations such as `10s`, `500ms`, `1m30s`). */
 export function timeoutsOf(spec: HttpRouteRule['timeouts']): PathTimeouts | null | string {
   if (spec === undefined) return null;

@@ -135,6 +135,7 @@ export interface HttpRouteRule {
   filters?: HttpRouteFilter[];
   backendRefs?: Array<BackendRef & { filters?: HttpRouteFilter[] }>;
   timeouts?: { request?: string; backendRequest?: string };
+  retry?: { codes?: unknown[]; attempts?: unknown; backoff?: unknown };
 }
 
 export interface RouteParentStatus {

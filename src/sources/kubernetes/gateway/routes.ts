@@ -253,6 +253,7 @@ export function translateRoute(
             policies: rule.policies,
             upstreamHost: rule.upstreamHost,
             timeouts: rule.timeouts,
+            retry: rule.retry,
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
             ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),

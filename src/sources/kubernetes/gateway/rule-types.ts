@@ -1,6 +1,12 @@
 import type { V1Service } from '@kubernetes/client-node';
 import type { PathPolicies } from '../../../config/policy-types.ts';
-import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
+import type {
+  CanaryConfig,
+  HeaderOps,
+  PathConfig,
+  PathTimeouts,
+  RetryConfig,
+} from '../../../config/types.ts';
 import type { RouteConditions } from '../../../routing/conditions.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import type { ResolvedGateway } from './listeners.ts';
@@ -32,6 +38,7 @@ export interface BuiltRule {
   policies: PathPolicies | null;
   upstreamHost: string | null;
   timeouts: PathTimeouts | null;
+  retry: RetryConfig | null;
   service: PathConfig['service'];
   canary: CanaryConfig | null;
   backendError: string | null;

@@ -11,6 +11,7 @@ import {
 } from './filters.ts';
 import type { RouteKind } from './listeners.ts';
 import type { HttpRouteMatch, HttpRouteRule } from './objects.ts';
+import { retryOf } from './retry.ts';
 import type { BuiltRule, Refusal, RouteContext } from './rule-types.ts';
 
 /**
@@ -60,6 +61,8 @@ export function buildRule(
   }
   const timeouts = timeoutsOf(rule.timeouts);
   if (typeof timeouts === 'string') return refuse(timeouts);
+  const retry = kind === 'HTTPRoute' ? retryOf(rule) : null;
+  if (typeof retry === 'string') return refuse(retry);
   // A redirecting rule serves nothing itself: it needs no backend.
   const backend: Backends =
     filters.requestRedirect !== null
@@ -75,6 +78,7 @@ export function buildRule(
     matches,
     ...filters,
     timeouts,
+    retry,
     service: backend.service,
     canary: backend.canary,
     backendError: backend.error,
