@@ -35,6 +35,25 @@ const upGauge = (tollgate: Tollgate, server: string) =>
   sample(tollgate, 'tollgate_upstream_up', { route: ROUTE, server });
 const connectErrors = async (tollgate: Tollgate, server: string) =>
   (await sample(tollgate, 'tollgate_upstream_errors_total', { route: ROUTE, server, kind: 'connect' })) ?? 0;
+/**
+ * An upstream back on the port a refusedAddress() held. The port was an ephemeral one: between its
+ * release and this listen, another connection on the machine (other test files run beside this one)
+ * may be handed it as its local port for a moment, so EADDRINUSE is retried until it is free again.
+ */
+async function upstreamBackOn(name: string, port: number): Promise<Upstream> {
+  let back: Upstream | undefined;
+  await waitFor(async () => {
+    try {
+      back = await upstream({ name, port });
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+      return false;
+    }
+  }, 10_000);
+  return back as Upstream;
+}
+
 const logCount = (tollgate: Tollgate, msg: string) =>
   tollgate.logs().filter((line) => line.msg === msg).length;
 
@@ -184,7 +203,7 @@ describe('server health', () => {
 
     // Back on the same port: served by the next request, no cool-down to sit out.
     await refused.release();
-    scope.keep(await upstream({ name: 'back', port: refused.port }));
+    scope.keep(await upstreamBackOn('back', refused.port));
     const res = await get(tollgate);
     assert.equal(res.status, 200);
     assert.equal(servedBy(res), 'back');
@@ -202,7 +221,7 @@ describe('server health', () => {
     assert.equal(res.json<{ error: string }>().error, 'bad_gateway');
 
     await first.release();
-    scope.keep(await upstream({ name: 'first-back', port: first.port }));
+    scope.keep(await upstreamBackOn('first-back', first.port));
     const back = await get(tollgate);
     assert.equal(back.status, 200);
     assert.equal(servedBy(back), 'first-back');
