@@ -37,6 +37,7 @@ export function pathConfig(prefix: string, fields: Partial<PathFields> = {}): Pa
     backendError: null,
     backendErrorShare: null,
     requestRedirect: null,
+    mirrors: null,
     ...fields,
   };
 }

@@ -467,6 +467,14 @@ export interface PathConfig {
   backendErrorShare: number | null;
   /** A Gateway API RequestRedirect filter (routing/request-redirect); never set by upstreams.yaml. */
   requestRedirect: RequestRedirectConfig | null;
+  /** Gateway API RequestMirror filters (upstream/mirror): copies sent to these Services; never set by upstreams.yaml. */
+  mirrors: MirrorConfig[] | null;
+}
+
+/** One RequestMirror filter: the Service a copy of the request goes to, for this share (0–1] of requests. */
+export interface MirrorConfig {
+  service: ServiceRef;
+  share: number;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */

@@ -1,5 +1,5 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
-import type { ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import type { PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
@@ -7,7 +7,7 @@ import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
-import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
+import type { Route, RouteMirror, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
 
@@ -73,6 +73,9 @@ export function compileRoutingTable(
             : null,
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
         policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+        mirrors: mirrorsOf(path, endpoints, (address) =>
+          sharedServer(address, upstreamTransport(path, address), servers),
+        ),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       routes.push(route);
@@ -147,14 +150,16 @@ export function recompileServers(
       const before = previous.routes[index++] as Route;
       const affected =
         (path.service != null && changed(path.service)) ||
-        (path.canary?.service != null && changed(path.canary.service));
+        (path.canary?.service != null && changed(path.canary.service)) ||
+        (path.mirrors?.some((mirror) => changed(mirror.service)) ?? false);
       if (!affected) {
         for (const server of before.servers) use(server);
+        for (const mirror of before.mirrors ?? []) for (const server of mirror.servers) use(server);
         routes.push(before);
         continue;
       }
       const { addresses, canaryFrom } = routeAddresses(path, endpoints);
-      const routeServers = addresses.map((address) => {
+      const serverOf = (address: ServerAddress) => {
         const transport = upstreamTransport(path, address);
         const key = `${address.raw} ${transport.key}`;
         let server = byKey.get(key);
@@ -164,11 +169,13 @@ export function recompileServers(
         }
         use(server);
         return server;
-      });
+      };
+      const routeServers = addresses.map(serverOf);
       routes.push(
         Object.freeze({
           ...before,
           servers: Object.freeze(routeServers),
+          mirrors: mirrorsOf(path, endpoints, serverOf),
           ...compileBackendPolicies(path, addresses, canaryFrom),
         }),
       );
@@ -194,6 +201,24 @@ export function recompileServers(
 export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
 
 const noEndpoints: EndpointLookup = () => [];
+
+/** A path's RequestMirror Services with their ready servers now (upstream/mirror); null = none. */
+function mirrorsOf(
+  path: PathConfig,
+  endpoints: EndpointLookup,
+  serverOf: (address: ServerAddress) => UpstreamServer,
+): readonly RouteMirror[] | null {
+  if (path.mirrors === null || path.mirrors.length === 0) return null;
+  return Object.freeze(
+    path.mirrors.map((mirror) =>
+      Object.freeze({
+        service: serviceRefText(mirror.service),
+        share: mirror.share,
+        servers: Object.freeze(endpoints(mirror.service).map(serverOf)),
+      }),
+    ),
+  );
+}
 
 /**
  * One frozen UpstreamServer per configured address and transport, so routes naming it the same way

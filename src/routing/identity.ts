@@ -51,6 +51,7 @@ const LATER_PATH_FIELDS = [
   'backendError',
   'backendErrorShare',
   'requestRedirect',
+  'mirrors',
 ] as const satisfies readonly (keyof PathConfig)[];
 
 const NONE = pathConfig('');

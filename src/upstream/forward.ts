@@ -14,6 +14,7 @@ import {
 } from './client-send-timeout.ts';
 import { type AttemptFailure, classifyUpstreamError } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
+import { sendMirrors } from './mirror.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import { failoverIndex, spareServer } from './server-choice.ts';
 import type { QueueOutcome, Release } from './slots.ts';
@@ -53,7 +54,12 @@ const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreacha
  * reading the upstream while the client socket is full).
  */
 export function createForwarder(deps: ForwarderDeps): (request: ForwardingRequest) => void {
-  return (request) => attempt(request, deps, 0, null);
+  return (request) => {
+    // Gateway API RequestMirror: copies go out beside, never before or instead of, this request.
+    const mirrors = request.route.mirrors;
+    if (mirrors != null) sendMirrors(request, mirrors, deps.pools);
+    attempt(request, deps, 0, null);
+  };
 }
 
 /**

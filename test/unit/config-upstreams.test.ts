@@ -26,6 +26,7 @@ const UNWRITTEN = {
   backendError: null,
   backendErrorShare: null,
   requestRedirect: null,
+  mirrors: null,
 } as const;
 
 const MINIMAL = 'upstreams:\n  DEFAULT:\n    paths:\n      /:\n        servers: ["127.0.0.1:3000"]\n';
@@ -77,6 +78,7 @@ describe('upstreams.yaml: valid files', () => {
               backendError: null,
               backendErrorShare: null,
               requestRedirect: null,
+              mirrors: null,
             },
           ],
         },

@@ -22,7 +22,8 @@ export function serviceRefs(config: UpstreamsConfig): ServiceRef[] {
   for (const host of config.hosts) {
     for (const path of host.paths) {
       // A canary Ingress's Service splits the path with the main one (docs/ingress.md#canary-ingresses).
-      for (const ref of [path.service, path.canary?.service])
+      // A RequestMirror's Services get their copies (docs/gateway-api.md#filters).
+      for (const ref of [path.service, path.canary?.service, ...(path.mirrors ?? []).map((m) => m.service)])
         if (ref && !seen.has(serviceRefText(ref))) seen.set(serviceRefText(ref), ref);
     }
   }

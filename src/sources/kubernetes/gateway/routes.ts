@@ -255,6 +255,7 @@ export function translateRoute(
             timeouts: rule.timeouts,
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
+            mirrors: rule.mirrors,
             ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),
           }),
         });

@@ -1,6 +1,12 @@
 import type { V1Service } from '@kubernetes/client-node';
 import type { PathPolicies } from '../../../config/policy-types.ts';
-import type { CanaryConfig, HeaderOps, PathConfig, PathTimeouts } from '../../../config/types.ts';
+import type {
+  CanaryConfig,
+  HeaderOps,
+  MirrorConfig,
+  PathConfig,
+  PathTimeouts,
+} from '../../../config/types.ts';
 import type { RouteConditions } from '../../../routing/conditions.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
 import type { ResolvedGateway } from './listeners.ts';
@@ -38,6 +44,8 @@ export interface BuiltRule {
   backendErrorShare: number | null;
   /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
   protocol: 'h2c' | null;
+  /** RequestMirror filters with their Services resolved (backends.ts mirrorsOf); null = none. */
+  mirrors: MirrorConfig[] | null;
 }
 
 /** A refusal of part of a route, with the status reason it is reported under. */

@@ -1,6 +1,6 @@
 import type { NameValue } from '../../../routing/conditions.ts';
 import { normalisePrefix } from '../../../routing/normalise.ts';
-import { type Backends, backendsOf } from './backends.ts';
+import { type Backends, backendsOf, mirrorsOf } from './backends.ts';
 import {
   type BackendFilters,
   type Filters,
@@ -44,6 +44,7 @@ export function buildRule(
     requestRedirect: null,
     policies: null,
     upstreamHost: null,
+    mirrorRefs: [],
   };
   for (const filter of rule.filters ?? []) {
     const problem = readFilter(filter, filters);
@@ -69,11 +70,17 @@ export function buildRule(
     refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
   const problem = applyBackendFilters(refFilters, backend, filters);
   if (problem !== null) return refuse(problem);
+  const { mirrorRefs, ...served } = filters;
+  const mirrorRefusals: Refusal[] = [];
+  const mirrors = mirrorsOf(mirrorRefs, kind, namespace, context, mirrorRefusals);
+  for (const refusal of mirrorRefusals)
+    refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
   return {
     index,
     name: rule.name ?? null,
     matches,
-    ...filters,
+    ...served,
+    mirrors,
     timeouts,
     service: backend.service,
     canary: backend.canary,
