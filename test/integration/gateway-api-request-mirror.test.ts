@@ -126,8 +126,9 @@ const PERCENTAGE_MIRROR = route(
       HEADER_MODIFIER + mirror('infra-backend-v2', '\n        percent: 35'),
     ),
 );
-// Not the suite's: a mirror whose only server refuses connections.
+// Not the suite's: a mirror whose only server refuses connections; a mirror Service that does not exist.
 const REFUSED_MIRROR = route('refused-mirror', rule('/mirror-refused', mirror('mirror-refused')));
+const MISSING_MIRROR = route('missing-mirror', rule('/mirror-missing', mirror('no-such-service')));
 
 function manifests(text: string): StoredObject[] {
   return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
@@ -331,5 +332,31 @@ describe('Gateway API RequestMirror cases with the suite’s manifests, through 
     }
     // The copies did go out, and failed.
     await waitFor(async () => mirrorCount(await tollgate.metrics(), 'failed') >= failedBefore + 5, SETTLE_MS);
+  });
+
+  it('HTTPRouteRequestMirror: a mirror Service that does not exist is ResolvedRefs False (BackendNotFound); the rule still serves', async () => {
+    for (const object of manifests(MISSING_MIRROR)) api.applyRaw(object);
+    try {
+      await api.waitFor(
+        () => {
+          const conditions = routeParentConditions(
+            api.get('httproutes', INFRA, 'missing-mirror'),
+            'same-namespace',
+          );
+          return (
+            hasCondition(conditions, 'Accepted', 'True') &&
+            hasCondition(conditions, 'ResolvedRefs', 'False', 'BackendNotFound')
+          );
+        },
+        'missing-mirror ResolvedRefs False',
+        SETTLE_MS,
+      );
+    } catch {
+      assert.fail(JSON.stringify(api.get('httproutes', INFRA, 'missing-mirror')?.status));
+    }
+    await waitFor(async () => {
+      const res = await request(`${tollgate.proxyUrl}/mirror-missing`, { headers: { host: 'example.test' } });
+      return res.status === 200 && res.json<{ server: string }>().server === 'infra-backend-v1';
+    }, SETTLE_MS);
   });
 });
