@@ -52,6 +52,9 @@ export function buildRule(
   }
   if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
     return refuse('RequestRedirect and URLRewrite cannot be used together');
+  // Only requests without a body are copied (docs/gateway-api.md#mirrors): a gRPC call always has one.
+  if (kind === 'GRPCRoute' && filters.mirrorRefs.length > 0)
+    return refuse('filter RequestMirror is not supported on a GRPCRoute (a gRPC call always has a body)');
   const refFilters = new Map<object, BackendFilters>();
   for (const ref of rule.backendRefs ?? []) {
     if ((ref.filters ?? []).length === 0) continue;
