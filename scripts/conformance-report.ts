@@ -130,9 +130,6 @@ const NOT_SERVED: Readonly<Record<string, string>> = {
     'needs a listener served on its own port (HTTP listeners without hostname on 80 and 8080 conflict here)',
   HTTPRouteListenerPortMatching: 'needs listeners served on their own ports',
   HTTPRouteMultipleGateways: 'needs one address per Gateway (one deployment each)',
-  HTTPRouteRequestMirror: 'RequestMirror is not served',
-  HTTPRouteRequestMultipleMirrors: 'RequestMirror is not served',
-  HTTPRouteRequestPercentageMirror: 'RequestMirror is not served',
 };
 
 /**

@@ -38,6 +38,7 @@ export function pathConfig(prefix: string, fields: Partial<PathFields> = {}): Pa
     backendErrorShare: null,
     requestRedirect: null,
     retry: null,
+    mirrors: null,
     ...fields,
   };
 }

@@ -469,6 +469,8 @@ export interface PathConfig {
   requestRedirect: RequestRedirectConfig | null;
   /** A Gateway API rule's `retry` (upstream/retry.ts); never set by upstreams.yaml. */
   retry: RetryConfig | null;
+  /** Gateway API RequestMirror filters (upstream/mirror): copies sent to these Services; never set by upstreams.yaml. */
+  mirrors: MirrorConfig[] | null;
 }
 
 /**
@@ -483,6 +485,12 @@ export interface RetryConfig {
   backoffMs: number;
   /** The whole request, every attempt and wait included; null = no bound but each attempt's. */
   budgetMs: number | null;
+}
+
+/** One RequestMirror filter: the Service a copy of the request goes to, for this share (0–1] of requests. */
+export interface MirrorConfig {
+  service: ServiceRef;
+  share: number;
 }
 
 /** A path's `timeouts` (docs/traffic.md#timeouts): each null = main.yaml's value. */

@@ -54,6 +54,13 @@ export const upstreamRetriesTotal = new Counter({
   registers: [registry],
 });
 
+export const mirrorRequestsTotal = new Counter({
+  name: 'tollgate_mirror_requests_total',
+  help: 'Gateway API RequestMirror copies by result (sent, failed, dropped, no_server, skipped_body).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
 export const clientSendTimeoutsTotal = new Counter({
   name: 'tollgate_client_send_timeouts_total',
   help: 'Responses reset because the client took no byte of them for client_send_timeout_seconds, by route.',

@@ -7,7 +7,7 @@ import { buildMatcher } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
-import type { Route, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
+import type { Route, RouteMirror, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
 
@@ -102,6 +102,9 @@ export function compileRoutingTable(
             : null,
         responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
         policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+        mirrors: mirrorsOf(path, recorded, (address) =>
+          sharedServer(address, upstreamTransport(path, address), servers),
+        ),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       endpointsUsed.set(route, { path, lookups });
@@ -109,7 +112,12 @@ export function compileRoutingTable(
     }
   }
   // A kept route's servers that no route uses any more are not the table's.
-  const used = new Set(routes.flatMap((route) => route.servers));
+  const used = new Set(
+    routes.flatMap((route) => [
+      ...route.servers,
+      ...(route.mirrors ?? []).flatMap((mirror) => mirror.servers),
+    ]),
+  );
   const tableServers = [...servers.values()].filter((server) => used.has(server));
 
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
@@ -182,6 +190,8 @@ function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
     now.push(found);
     return found;
   });
+  // The mirrors' answers follow, in the order compile asked for them (mirrorsOf).
+  for (const mirror of used.path.mirrors ?? []) now.push(endpoints(mirror.service));
   return now.length === used.lookups.length && now.every((found, index) => found === used.lookups[index]);
 }
 
@@ -245,19 +255,24 @@ export function recompileServers(
       const before = previous.routes[index++] as Route;
       const affected =
         (path.service != null && changed(path.service)) ||
-        (path.canary?.service != null && changed(path.canary.service));
+        (path.canary?.service != null && changed(path.canary.service)) ||
+        (path.mirrors?.some((mirror) => changed(mirror.service)) ?? false);
       if (!affected) {
         for (const server of before.servers) use(server);
+        for (const mirror of before.mirrors ?? []) for (const server of mirror.servers) use(server);
         routes.push(before);
         continue;
       }
       const lookups: Array<readonly ServerAddress[]> = [];
-      const { addresses, canaryFrom } = routeAddresses(path, (ref) => {
+      // Every endpoint answer this route was compiled from, mirrors' included: a later compile
+      // reuses the route only while each answer is still the same (compileRoutingTable's previous).
+      const lookup: EndpointLookup = (ref) => {
         const found = endpoints(ref);
         lookups.push(found);
         return found;
-      });
-      const routeServers = addresses.map((address) => {
+      };
+      const { addresses, canaryFrom } = routeAddresses(path, lookup);
+      const serverOf = (address: ServerAddress) => {
         const transport = upstreamTransport(path, address);
         const key = `${address.raw} ${transport.key}`;
         let server = byKey.get(key);
@@ -267,10 +282,12 @@ export function recompileServers(
         }
         use(server);
         return server;
-      });
+      };
+      const routeServers = addresses.map(serverOf);
       const route: Route = Object.freeze({
         ...before,
         servers: Object.freeze(routeServers),
+        mirrors: mirrorsOf(path, lookup, serverOf),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
       endpointsUsed.set(route, { path, lookups });
@@ -299,6 +316,24 @@ export function recompileServers(
 export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
 
 const noEndpoints: EndpointLookup = () => [];
+
+/** A path's RequestMirror Services with their ready servers now (upstream/mirror); null = none. */
+function mirrorsOf(
+  path: PathConfig,
+  endpoints: EndpointLookup,
+  serverOf: (address: ServerAddress) => UpstreamServer,
+): readonly RouteMirror[] | null {
+  if (path.mirrors === null || path.mirrors.length === 0) return null;
+  return Object.freeze(
+    path.mirrors.map((mirror) =>
+      Object.freeze({
+        service: serviceRefText(mirror.service),
+        share: mirror.share,
+        servers: Object.freeze(endpoints(mirror.service).map(serverOf)),
+      }),
+    ),
+  );
+}
 
 /**
  * One frozen UpstreamServer per configured address and transport, so routes naming it the same way

@@ -52,6 +52,7 @@ const LATER_PATH_FIELDS = [
   'backendErrorShare',
   'requestRedirect',
   'retry',
+  'mirrors',
 ] as const satisfies readonly (keyof PathConfig)[];
 
 const NONE = pathConfig('');

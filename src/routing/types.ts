@@ -107,6 +107,17 @@ export interface Route extends BackendPolicies {
   readonly responseHeaders: HeaderRules | null;
   /** Source ranges, CORS, app root, body limit, rewrite (docs/policies.md); null = none of them. */
   readonly policy?: RoutePolicy | null;
+  /** Gateway API RequestMirror targets (upstream/mirror); absent or null = none. */
+  readonly mirrors?: readonly RouteMirror[] | null;
+}
+
+/** Where copies of a route's requests go: one Service's servers, for a share (0–1] of requests. */
+export interface RouteMirror {
+  /** The Service as written (`name.namespace:port`), for logs. */
+  readonly service: string;
+  readonly share: number;
+  /** Its ready servers now; none = nothing is mirrored to it. */
+  readonly servers: readonly UpstreamServer[];
 }
 
 /** The compiled, immutable routing table. A request takes one reference at arrival and keeps it. */

@@ -14,6 +14,7 @@ import {
 } from './client-send-timeout.ts';
 import { type AttemptFailure, classifyUpstreamError } from './failure.ts';
 import { addVary, clientResponseHeaders, earlyHintHeaders, upstreamRequestHeaders } from './headers.ts';
+import { sendMirrors } from './mirror.ts';
 import { tlsServerName, type UpstreamDispatcher, type UpstreamPools, type Wire, wireFor } from './pools.ts';
 import { RetryState } from './retry.ts';
 import { failoverIndex, retryIndex, spareServer } from './server-choice.ts';
@@ -55,6 +56,9 @@ const BAD_HANDSHAKE: AttemptFailure = Object.freeze({ kind: 'protocol', unreacha
  */
 export function createForwarder(deps: ForwarderDeps): (request: ForwardingRequest) => void {
   return (request) => {
+    // Gateway API RequestMirror: copies go out beside, never before or instead of, this request.
+    const mirrors = request.route.mirrors;
+    if (mirrors != null) sendMirrors(request, mirrors, deps.pools);
     // A Gateway API rule's `retry` (upstream/retry.ts); a route without one allocates nothing more.
     const retry = request.route.retry;
     attempt(request, deps, 0, null, retry == null ? null : new RetryState(request, retry));

@@ -340,6 +340,12 @@ function renderRoute(route: Route, path: PathConfig): Record<string, unknown> {
     response_headers: plain(path.responseHeaders),
     canary_request_headers: plain(path.canary?.requestHeaders),
     policies: plain(path.policies),
+    // RequestMirror: where copies go, for which share of requests.
+    mirrors: route.mirrors?.map((mirror, index) => ({
+      service: serviceText(path.mirrors?.[index]?.service),
+      share: mirror.share,
+      servers: mirror.servers.map((server) => server.address),
+    })),
   };
   return plain(rendered) as Record<string, unknown>;
 }

@@ -476,8 +476,10 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
             backendRefs: [backend('infra-backend-v2')],
           },
           {
-            matches: [prefix('/mirror')],
-            filters: [{ type: 'RequestMirror', requestMirror: { backendRef: backend('infra-backend-v3') } }],
+            matches: [prefix('/extension')],
+            filters: [
+              { type: 'ExtensionRef', extensionRef: { group: 'example.com', kind: 'Filter', name: 'x' } },
+            ],
             backendRefs: [backend('infra-backend-v2')],
           },
           { matches: [prefix('/fine')], backendRefs: [backend('infra-backend-v1')] },
@@ -508,7 +510,7 @@ describe('Gateway API matching, filters, weights and timeouts through the built 
     await expectBackend('invalid.test', '/fine', 'infra-backend-v1');
     await expectBackend('neighbour.test', '/', 'infra-backend-v3');
     assert.equal((await send('invalid.test', '/re/abc')).status, 404);
-    assert.equal((await send('invalid.test', '/mirror')).status, 404);
+    assert.equal((await send('invalid.test', '/extension')).status, 404);
     await api.waitFor(
       () => {
         const conditions = routeParentConditions(

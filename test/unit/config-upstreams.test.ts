@@ -27,6 +27,7 @@ const UNWRITTEN = {
   backendErrorShare: null,
   requestRedirect: null,
   retry: null,
+  mirrors: null,
 } as const;
 
 const MINIMAL = 'upstreams:\n  DEFAULT:\n    paths:\n      /:\n        servers: ["127.0.0.1:3000"]\n';
@@ -79,6 +80,7 @@ describe('upstreams.yaml: valid files', () => {
               backendErrorShare: null,
               requestRedirect: null,
               retry: null,
+              mirrors: null,
             },
           ],
         },

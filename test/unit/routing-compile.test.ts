@@ -481,13 +481,18 @@ describe("recompileServers: an endpoint change touches only its Services' routes
   const source = config([
     host('a.test', path('/', [], { service: ref('web') }), path('/static', ['10.0.0.9:80'])),
     host('b.test', path('/', [], { service: ref('api'), canary }), path('/web', [], { service: ref('web') })),
-    host('c.test', path('/', [], { service: ref('other') })),
+    // A Gateway API RequestMirror: its Service's endpoints are the mirror's servers.
+    host(
+      'c.test',
+      path('/', [], { service: ref('other'), mirrors: [{ service: ref('mirror'), share: 0.5 }] }),
+    ),
   ]);
   const before = new Map<string, string[]>([
     ['web', ['10.1.0.1:8080', '10.1.0.2:8080']],
     ['api', ['10.2.0.1:8080']],
     ['web-canary', ['10.3.0.1:8080']],
     ['other', ['10.0.0.9:80']],
+    ['mirror', ['10.4.0.1:8080']],
   ]);
   const lookup = (servers: Map<string, string[]>) => (service: { name: string }) =>
     (servers.get(service.name) ?? []).map(address);
@@ -499,7 +504,7 @@ describe("recompileServers: an endpoint change touches only its Services' routes
       routes: table.routes.map((route) => ({ ...route, servers: route.servers.map((s) => s.poolKey) })),
     });
 
-  for (const changedService of ['web', 'web-canary', 'other']) {
+  for (const changedService of ['web', 'web-canary', 'other', 'mirror']) {
     it(`equals a full compile when ${changedService} changed, and keeps every other route as it was`, () => {
       const previous = compileRoutingTable(source, lookup(before));
       const after = new Map(before);
@@ -515,13 +520,21 @@ describe("recompileServers: an endpoint change touches only its Services' routes
       for (const [index, route] of next.routes.entries()) {
         const touched =
           route.service === `${changedService}.apps:http` ||
-          (changedService === 'web-canary' && route.hostKey === 'b.test' && route.prefix === '/');
+          (changedService === 'web-canary' && route.hostKey === 'b.test' && route.prefix === '/') ||
+          (changedService === 'mirror' && route.hostKey === 'c.test');
         assert.equal(route === previous.routes[index], !touched, `${route.id} kept: ${!touched}`);
       }
       // A server another route already had stays one object (one connection pool).
       const shared = next.servers.filter((server) => server.address === '10.0.0.9:80');
       assert.equal(shared.length, 1);
       assert.equal(routeOf(next, 'b.test', '/x'), 'b.test/');
+      // The mirror's servers are the table's too (their pools are kept), and follow its endpoints.
+      const mirror = next.routes.find((route) => route.hostKey === 'c.test')?.mirrors?.[0];
+      assert.deepEqual(
+        mirror?.servers.map((server) => server.address),
+        changedService === 'mirror' ? ['10.9.0.1:8080', '10.0.0.9:80'] : ['10.4.0.1:8080'],
+      );
+      for (const server of mirror?.servers ?? []) assert.ok(next.servers.includes(server));
     });
   }
 

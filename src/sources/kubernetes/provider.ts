@@ -28,7 +28,7 @@ import {
 import { createRebuilds } from './rebuilds.ts';
 import type { WatchTuning } from './resource-watch.ts';
 import { createKubernetesSource, type EndpointSnapshot, type KubernetesSource } from './source.ts';
-import { serviceRefs } from './use.ts';
+import { pathServiceRefs, serviceRefs } from './use.ts';
 
 const NO_SERVERS: readonly ServerAddress[] = Object.freeze([]);
 
@@ -138,8 +138,11 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     let text = hostServices.get(host);
     if (text === undefined) {
       text = host.paths
-        .flatMap((path) => [path.service, path.canary?.service])
-        .map((ref) => (ref ? serviceRefKey(resolveServiceRef(ref, connection.namespace)) : ''))
+        .map((path) =>
+          pathServiceRefs(path)
+            .map((ref) => serviceRefKey(resolveServiceRef(ref, connection.namespace)))
+            .join(','),
+        )
         .join(' ');
       hostServices.set(host, text);
     }

@@ -1,5 +1,5 @@
 import { type ServiceRef, serviceRefText } from '../../config/service-ref.ts';
-import type { MainConfig, UpstreamsConfig } from '../../config/types.ts';
+import type { MainConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 
 // What a config asks of the Kubernetes API, answered without loading the client library: importing
 // @kubernetes/client-node costs about 0.5 s of CPU and 75 MB, so a process whose config never
@@ -16,14 +16,26 @@ export function usesKubernetes(main: MainConfig, upstreams: UpstreamsConfig): bo
   );
 }
 
+/**
+ * The Services one path names: its `service:`, a canary Ingress's Service (it splits the path with
+ * the main one, docs/ingress.md#canary-ingresses) and a RequestMirror's Services (they get the
+ * copies, docs/gateway-api.md#mirrors). The one list every watcher of Services reads.
+ */
+export function pathServiceRefs(path: PathConfig): ServiceRef[] {
+  const refs: ServiceRef[] = [];
+  if (path.service) refs.push(path.service);
+  if (path.canary?.service) refs.push(path.canary.service);
+  for (const mirror of path.mirrors ?? []) refs.push(mirror.service);
+  return refs;
+}
+
 /** Every `service:` reference of a config, once each, in file order. */
 export function serviceRefs(config: UpstreamsConfig): ServiceRef[] {
   const seen = new Map<string, ServiceRef>();
   for (const host of config.hosts) {
     for (const path of host.paths) {
-      // A canary Ingress's Service splits the path with the main one (docs/ingress.md#canary-ingresses).
-      for (const ref of [path.service, path.canary?.service])
-        if (ref && !seen.has(serviceRefText(ref))) seen.set(serviceRefText(ref), ref);
+      for (const ref of pathServiceRefs(path))
+        if (!seen.has(serviceRefText(ref))) seen.set(serviceRefText(ref), ref);
     }
   }
   return [...seen.values()];

@@ -1,4 +1,4 @@
-import type { CanaryConfig, PathConfig } from '../../../config/types.ts';
+import type { CanaryConfig, MirrorConfig, PathConfig } from '../../../config/types.ts';
 import { referencePermitted } from './grants.ts';
 import type { RouteKind } from './listeners.ts';
 import { type BackendRef, GATEWAY_GROUP } from './objects.ts';
@@ -106,6 +106,28 @@ export function backendsOf(
 }
 
 type ResolvedService = { name: string; namespace: string; port: string };
+
+/**
+ * A RequestMirror filter's Services (docs/gateway-api.md#filters), resolved and checked as
+ * backendRefs are; one that cannot be resolved is reported and mirrors nothing, the main traffic
+ * is left alone.
+ */
+export function mirrorsOf(
+  mirrors: readonly { ref: BackendRef; share: number }[],
+  kind: RouteKind,
+  namespace: string,
+  context: RouteContext,
+  refusals: Refusal[],
+): MirrorConfig[] | null {
+  const out: MirrorConfig[] = [];
+  for (const { ref, share } of mirrors) {
+    const resolved = serviceOf(ref, kind, namespace, context);
+    if ('refusal' in resolved)
+      refusals.push({ ...resolved.refusal, message: `RequestMirror: ${resolved.refusal.message}` });
+    else if (share > 0) out.push({ service: resolved.service, share });
+  }
+  return out.length === 0 ? null : out;
+}
 
 function serviceOf(
   ref: BackendRef,

@@ -4,19 +4,28 @@ import { unconfigurableHeaderReason } from '../../../header-names.ts';
 import { corsProblems } from '../../../routing/cors.ts';
 import { normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
-import type { HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
+import type { BackendRef, HeaderModifier, HttpRouteFilter, HttpRouteRule } from './objects.ts';
 import type { BuiltRule } from './rule-types.ts';
 
 /**
  * Route rule filters and timeouts (docs/gateway-api.md#filters): RequestHeaderModifier,
- * ResponseHeaderModifier, RequestRedirect, URLRewrite and CORS into the path's settings; any other
- * filter refuses its rule.
+ * ResponseHeaderModifier, RequestRedirect, URLRewrite, CORS and RequestMirror into the path's
+ * settings; any other filter refuses its rule.
  */
 
 export type Filters = Pick<
   BuiltRule,
   'requestHeaders' | 'responseHeaders' | 'requestRedirect' | 'policies' | 'upstreamHost'
->;
+> & {
+  /** RequestMirror filters as written; rules.ts resolves their Services as it does backendRefs. */
+  mirrorRefs: MirrorRef[];
+};
+
+/** One RequestMirror filter: its backendRef and the share (0–1] of requests it receives. */
+export interface MirrorRef {
+  ref: BackendRef;
+  share: number;
+}
 
 /** One filter into the rule's settings, or why it cannot be served. */
 export function readFilter(filter: HttpRouteFilter, filters: Filters): string | null {
@@ -57,6 +66,12 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
       }
       return null;
     }
+    case 'RequestMirror': {
+      const mirror = mirrorOf(filter.requestMirror as MirrorSpec | undefined);
+      if (typeof mirror === 'string') return `RequestMirror: ${mirror}`;
+      filters.mirrorRefs.push(mirror);
+      return null;
+    }
     case 'CORS': {
       const cors = corsOf(filter.cors as CorsSpec | undefined);
       if (typeof cors === 'string') return `CORS: ${cors}`;
@@ -66,6 +81,41 @@ export function readFilter(filter: HttpRouteFilter, filters: Filters): string | 
     default:
       return `filter ${filter.type} is not supported`;
   }
+}
+
+interface MirrorSpec {
+  backendRef?: BackendRef;
+  percent?: number;
+  fraction?: { numerator?: number; denominator?: number };
+}
+
+/**
+ * `percent` (0–100) or `fraction` (numerator/denominator, denominator 100 unless written) as a share
+ * of requests; neither = every request. Both at once is invalid, as the CRD says.
+ */
+function mirrorOf(spec: MirrorSpec | undefined): MirrorRef | string {
+  if (spec?.backendRef === undefined) return 'names no backendRef';
+  if (spec.percent !== undefined && spec.fraction !== undefined)
+    return 'percent and fraction cannot be used together';
+  let share = 1;
+  if (spec.percent !== undefined) {
+    if (!Number.isInteger(spec.percent) || spec.percent < 0 || spec.percent > 100)
+      return `percent ${spec.percent} is not a whole number from 0 to 100`;
+    share = spec.percent / 100;
+  } else if (spec.fraction !== undefined) {
+    const numerator = spec.fraction.numerator;
+    const denominator = spec.fraction.denominator ?? 100;
+    if (
+      !Number.isInteger(numerator) ||
+      !Number.isInteger(denominator) ||
+      (numerator as number) < 0 ||
+      denominator < 1 ||
+      (numerator as number) > denominator
+    )
+      return `fraction ${numerator}/${denominator} is not a share from 0 to 1`;
+    share = (numerator as number) / denominator;
+  }
+  return { ref: spec.backendRef, share };
 }
 
 interface CorsSpec {

@@ -256,6 +256,7 @@ export function translateRoute(
             retry: rule.retry,
             canary: rule.canary,
             backendErrorShare: rule.backendErrorShare,
+            mirrors: rule.mirrors,
             ...(kind === 'GRPCRoute' || rule.protocol === 'h2c' ? { upstreamProtocol: 'h2c' as const } : {}),
           }),
         });

@@ -3,6 +3,7 @@ import type { PathPolicies } from '../../../config/policy-types.ts';
 import type {
   CanaryConfig,
   HeaderOps,
+  MirrorConfig,
   PathConfig,
   PathTimeouts,
   RetryConfig,
@@ -45,6 +46,8 @@ export interface BuiltRule {
   backendErrorShare: number | null;
   /** `h2c` by the Services' appProtocol (backends.ts); null = as any path. */
   protocol: 'h2c' | null;
+  /** RequestMirror filters with their Services resolved (backends.ts mirrorsOf); null = none. */
+  mirrors: MirrorConfig[] | null;
 }
 
 /** A refusal of part of a route, with the status reason it is reported under. */

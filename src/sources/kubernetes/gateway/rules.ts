@@ -1,6 +1,6 @@
 import type { NameValue } from '../../../routing/conditions.ts';
 import { normalisePrefix } from '../../../routing/normalise.ts';
-import { type Backends, backendsOf } from './backends.ts';
+import { type Backends, backendsOf, mirrorsOf } from './backends.ts';
 import {
   type BackendFilters,
   type Filters,
@@ -45,6 +45,7 @@ export function buildRule(
     requestRedirect: null,
     policies: null,
     upstreamHost: null,
+    mirrorRefs: [],
   };
   for (const filter of rule.filters ?? []) {
     const problem = readFilter(filter, filters);
@@ -52,6 +53,9 @@ export function buildRule(
   }
   if (filters.requestRedirect !== null && filters.policies?.rewrite !== undefined)
     return refuse('RequestRedirect and URLRewrite cannot be used together');
+  // Only requests without a body are copied (docs/gateway-api.md#mirrors): a gRPC call always has one.
+  if (kind === 'GRPCRoute' && filters.mirrorRefs.length > 0)
+    return refuse('filter RequestMirror is not supported on a GRPCRoute (a gRPC call always has a body)');
   const refFilters = new Map<object, BackendFilters>();
   for (const ref of rule.backendRefs ?? []) {
     if ((ref.filters ?? []).length === 0) continue;
@@ -72,11 +76,17 @@ export function buildRule(
     refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
   const problem = applyBackendFilters(refFilters, backend, filters);
   if (problem !== null) return refuse(problem);
+  const { mirrorRefs, ...served } = filters;
+  const mirrorRefusals: Refusal[] = [];
+  const mirrors = mirrorsOf(mirrorRefs, kind, namespace, context, mirrorRefusals);
+  for (const refusal of mirrorRefusals)
+    refusals.push({ ...refusal, message: `${where}: ${refusal.message}` });
   return {
     index,
     name: rule.name ?? null,
     matches,
-    ...filters,
+    ...served,
+    mirrors,
     timeouts,
     retry,
     service: backend.service,
