@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
+import { FifoGate } from '../../concurrency/fifo-gate.ts';
 import type { ExtAuthzSettings } from '../../config/types.ts';
 import { HOP_BY_HOP, normaliseHeaderName, unconfigurableHeaderReason } from '../../header-names.ts';
 import { hasBody } from '../../local-response.ts';
@@ -53,8 +54,8 @@ interface Service {
   readonly client: AuthorizationClient | null;
   /** Why no client could be made (an unreadable CA file): its routes fail closed. */
   readonly broken: string | null;
-  inFlight: number;
-  readonly waiting: Array<() => void>;
+  /** Its checks in flight and the queue behind them. */
+  readonly gate: FifoGate;
   /** The last check got no usable answer: logged once per outage, not once per request. */
   failing: boolean;
 }
@@ -85,7 +86,13 @@ export function createExtAuthzMethod(deps: { logger: Logger }): ExtAuthzMethod {
       } catch (error) {
         broken = (error as Error).message;
       }
-      service = { address: settings.address, client, broken, inFlight: 0, waiting: [], failing: false };
+      service = {
+        address: settings.address,
+        client,
+        broken,
+        gate: new FifoGate(MAX_IN_FLIGHT, MAX_WAITING),
+        failing: false,
+      };
       services.set(key, service);
     }
     return service;
@@ -134,7 +141,7 @@ function createAuthenticator(settings: ExtAuthzSettings, service: Service, logge
       if (read === null) return 'auth_unavailable';
       body = read;
     }
-    if (!(await admitted(service, deadline)))
+    if (!(await admitted(service.gate, deadline)))
       return unusable(request, 'overloaded', 'too many checks waiting');
     let response: CheckResponse;
     try {
@@ -151,7 +158,7 @@ function createAuthenticator(settings: ExtAuthzSettings, service: Service, logge
         (error as Error).message,
       );
     } finally {
-      release(service);
+      service.gate.leave();
     }
     if (response.status == null && response.http_response !== 'ok_response')
       return unusable(request, 'no_status', 'the answer has neither a status nor an OK response');
@@ -182,33 +189,9 @@ function call(client: AuthorizationClient, message: unknown, deadline: number): 
 }
 
 /** Waits for a free slot until `deadline`; false when the queue is full or the wait too long. */
-function admitted(service: Service, deadline: number): Promise<boolean> | boolean {
-  if (service.inFlight < MAX_IN_FLIGHT) {
-    service.inFlight++;
-    return true;
-  }
-  if (service.waiting.length >= MAX_WAITING) return false;
-  return new Promise((resolve) => {
-    const wake = () => {
-      clearTimeout(timer);
-      service.inFlight++;
-      resolve(true);
-    };
-    const timer = setTimeout(
-      () => {
-        const index = service.waiting.indexOf(wake);
-        if (index >= 0) service.waiting.splice(index, 1);
-        resolve(false);
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    service.waiting.push(wake);
-  });
-}
-
-function release(service: Service): void {
-  service.inFlight--;
-  service.waiting.shift()?.();
+function admitted(gate: FifoGate, deadline: number): Promise<boolean> | boolean {
+  if (gate.tryEnter()) return true;
+  return new Promise((resolve) => gate.wait(resolve, Math.max(0, deadline - Date.now())));
 }
 
 /**
