@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,8 +17,42 @@ import { reportDuplicateKeys } from './json-lines.ts';
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const MAIN_JS = join(ROOT, 'dist', 'main.js');
 
-/** A free TCP port on loopback (bound then released; good enough for tests on one machine). */
+/**
+ * The lowest port the kernel hands out on its own (listen on port 0, the local end of an outgoing
+ * connection): /proc/sys/net/ipv4/ip_local_port_range, Linux's default where it cannot be read.
+ */
+const EPHEMERAL_LOW = (() => {
+  try {
+    return (
+      Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768
+    );
+  } catch {
+    return 32768;
+  }
+})();
+
+/**
+ * A free TCP port on loopback, for a listener whose port must be known before it starts (an OpenID
+ * redirect URL). Bound then released, so it is only free until someone binds it: it is drawn below
+ * the kernel's ephemeral range, where no listen(0) and no outgoing connection of the tests running
+ * beside this one can be given it in the meantime (seen: a proxy port taken by another file's
+ * connection between this release and Tollgate's bind).
+ */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const low = 10_000;
+  const high = Math.max(low + 1_000, EPHEMERAL_LOW);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const candidate = low + Math.floor(Math.random() * (high - low));
+    const server = net.createServer();
+    const bound = await new Promise<boolean>((resolveBound) => {
+      server.once('error', () => resolveBound(false));
+      server.listen(candidate, host, () => resolveBound(true));
+    });
+    if (!bound) continue;
+    await new Promise((r) => server.close(r));
+    return candidate;
+  }
+  // Every draw taken (a crowded machine): fall back to one the kernel picks.
   const server = net.createServer();
   server.listen(0, host);
   await once(server, 'listening');
