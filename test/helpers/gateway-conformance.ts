@@ -1,0 +1,97 @@
+/**
+ * The shared set-up of the Gateway API conformance ports (test/integration/gateway-api-*.test.ts):
+ * the suite's manifests as written, a backend Service with its EndpointSlice, the wait for a route
+ * the controller accepted, and Tollgate started against the fake API server.
+ */
+import assert from 'node:assert/strict';
+import { parseAllDocuments } from 'yaml';
+import { hasCondition, routeParentConditions } from './fake-gateway-api.ts';
+import { endpointSlice, type FakeKubeApi, type StoredObject, service } from './fake-kube-api.ts';
+import { startTollgate, type Tollgate } from './tollgate.ts';
+
+/** The suite's infrastructure namespace (conformance/base/manifests.yaml). */
+export const CONFORMANCE_INFRA = 'gateway-conformance-infra';
+
+/** A suite manifest file's objects, with `{GATEWAY_CLASS_NAME}` filled in as the suite does. */
+export function manifests(text: string, gatewayClass = 'tollgate'): StoredObject[] {
+  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', gatewayClass)).map(
+    (document) => document.toJS() as StoredObject,
+  );
+}
+
+/**
+ * A backend as the suite deploys it: Service `name` (port 8080 unless given) and an EndpointSlice
+ * with one loopback endpoint on `port`, where the test's upstream listens.
+ */
+export function applyBackendService(
+  api: FakeKubeApi,
+  spec: { name: string; namespace: string; port: number; servicePort?: number },
+): void {
+  const { name, namespace, port } = spec;
+  api.apply(
+    service({ name, namespace, ports: [{ name: 'http', port: spec.servicePort ?? 8080, targetPort: port }] }),
+  );
+  api.apply(
+    endpointSlice({
+      service: name,
+      namespace,
+      ports: [{ name: 'http', port }],
+      endpoints: [{ ip: '127.0.0.1' }],
+    }),
+  );
+}
+
+/**
+ * Waits until Tollgate wrote Accepted=True and ResolvedRefs=True for the route's parent `gateway`;
+ * fails with the route's status when it did not within `timeoutMs`.
+ */
+export async function waitRouteAccepted(
+  api: FakeKubeApi,
+  spec: { namespace: string; route: string; gateway: string; timeoutMs: number },
+): Promise<void> {
+  const { namespace, route, gateway } = spec;
+  try {
+    await api.waitFor(
+      () => {
+        const conditions = routeParentConditions(api.get('httproutes', namespace, route), gateway);
+        return (
+          hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
+        );
+      },
+      `${route} accepted`,
+      spec.timeoutMs,
+    );
+  } catch {
+    assert.fail(`${route}: ${JSON.stringify(api.get('httproutes', namespace, route)?.status)}`);
+  }
+}
+
+/**
+ * Tollgate started as the Gateway API controller of class `tollgate`, reading the fake API server
+ * through a kubeconfig written into `dir`; `main` and `kubernetes` add keys, `upstreams` is the
+ * static table (none by default).
+ */
+export function startGatewayTollgate(
+  api: FakeKubeApi,
+  spec: {
+    dir: string;
+    namespace: string;
+    main?: Record<string, unknown>;
+    kubernetes?: Record<string, unknown>;
+    upstreams?: Record<string, unknown>;
+  },
+): Promise<Tollgate> {
+  return startTollgate({
+    main: {
+      access_log: false,
+      ...spec.main,
+      kubernetes: {
+        kubeconfig: api.writeKubeconfig(spec.dir, spec.namespace),
+        gateway_class: 'tollgate',
+        ...spec.kubernetes,
+      },
+    },
+    upstreams: { upstreams: spec.upstreams ?? {} },
+    env: { KUBECONFIG: '' },
+  });
+}
