@@ -16,23 +16,26 @@ import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
 import { hasOpenssl, type IssuedCertificate, SecretVolume, selfSigned, TestCa } from '../helpers/certs.ts';
 import { gatewayClassObject, hasCondition, namespaceObject } from '../helpers/fake-gateway-api.ts';
 import {
   configMap,
-  endpointSlice,
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
   secret,
-  service,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import {
+  applyBackendService,
+  CONFORMANCE_INFRA,
+  manifests,
+  startGatewayTollgate,
+} from '../helpers/gateway-conformance.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const WEB = 'gateway-conformance-web-backend';
 const SETTLE_MS = 10_000;
 
@@ -296,12 +299,6 @@ spec:
       port: 8080
 `;
 
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 /**
  * GET / over TLS to `servername`, the server's certificate verified against `serverCa` (the
  * listener's own certificate, as the suite passes it), with a client certificate or none. Resolves
@@ -430,18 +427,8 @@ describe('Gateway API frontend client-certificate validation cases with the suit
       assert.fail(`https://${servername}/: expected the request to fail, got ${last}`);
     }
   };
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
 
   before(async () => {
     ca = new TestCa('tls-validity-checks-ca');
@@ -482,26 +469,20 @@ describe('Gateway API frontend client-certificate validation cases with the suit
     api.apply(configMap({ name: 'web-backend-cm', namespace: WEB, data: { 'ca.crt': ca.cert.toString() } }));
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-frontend-'));
-    tollgate = await startTollgate({
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: INFRA,
       main: {
-        access_log: false,
         proxy_address_tls: '127.0.0.1:0',
         tls_certificate: volume.path('tls.crt'),
         tls_key_file: volume.path('tls.key'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, INFRA),
-          gateway_class: 'tollgate',
-          publish_address: ['203.0.113.9'],
-        },
       },
+      kubernetes: { publish_address: ['203.0.113.9'] },
       upstreams: {
-        upstreams: {
-          'cleanup.test': {
-            paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
-          },
+        'cleanup.test': {
+          paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
         },
       },
-      env: { KUBECONFIG: '' },
     });
   });
 
