@@ -25,17 +25,16 @@ import {
   namespaceObject,
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
+import { type FakeKubeApi, secret, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
-  endpointSlice,
-  type FakeKubeApi,
-  secret,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+  applyBackendService,
+  CONFORMANCE_INFRA,
+  startGatewayTollgate,
+} from '../helpers/gateway-conformance.ts';
+import { request, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
 
 interface Condition {
@@ -131,18 +130,8 @@ describe('Gateway API Gateway-level conformance cases through the built process'
       assert.fail(`${what}: ${JSON.stringify(describe())}`);
     }
   };
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
 
   before(async () => {
     for (const name of ['infra-backend-v1', 'infra-backend-v2'])
@@ -154,20 +143,15 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     serviceFor('infra-backend-v2');
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-gateways-'));
-    tollgate = await startTollgate({
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: INFRA,
       main: {
-        access_log: false,
         proxy_address_tls: '127.0.0.1:0',
         tls_certificate: volume.path('tls.crt'),
         tls_key_file: volume.path('tls.key'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, INFRA),
-          gateway_class: 'tollgate',
-          publish_address: ['203.0.113.9'],
-        },
       },
-      upstreams: { upstreams: {} },
-      env: { KUBECONFIG: '' },
+      kubernetes: { publish_address: ['203.0.113.9'] },
     });
   });
 
@@ -611,16 +595,7 @@ describe('one deployment per Gateway (kubernetes.gateway_names): HTTPRouteMultip
       ['infra-backend-v3', INFRA],
       ['web-backend', WEB],
     ] as const) {
-      const port = (upstreams.get(name) as Upstream).port;
-      api.apply(service({ name, namespace, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-      api.apply(
-        endpointSlice({
-          service: name,
-          namespace,
-          ports: [{ name: 'http', port }],
-          endpoints: [{ ip: '127.0.0.1' }],
-        }),
-      );
+      applyBackendService(api, { name, namespace, port: (upstreams.get(name) as Upstream).port });
     }
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-names-'));
     const kubeconfig = api.writeKubeconfig(dir, INFRA);
