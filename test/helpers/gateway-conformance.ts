@@ -12,6 +12,24 @@ import { startTollgate, type Tollgate } from './tollgate.ts';
 /** The suite's infrastructure namespace (conformance/base/manifests.yaml). */
 export const CONFORMANCE_INFRA = 'gateway-conformance-infra';
 
+/** conformance/base/manifests.yaml: the Gateway `same-namespace` most cases attach to. */
+export const SAME_NAMESPACE_GATEWAY = `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: same-namespace
+  namespace: gateway-conformance-infra
+spec:
+  gatewayClassName: "{GATEWAY_CLASS_NAME}"
+  listeners:
+  - name: http
+    port: 80
+    protocol: HTTP
+    allowedRoutes:
+      namespaces:
+        from: Same
+`;
+
 /** A suite manifest file's objects, with `{GATEWAY_CLASS_NAME}` filled in as the suite does. */
 export function manifests(text: string, gatewayClass = 'tollgate'): StoredObject[] {
   return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', gatewayClass)).map(

@@ -23,6 +23,7 @@ import {
   applyBackendService,
   CONFORMANCE_INFRA,
   manifests,
+  SAME_NAMESPACE_GATEWAY,
   startGatewayTollgate,
   waitRouteAccepted,
 } from '../helpers/gateway-conformance.ts';
@@ -32,23 +33,6 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 15_000;
 
-// conformance/base/manifests.yaml: the Gateway the cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 // conformance/tests/httproute-retry.yaml
 const RETRY = `
 apiVersion: gateway.networking.k8s.io/v1
@@ -290,7 +274,7 @@ describe('Gateway API retry cases with the suite’s manifests and tables, throu
     api.applyRaw(namespaceObject(INFRA, { 'gateway-conformance': 'infra' }));
     api.applyRaw(gatewayClassObject());
     applyBackendService(api, { name: 'infra-backend-v3', namespace: INFRA, port: backend.port });
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-retry-'));
     tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
