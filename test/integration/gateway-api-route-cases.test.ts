@@ -17,6 +17,7 @@ import {
   applyBackendService,
   CONFORMANCE_INFRA,
   manifests,
+  SAME_NAMESPACE_GATEWAY,
   startGatewayTollgate,
   waitRouteAccepted,
 } from '../helpers/gateway-conformance.ts';
@@ -25,24 +26,6 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
-
-// conformance/base/manifests.yaml: the Gateway the two cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 
 const HEADER_MODIFIER = `
     - type: RequestHeaderModifier
@@ -508,7 +491,7 @@ describe('Gateway API HTTPRoute cases with the suite’s manifests and tables, t
     serviceFor('infra-backend-v1');
     serviceFor('infra-backend-v2');
     serviceFor('infra-backend-v3');
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-rewrite-'));
     tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
