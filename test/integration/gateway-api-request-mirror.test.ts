@@ -22,6 +22,7 @@ import {
   applyBackendService,
   CONFORMANCE_INFRA,
   manifests,
+  SAME_NAMESPACE_GATEWAY,
   startGatewayTollgate,
   waitRouteAccepted,
 } from '../helpers/gateway-conformance.ts';
@@ -30,24 +31,6 @@ import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
-
-// conformance/base/manifests.yaml: the Gateway the cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 
 const HEADER_MODIFIER = `
     - type: RequestHeaderModifier
@@ -207,7 +190,7 @@ describe('Gateway API RequestMirror cases with the suite’s manifests, through 
     api.applyRaw(gatewayClassObject());
     for (const [name, upstream] of upstreams) serviceFor(name, upstream.port);
     serviceFor('mirror-refused', refused.port);
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-mirror-'));
     tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
