@@ -33,6 +33,7 @@ import {
   applyBackendService,
   CONFORMANCE_INFRA,
   manifests,
+  SAME_NAMESPACE_GATEWAY,
   startGatewayTollgate,
 } from '../helpers/gateway-conformance.ts';
 import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
@@ -1111,22 +1112,7 @@ spec:
   });
 
   it('HTTPRouteServiceTypes: Services with manual EndpointSlices, headless, and headless with manual EndpointSlices all serve', async () => {
-    const sameNamespace = manifests(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`);
+    const sameNamespace = manifests(SAME_NAMESPACE_GATEWAY);
     apply(...sameNamespace, ...manifests(serviceTypes((upstreams.get('infra-backend-v1') as Upstream).port)));
     try {
       await waitRouteCondition('service-types', 'same-namespace', 'Accepted', 'True');
