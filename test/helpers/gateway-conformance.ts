@@ -5,8 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { parseAllDocuments } from 'yaml';
+import type { SecretVolume } from './certs.ts';
 import { hasCondition, routeParentConditions } from './fake-gateway-api.ts';
-import { endpointSlice, type FakeKubeApi, type StoredObject, service } from './fake-kube-api.ts';
+import { endpointSlice, type FakeKubeApi, type StoredObject, secret, service } from './fake-kube-api.ts';
 import { startTollgate, type Tollgate } from './tollgate.ts';
 
 /** The suite's infrastructure namespace (conformance/base/manifests.yaml). */
@@ -59,6 +60,21 @@ export function applyBackendService(
   );
 }
 
+/** A `kubernetes.io/tls` Secret holding `certificate`, as the suite's Secrets for HTTPS listeners. */
+export function applyTlsSecret(
+  api: FakeKubeApi,
+  spec: { name: string; namespace: string; certificate: { cert: Buffer | string; key: Buffer | string } },
+): void {
+  api.apply(
+    secret({
+      name: spec.name,
+      namespace: spec.namespace,
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': spec.certificate.cert.toString(), 'tls.key': spec.certificate.key.toString() },
+    }),
+  );
+}
+
 /**
  * Waits until Tollgate wrote Accepted=True and ResolvedRefs=True for the route's parent `gateway`;
  * fails with the route's status when it did not within `timeoutMs`.
@@ -87,7 +103,8 @@ export async function waitRouteAccepted(
 /**
  * Tollgate started as the Gateway API controller of class `tollgate`, reading the fake API server
  * through a kubeconfig written into `dir`; `main` and `kubernetes` add keys, `upstreams` is the
- * static table (none by default).
+ * static table (none by default). With `tls`, a TLS listener on loopback whose default certificate
+ * is the volume's `tls.crt`/`tls.key`.
  */
 export function startGatewayTollgate(
   api: FakeKubeApi,
@@ -95,6 +112,7 @@ export function startGatewayTollgate(
     dir: string;
     namespace: string;
     main?: Record<string, unknown>;
+    tls?: SecretVolume;
     kubernetes?: Record<string, unknown>;
     upstreams?: Record<string, unknown>;
   },
@@ -102,6 +120,13 @@ export function startGatewayTollgate(
   return startTollgate({
     main: {
       access_log: false,
+      ...(spec.tls
+        ? {
+            proxy_address_tls: '127.0.0.1:0',
+            tls_certificate: spec.tls.path('tls.crt'),
+            tls_key_file: spec.tls.path('tls.key'),
+          }
+        : {}),
       ...spec.main,
       kubernetes: {
         kubeconfig: api.writeKubeconfig(spec.dir, spec.namespace),

@@ -26,11 +26,11 @@ import {
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
-  secret,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
 import {
   applyBackendService,
+  applyTlsSecret,
   CONFORMANCE_INFRA,
   manifests,
   SAME_NAMESPACE_GATEWAY,
@@ -785,24 +785,13 @@ describe('Gateway API core Gateway cases with the suite’s manifests, through t
       ['tls-validity-checks-certificate', INFRA],
       ['certificate', WEB],
     ] as const)
-      api.apply(
-        secret({
-          name,
-          namespace,
-          type: 'kubernetes.io/tls',
-          data: { 'tls.crt': suiteCertificate.cert.toString(), 'tls.key': suiteCertificate.key.toString() },
-        }),
-      );
+      applyTlsSecret(api, { name, namespace, certificate: suiteCertificate });
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-core-'));
     tollgate = await startGatewayTollgate(api, {
       dir,
       namespace: INFRA,
-      main: {
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-      },
+      tls: volume,
       kubernetes: { publish_address: ['203.0.113.9'] },
       upstreams: {
         'cleanup.test': {
