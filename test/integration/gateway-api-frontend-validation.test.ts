@@ -23,11 +23,11 @@ import {
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
-  secret,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
 import {
   applyBackendService,
+  applyTlsSecret,
   CONFORMANCE_INFRA,
   manifests,
   startGatewayTollgate,
@@ -444,14 +444,11 @@ describe('Gateway API frontend client-certificate validation cases with the suit
     api.applyRaw(gatewayClassObject());
     serviceFor('infra-backend-v1');
     serviceFor('infra-backend-v2');
-    api.apply(
-      secret({
-        name: 'tls-validity-checks-certificate',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': serverCertificate.cert.toString(), 'tls.key': serverCertificate.key.toString() },
-      }),
-    );
+    applyTlsSecret(api, {
+      name: 'tls-validity-checks-certificate',
+      namespace: INFRA,
+      certificate: serverCertificate,
+    });
     api.apply(
       configMap({
         name: 'tls-validity-checks-ca-certificate',
@@ -472,11 +469,7 @@ describe('Gateway API frontend client-certificate validation cases with the suit
     tollgate = await startGatewayTollgate(api, {
       dir,
       namespace: INFRA,
-      main: {
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-      },
+      tls: volume,
       kubernetes: { publish_address: ['203.0.113.9'] },
       upstreams: {
         'cleanup.test': {
