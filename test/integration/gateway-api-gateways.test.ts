@@ -25,9 +25,10 @@ import {
   namespaceObject,
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
-import { type FakeKubeApi, secret, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
   applyBackendService,
+  applyTlsSecret,
   CONFORMANCE_INFRA,
   startGatewayTollgate,
 } from '../helpers/gateway-conformance.ts';
@@ -146,11 +147,7 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     tollgate = await startGatewayTollgate(api, {
       dir,
       namespace: INFRA,
-      main: {
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-      },
+      tls: volume,
       kubernetes: { publish_address: ['203.0.113.9'] },
     });
   });
@@ -313,14 +310,11 @@ describe('Gateway API Gateway-level conformance cases through the built process'
   });
 
   it("HTTPRouteHTTPSListener: a hostname-less HTTPS listener presents its own certificate for names no route claims (404), a route's host answers", async () => {
-    api.apply(
-      secret({
-        name: 'tls-validity-checks-certificate',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': suiteCertificate.cert, 'tls.key': suiteCertificate.key },
-      }),
-    );
+    applyTlsSecret(api, {
+      name: 'tls-validity-checks-certificate',
+      namespace: INFRA,
+      certificate: suiteCertificate,
+    });
     const https = (name: string, hostname?: string) => ({
       name,
       port: 443,
@@ -404,14 +398,7 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     );
     api.applyRaw(gateway('conflict-b-newer', { name: 'web', port: 80, protocol: 'HTTP' }));
     api.applyRaw(route('to-newer', 'conflict-b-newer', 'infra-backend-v2'));
-    api.apply(
-      secret({
-        name: 'protocol-conflict-cert',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': suiteCertificate.cert, 'tls.key': suiteCertificate.key },
-      }),
-    );
+    applyTlsSecret(api, { name: 'protocol-conflict-cert', namespace: INFRA, certificate: suiteCertificate });
     api.applyRaw(
       gateway('conflict-c-protocol', {
         name: 'tls-on-80',
