@@ -4,6 +4,7 @@
  * the controller accepted, and Tollgate started against the fake API server.
  */
 import assert from 'node:assert/strict';
+import https from 'node:https';
 import { parseAllDocuments } from 'yaml';
 import type { SecretVolume } from './certs.ts';
 import { hasCondition, routeParentConditions } from './fake-gateway-api.ts';
@@ -73,6 +74,33 @@ export function applyTlsSecret(
       data: { 'tls.crt': spec.certificate.cert.toString(), 'tls.key': spec.certificate.key.toString() },
     }),
   );
+}
+
+/**
+ * GET / over TLS to Tollgate's TLS listener on loopback `port`, with SNI and Host `servername`;
+ * `tls` adds the client's TLS options (the CA to verify against, a client certificate). Rejects when
+ * the handshake or the request fails.
+ */
+export function httpsGet(
+  port: number,
+  servername: string,
+  tls: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'checkServerIdentity'>,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      { host: '127.0.0.1', port, servername, headers: { host: servername }, agent: false, ...tls },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => {
+          body += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /**

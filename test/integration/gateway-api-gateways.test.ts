@@ -12,7 +12,6 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -30,6 +29,7 @@ import {
   applyBackendService,
   applyTlsSecret,
   CONFORMANCE_INFRA,
+  httpsGet,
   startGatewayTollgate,
 } from '../helpers/gateway-conformance.ts';
 import { request, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
@@ -89,21 +89,7 @@ function certificateFor(names: readonly string[]): { cert: string; key: string }
 
 /** GET / over TLS to `servername`, verifying the served certificate against `ca` only. */
 function verifiedGet(port: number, host: string, ca: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      { host: '127.0.0.1', port, servername: host, headers: { host }, ca, agent: false },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => {
-          body += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+  return httpsGet(port, host, { ca });
 }
 
 describe('Gateway API Gateway-level conformance cases through the built process', {
