@@ -12,7 +12,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -29,6 +28,7 @@ import {
   applyBackendService,
   applyTlsSecret,
   CONFORMANCE_INFRA,
+  httpsGet,
   manifests,
   startGatewayTollgate,
 } from '../helpers/gateway-conformance.ts';
@@ -310,34 +310,13 @@ function tlsGet(
   serverCa: Buffer,
   client?: IssuedCertificate,
 ): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      {
-        host: '127.0.0.1',
-        port,
-        servername,
-        headers: { host: servername },
-        ca: serverCa,
-        // The chain is checked against `serverCa`; the suite's certificate names its hosts, this one
-        // only example.org.
-        checkServerIdentity: () => undefined,
-        agent: false,
-        ...(client === undefined ? {} : { cert: client.cert, key: client.key }),
-      },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => {
-          body += chunk;
-        });
-        res.on('end', () =>
-          resolve(res.statusCode === 200 ? String(JSON.parse(body).server) : `status ${res.statusCode}`),
-        );
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+  return httpsGet(port, servername, {
+    ca: serverCa,
+    // The chain is checked against `serverCa`; the suite's certificate names its hosts, this one
+    // only example.org.
+    checkServerIdentity: () => undefined,
+    ...(client === undefined ? {} : { cert: client.cert, key: client.key }),
+  }).then(({ status, body }) => (status === 200 ? String(JSON.parse(body).server) : `status ${status}`));
 }
 
 describe('Gateway API frontend client-certificate validation cases with the suite’s manifests, through the built process', {
