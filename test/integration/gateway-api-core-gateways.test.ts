@@ -15,7 +15,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import tls from 'node:tls';
-import { parseAllDocuments } from 'yaml';
 import { hasOpenssl, SecretVolume, selfSigned } from '../helpers/certs.ts';
 import {
   gatewayClassObject,
@@ -24,18 +23,23 @@ import {
   routeParentConditions,
 } from '../helpers/fake-gateway-api.ts';
 import {
-  endpointSlice,
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
-  secret,
-  service,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import {
+  applyBackendService,
+  applyTlsSecret,
+  CONFORMANCE_INFRA,
+  manifests,
+  SAME_NAMESPACE_GATEWAY,
+  startGatewayTollgate,
+} from '../helpers/gateway-conformance.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const WEB = 'gateway-conformance-web-backend';
 const APP = 'gateway-conformance-app-backend';
 const SETTLE_MS = 10_000;
@@ -614,12 +618,6 @@ ${routes}`;
 }
 
 /** The objects of a manifest file, as the suite applies them (its class name filled in). */
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 /** The common name of the certificate served on `port` for `servername`. */
 function servedCommonName(port: number, servername: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -765,18 +763,8 @@ describe('Gateway API core Gateway cases with the suite’s manifests, through t
       assert.fail(`certificate for ${servername}: expected ${commonName}, got ${last}`);
     }
   };
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
 
   before(async () => {
     upstreams.set('infra-backend-v1', await startUpstream({ name: 'infra-backend-v1' }));
@@ -797,36 +785,19 @@ describe('Gateway API core Gateway cases with the suite’s manifests, through t
       ['tls-validity-checks-certificate', INFRA],
       ['certificate', WEB],
     ] as const)
-      api.apply(
-        secret({
-          name,
-          namespace,
-          type: 'kubernetes.io/tls',
-          data: { 'tls.crt': suiteCertificate.cert.toString(), 'tls.key': suiteCertificate.key.toString() },
-        }),
-      );
+      applyTlsSecret(api, { name, namespace, certificate: suiteCertificate });
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-core-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, INFRA),
-          gateway_class: 'tollgate',
-          publish_address: ['203.0.113.9'],
-        },
-      },
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: INFRA,
+      tls: volume,
+      kubernetes: { publish_address: ['203.0.113.9'] },
       upstreams: {
-        upstreams: {
-          'cleanup.test': {
-            paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
-          },
+        'cleanup.test': {
+          paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
         },
       },
-      env: { KUBECONFIG: '' },
     });
   });
 
@@ -1130,22 +1101,7 @@ spec:
   });
 
   it('HTTPRouteServiceTypes: Services with manual EndpointSlices, headless, and headless with manual EndpointSlices all serve', async () => {
-    const sameNamespace = manifests(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`);
+    const sameNamespace = manifests(SAME_NAMESPACE_GATEWAY);
     apply(...sameNamespace, ...manifests(serviceTypes((upstreams.get('infra-backend-v1') as Upstream).port)));
     try {
       await waitRouteCondition('service-types', 'same-namespace', 'Accepted', 'True');

@@ -12,27 +12,30 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
 import { hasOpenssl, type IssuedCertificate, SecretVolume, selfSigned, TestCa } from '../helpers/certs.ts';
 import { gatewayClassObject, hasCondition, namespaceObject } from '../helpers/fake-gateway-api.ts';
 import {
   configMap,
-  endpointSlice,
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
-  secret,
-  service,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import {
+  applyBackendService,
+  applyTlsSecret,
+  CONFORMANCE_INFRA,
+  httpsGet,
+  manifests,
+  startGatewayTollgate,
+} from '../helpers/gateway-conformance.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const WEB = 'gateway-conformance-web-backend';
 const SETTLE_MS = 10_000;
 
@@ -296,12 +299,6 @@ spec:
       port: 8080
 `;
 
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 /**
  * GET / over TLS to `servername`, the server's certificate verified against `serverCa` (the
  * listener's own certificate, as the suite passes it), with a client certificate or none. Resolves
@@ -313,34 +310,13 @@ function tlsGet(
   serverCa: Buffer,
   client?: IssuedCertificate,
 ): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      {
-        host: '127.0.0.1',
-        port,
-        servername,
-        headers: { host: servername },
-        ca: serverCa,
-        // The chain is checked against `serverCa`; the suite's certificate names its hosts, this one
-        // only example.org.
-        checkServerIdentity: () => undefined,
-        agent: false,
-        ...(client === undefined ? {} : { cert: client.cert, key: client.key }),
-      },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => {
-          body += chunk;
-        });
-        res.on('end', () =>
-          resolve(res.statusCode === 200 ? String(JSON.parse(body).server) : `status ${res.statusCode}`),
-        );
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+  return httpsGet(port, servername, {
+    ca: serverCa,
+    // The chain is checked against `serverCa`; the suite's certificate names its hosts, this one
+    // only example.org.
+    checkServerIdentity: () => undefined,
+    ...(client === undefined ? {} : { cert: client.cert, key: client.key }),
+  }).then(({ status, body }) => (status === 200 ? String(JSON.parse(body).server) : `status ${status}`));
 }
 
 describe('Gateway API frontend client-certificate validation cases with the suite’s manifests, through the built process', {
@@ -430,18 +406,8 @@ describe('Gateway API frontend client-certificate validation cases with the suit
       assert.fail(`https://${servername}/: expected the request to fail, got ${last}`);
     }
   };
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
 
   before(async () => {
     ca = new TestCa('tls-validity-checks-ca');
@@ -457,14 +423,11 @@ describe('Gateway API frontend client-certificate validation cases with the suit
     api.applyRaw(gatewayClassObject());
     serviceFor('infra-backend-v1');
     serviceFor('infra-backend-v2');
-    api.apply(
-      secret({
-        name: 'tls-validity-checks-certificate',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': serverCertificate.cert.toString(), 'tls.key': serverCertificate.key.toString() },
-      }),
-    );
+    applyTlsSecret(api, {
+      name: 'tls-validity-checks-certificate',
+      namespace: INFRA,
+      certificate: serverCertificate,
+    });
     api.apply(
       configMap({
         name: 'tls-validity-checks-ca-certificate',
@@ -482,26 +445,16 @@ describe('Gateway API frontend client-certificate validation cases with the suit
     api.apply(configMap({ name: 'web-backend-cm', namespace: WEB, data: { 'ca.crt': ca.cert.toString() } }));
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-frontend-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, INFRA),
-          gateway_class: 'tollgate',
-          publish_address: ['203.0.113.9'],
-        },
-      },
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: INFRA,
+      tls: volume,
+      kubernetes: { publish_address: ['203.0.113.9'] },
       upstreams: {
-        upstreams: {
-          'cleanup.test': {
-            paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
-          },
+        'cleanup.test': {
+          paths: { '/never': { servers: [(upstreams.get('infra-backend-v1') as Upstream).address] } },
         },
       },
-      env: { KUBECONFIG: '' },
     });
   });
 

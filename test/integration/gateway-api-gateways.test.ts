@@ -12,7 +12,6 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -25,17 +24,18 @@ import {
   namespaceObject,
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
-  endpointSlice,
-  type FakeKubeApi,
-  secret,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+  applyBackendService,
+  applyTlsSecret,
+  CONFORMANCE_INFRA,
+  httpsGet,
+  startGatewayTollgate,
+} from '../helpers/gateway-conformance.ts';
+import { request, startTollgates, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
 
 interface Condition {
@@ -89,21 +89,7 @@ function certificateFor(names: readonly string[]): { cert: string; key: string }
 
 /** GET / over TLS to `servername`, verifying the served certificate against `ca` only. */
 function verifiedGet(port: number, host: string, ca: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      { host: '127.0.0.1', port, servername: host, headers: { host }, ca, agent: false },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (chunk: string) => {
-          body += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')));
-    req.on('error', reject);
-    req.end();
-  });
+  return httpsGet(port, host, { ca });
 }
 
 describe('Gateway API Gateway-level conformance cases through the built process', {
@@ -131,18 +117,8 @@ describe('Gateway API Gateway-level conformance cases through the built process'
       assert.fail(`${what}: ${JSON.stringify(describe())}`);
     }
   };
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
 
   before(async () => {
     for (const name of ['infra-backend-v1', 'infra-backend-v2'])
@@ -154,20 +130,11 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     serviceFor('infra-backend-v2');
     volume = new SecretVolume({ 'tls.crt': fallback.cert, 'tls.key': fallback.key });
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-gateways-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        proxy_address_tls: '127.0.0.1:0',
-        tls_certificate: volume.path('tls.crt'),
-        tls_key_file: volume.path('tls.key'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, INFRA),
-          gateway_class: 'tollgate',
-          publish_address: ['203.0.113.9'],
-        },
-      },
-      upstreams: { upstreams: {} },
-      env: { KUBECONFIG: '' },
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: INFRA,
+      tls: volume,
+      kubernetes: { publish_address: ['203.0.113.9'] },
     });
   });
 
@@ -329,14 +296,11 @@ describe('Gateway API Gateway-level conformance cases through the built process'
   });
 
   it("HTTPRouteHTTPSListener: a hostname-less HTTPS listener presents its own certificate for names no route claims (404), a route's host answers", async () => {
-    api.apply(
-      secret({
-        name: 'tls-validity-checks-certificate',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': suiteCertificate.cert, 'tls.key': suiteCertificate.key },
-      }),
-    );
+    applyTlsSecret(api, {
+      name: 'tls-validity-checks-certificate',
+      namespace: INFRA,
+      certificate: suiteCertificate,
+    });
     const https = (name: string, hostname?: string) => ({
       name,
       port: 443,
@@ -420,14 +384,7 @@ describe('Gateway API Gateway-level conformance cases through the built process'
     );
     api.applyRaw(gateway('conflict-b-newer', { name: 'web', port: 80, protocol: 'HTTP' }));
     api.applyRaw(route('to-newer', 'conflict-b-newer', 'infra-backend-v2'));
-    api.apply(
-      secret({
-        name: 'protocol-conflict-cert',
-        namespace: INFRA,
-        type: 'kubernetes.io/tls',
-        data: { 'tls.crt': suiteCertificate.cert, 'tls.key': suiteCertificate.key },
-      }),
-    );
+    applyTlsSecret(api, { name: 'protocol-conflict-cert', namespace: INFRA, certificate: suiteCertificate });
     api.applyRaw(
       gateway('conflict-c-protocol', {
         name: 'tls-on-80',
@@ -611,16 +568,7 @@ describe('one deployment per Gateway (kubernetes.gateway_names): HTTPRouteMultip
       ['infra-backend-v3', INFRA],
       ['web-backend', WEB],
     ] as const) {
-      const port = (upstreams.get(name) as Upstream).port;
-      api.apply(service({ name, namespace, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-      api.apply(
-        endpointSlice({
-          service: name,
-          namespace,
-          ports: [{ name: 'http', port }],
-          endpoints: [{ ip: '127.0.0.1' }],
-        }),
-      );
+      applyBackendService(api, { name, namespace, port: (upstreams.get(name) as Upstream).port });
     }
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-names-'));
     const kubeconfig = api.writeKubeconfig(dir, INFRA);

@@ -25,16 +25,15 @@ import {
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
 import {
-  endpointSlice,
   type FakeKubeApi,
   type ResourceKind,
   type StoredObject,
   secret,
-  service,
   startFakeKubeApi,
 } from '../helpers/fake-kube-api.ts';
+import { applyBackendService, startGatewayTollgate } from '../helpers/gateway-conformance.ts';
 import { mintToken } from '../helpers/token-api.ts';
-import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { request, type SimpleResponse, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const NS = 'apps';
@@ -133,26 +132,17 @@ describe('TollgatePolicy through the built process', () => {
     api.applyRaw(
       gatewayObject({ name: 'gw', namespace: NS, listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }] }),
     );
-    api.apply(
-      service({ name: 'web', namespace: NS, ports: [{ name: 'http', port: 80, targetPort: upstream.port }] }),
-    );
-    api.apply(
-      endpointSlice({
-        service: 'web',
-        namespace: NS,
-        ports: [{ name: 'http', port: upstream.port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
+    applyBackendService(api, { name: 'web', namespace: NS, port: upstream.port, servicePort: 80 });
     api.apply(secret({ name: 'users', namespace: NS, data: { auth: `alice:${bcryptOf('wonderland')}\n` } }));
     api.apply(secret({ name: 'keys', namespace: NS, data: { keys: 'ci:key-of-ci\n' } }));
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-policy-'));
     // An OpenID provider that never answers: its routes must stay closed (503), never open.
     await writeFile(join(dir, 'client-secret'), 'a-client-secret\n');
     await writeFile(join(dir, 'session-secrets'), 'a-session-secret-of-at-least-thirty-two-bytes-long\n');
-    tollgate = await startTollgate({
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: NS,
       main: {
-        access_log: false,
         // Two workers: the primary translates, every worker serves the same routes and policies.
         workers: 2,
         masterkey: 'gateway-policy-masterkey',
@@ -164,10 +154,8 @@ describe('TollgatePolicy through the built process', () => {
           },
         },
         session_secret_file: join(dir, 'session-secrets'),
-        kubernetes: { kubeconfig: api.writeKubeconfig(dir, NS), gateway_class: 'tollgate' },
       },
-      upstreams: { upstreams: { 'file.test': { paths: { '/': { servers: [upstream.address] } } } } },
-      env: { KUBECONFIG: '' },
+      upstreams: { 'file.test': { paths: { '/': { servers: [upstream.address] } } } },
     });
   });
 

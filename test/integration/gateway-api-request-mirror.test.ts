@@ -11,50 +11,26 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
 import {
   gatewayClassObject,
   hasCondition,
   namespaceObject,
   routeParentConditions,
 } from '../helpers/fake-gateway-api.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
-  endpointSlice,
-  type FakeKubeApi,
-  type StoredObject,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import {
-  type RefusedAddress,
-  refusedAddress,
-  request,
-  startTollgate,
-  type Tollgate,
-  waitFor,
-} from '../helpers/tollgate.ts';
+  applyBackendService,
+  CONFORMANCE_INFRA,
+  manifests,
+  SAME_NAMESPACE_GATEWAY,
+  startGatewayTollgate,
+  waitRouteAccepted,
+} from '../helpers/gateway-conformance.ts';
+import { type RefusedAddress, refusedAddress, request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
-
-// conformance/base/manifests.yaml: the Gateway the cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 
 const HEADER_MODIFIER = `
     - type: RequestHeaderModifier
@@ -133,12 +109,6 @@ const MISSING_MIRROR = route('missing-mirror', rule('/mirror-missing', mirror('n
 const UNMIRRORED = route('edited-mirror', rule('/mirror-edit', ''));
 const EDITED_TO_MIRROR = route('edited-mirror', rule('/mirror-edit', mirror('late-mirror')));
 
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 const MODIFIED = {
   headers: { 'X-Header-Remove': 'remove-val', 'X-Header-Add-Append': 'append-val-1' },
   upstreamHeaders: {
@@ -164,33 +134,15 @@ describe('Gateway API RequestMirror cases with the suite’s manifests, through 
   let tollgate: Tollgate;
   let refused: RefusedAddress;
 
-  const serviceFor = (name: string, port: number) => {
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
-  const accepted = async (name: string) => {
-    try {
-      await api.waitFor(
-        () => {
-          const conditions = routeParentConditions(api.get('httproutes', INFRA, name), 'same-namespace');
-          return (
-            hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
-          );
-        },
-        `${name} accepted`,
-        SETTLE_MS,
-      );
-    } catch {
-      assert.fail(`${name}: ${JSON.stringify(api.get('httproutes', INFRA, name)?.status)}`);
-    }
-  };
+  const serviceFor = (name: string, port: number) =>
+    applyBackendService(api, { name, namespace: INFRA, port });
+  const accepted = (name: string) =>
+    waitRouteAccepted(api, {
+      namespace: INFRA,
+      route: name,
+      gateway: 'same-namespace',
+      timeoutMs: SETTLE_MS,
+    });
   const received = (backend: string, path: string) =>
     (upstreams.get(backend) as Upstream).requests.filter((item) => item.url === path);
 
@@ -238,16 +190,9 @@ describe('Gateway API RequestMirror cases with the suite’s manifests, through 
     api.applyRaw(gatewayClassObject());
     for (const [name, upstream] of upstreams) serviceFor(name, upstream.port);
     serviceFor('mirror-refused', refused.port);
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-mirror-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        kubernetes: { kubeconfig: api.writeKubeconfig(dir, INFRA), gateway_class: 'tollgate' },
-      },
-      upstreams: { upstreams: {} },
-      env: { KUBECONFIG: '' },
-    });
+    tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
 
   after(async () => {

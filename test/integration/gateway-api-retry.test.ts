@@ -12,43 +12,27 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
 import {
   gatewayClassObject,
   hasCondition,
   namespaceObject,
   routeParentConditions,
 } from '../helpers/fake-gateway-api.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
-  endpointSlice,
-  type FakeKubeApi,
-  type StoredObject,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+  applyBackendService,
+  CONFORMANCE_INFRA,
+  manifests,
+  SAME_NAMESPACE_GATEWAY,
+  startGatewayTollgate,
+  waitRouteAccepted,
+} from '../helpers/gateway-conformance.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 15_000;
 
-// conformance/base/manifests.yaml: the Gateway the cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 // conformance/tests/httproute-retry.yaml
 const RETRY = `
 apiVersion: gateway.networking.k8s.io/v1
@@ -188,12 +172,6 @@ spec:
           port: 8080
 `;
 
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 /** One row of a case's table: the simulation asked of the backend, the status the client must get. */
 interface Row {
   path: string;
@@ -244,22 +222,13 @@ describe('Gateway API retry cases with the suite’s manifests and tables, throu
   let dir: string;
   let tollgate: Tollgate;
 
-  const accepted = async (route: string) => {
-    try {
-      await api.waitFor(
-        () => {
-          const conditions = routeParentConditions(api.get('httproutes', INFRA, route), 'same-namespace');
-          return (
-            hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
-          );
-        },
-        `${route} accepted`,
-        SETTLE_MS,
-      );
-    } catch {
-      assert.fail(`${route}: ${JSON.stringify(api.get('httproutes', INFRA, route)?.status)}`);
-    }
-  };
+  const accepted = (route: string) =>
+    waitRouteAccepted(api, {
+      namespace: INFRA,
+      route,
+      gateway: 'same-namespace',
+      timeoutMs: SETTLE_MS,
+    });
   /** The suite's assertConsistentRetryBehaviour: a fresh uuid per try, until the row's answer comes. */
   const expectRows = async (rows: readonly Row[]) => {
     // The routes are live once a plain request reaches the backend.
@@ -304,31 +273,10 @@ describe('Gateway API retry cases with the suite’s manifests and tables, throu
     api = await startFakeKubeApi();
     api.applyRaw(namespaceObject(INFRA, { 'gateway-conformance': 'infra' }));
     api.applyRaw(gatewayClassObject());
-    api.apply(
-      service({
-        name: 'infra-backend-v3',
-        namespace: INFRA,
-        ports: [{ name: 'http', port: 8080, targetPort: backend.port }],
-      }),
-    );
-    api.apply(
-      endpointSlice({
-        service: 'infra-backend-v3',
-        namespace: INFRA,
-        ports: [{ name: 'http', port: backend.port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    applyBackendService(api, { name: 'infra-backend-v3', namespace: INFRA, port: backend.port });
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-retry-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        kubernetes: { kubeconfig: api.writeKubeconfig(dir, INFRA), gateway_class: 'tollgate' },
-      },
-      upstreams: { upstreams: {} },
-      env: { KUBECONFIG: '' },
-    });
+    tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
   after(async () => {
     await tollgate?.stop();

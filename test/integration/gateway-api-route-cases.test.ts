@@ -11,43 +11,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parseAllDocuments } from 'yaml';
+import { gatewayClassObject, namespaceObject } from '../helpers/fake-gateway-api.ts';
+import { type FakeKubeApi, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
 import {
-  gatewayClassObject,
-  hasCondition,
-  namespaceObject,
-  routeParentConditions,
-} from '../helpers/fake-gateway-api.ts';
-import {
-  endpointSlice,
-  type FakeKubeApi,
-  type StoredObject,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import { request, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+  applyBackendService,
+  CONFORMANCE_INFRA,
+  manifests,
+  SAME_NAMESPACE_GATEWAY,
+  startGatewayTollgate,
+  waitRouteAccepted,
+} from '../helpers/gateway-conformance.ts';
+import { request, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
-const INFRA = 'gateway-conformance-infra';
+const INFRA = CONFORMANCE_INFRA;
 const SETTLE_MS = 10_000;
-
-// conformance/base/manifests.yaml: the Gateway the two cases attach to.
-const SAME_NAMESPACE = `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata:
-  name: same-namespace
-  namespace: gateway-conformance-infra
-spec:
-  gatewayClassName: "{GATEWAY_CLASS_NAME}"
-  listeners:
-  - name: http
-    port: 80
-    protocol: HTTP
-    allowedRoutes:
-      namespaces:
-        from: Same
-`;
 
 const HEADER_MODIFIER = `
     - type: RequestHeaderModifier
@@ -415,12 +393,6 @@ const v2 = 'infra-backend-v2';
 const v3 = 'infra-backend-v3';
 const NOT_FOUND = 'status 404';
 
-function manifests(text: string): StoredObject[] {
-  return parseAllDocuments(text.replaceAll('{GATEWAY_CLASS_NAME}', 'tollgate')).map(
-    (document) => document.toJS() as StoredObject,
-  );
-}
-
 /** One row of the suite's table: the request sent, and what the backend must have received. */
 interface Expected {
   host: string;
@@ -453,18 +425,8 @@ describe('Gateway API HTTPRoute cases with the suite’s manifests and tables, t
   let dir: string;
   let tollgate: Tollgate;
 
-  const serviceFor = (name: string) => {
-    const port = (upstreams.get(name) as Upstream).port;
-    api.apply(service({ name, namespace: INFRA, ports: [{ name: 'http', port: 8080, targetPort: port }] }));
-    api.apply(
-      endpointSlice({
-        service: name,
-        namespace: INFRA,
-        ports: [{ name: 'http', port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
-  };
+  const serviceFor = (name: string) =>
+    applyBackendService(api, { name, namespace: INFRA, port: (upstreams.get(name) as Upstream).port });
   /** MakeRequestAndExpectEventuallyConsistentResponse with an ExpectedRequest. */
   const expectRequest = async (expected: Expected) => {
     let last = '';
@@ -517,22 +479,8 @@ describe('Gateway API HTTPRoute cases with the suite’s manifests and tables, t
       }
     }
   };
-  const accepted = async (route: string) => {
-    try {
-      await api.waitFor(
-        () => {
-          const conditions = routeParentConditions(api.get('httproutes', INFRA, route), 'same-namespace');
-          return (
-            hasCondition(conditions, 'Accepted', 'True') && hasCondition(conditions, 'ResolvedRefs', 'True')
-          );
-        },
-        `${route} accepted`,
-        SETTLE_MS,
-      );
-    } catch {
-      assert.fail(`${route}: ${JSON.stringify(api.get('httproutes', INFRA, route)?.status)}`);
-    }
-  };
+  const accepted = (route: string) =>
+    waitRouteAccepted(api, { namespace: INFRA, route, gateway: 'same-namespace', timeoutMs: SETTLE_MS });
 
   before(async () => {
     for (const name of ['infra-backend-v1', 'infra-backend-v2', 'infra-backend-v3'])
@@ -543,16 +491,9 @@ describe('Gateway API HTTPRoute cases with the suite’s manifests and tables, t
     serviceFor('infra-backend-v1');
     serviceFor('infra-backend-v2');
     serviceFor('infra-backend-v3');
-    for (const object of manifests(SAME_NAMESPACE)) api.applyRaw(object);
+    for (const object of manifests(SAME_NAMESPACE_GATEWAY)) api.applyRaw(object);
     dir = await mkdtemp(join(tmpdir(), 'tollgate-gateway-rewrite-'));
-    tollgate = await startTollgate({
-      main: {
-        access_log: false,
-        kubernetes: { kubeconfig: api.writeKubeconfig(dir, INFRA), gateway_class: 'tollgate' },
-      },
-      upstreams: { upstreams: {} },
-      env: { KUBECONFIG: '' },
-    });
+    tollgate = await startGatewayTollgate(api, { dir, namespace: INFRA });
   });
 
   after(async () => {

@@ -17,15 +17,9 @@ import {
   namespaceObject,
   tollgatePolicyObject,
 } from '../helpers/fake-gateway-api.ts';
-import {
-  endpointSlice,
-  type FakeKubeApi,
-  ingress,
-  secret,
-  service,
-  startFakeKubeApi,
-} from '../helpers/fake-kube-api.ts';
-import { request, type SimpleResponse, startTollgate, type Tollgate, waitFor } from '../helpers/tollgate.ts';
+import { type FakeKubeApi, ingress, secret, startFakeKubeApi } from '../helpers/fake-kube-api.ts';
+import { applyBackendService, startGatewayTollgate } from '../helpers/gateway-conformance.ts';
+import { request, type SimpleResponse, type Tollgate, waitFor } from '../helpers/tollgate.ts';
 import { startUpstream, type Upstream } from '../helpers/upstream.ts';
 
 const NS = 'apps';
@@ -75,25 +69,16 @@ describe('one policy model through the built process', () => {
     api.applyRaw(
       gatewayObject({ name: 'gw', namespace: NS, listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }] }),
     );
-    api.apply(
-      service({ name: 'web', namespace: NS, ports: [{ name: 'http', port: 80, targetPort: upstream.port }] }),
-    );
-    api.apply(
-      endpointSlice({
-        service: 'web',
-        namespace: NS,
-        ports: [{ name: 'http', port: upstream.port }],
-        endpoints: [{ ip: '127.0.0.1' }],
-      }),
-    );
+    applyBackendService(api, { name: 'web', namespace: NS, port: upstream.port, servicePort: 80 });
     api.apply(secret({ name: 'users', namespace: NS, data: { auth: `alice:${bcryptOf('wonderland')}\n` } }));
     dir = await mkdtemp(join(tmpdir(), 'tollgate-policy-model-'));
     // An OpenID provider that never answers: a route naming it is unavailable (503), never open.
     await writeFile(join(dir, 'client-secret'), 'a-client-secret\n');
     await writeFile(join(dir, 'session-secrets'), 'a-session-secret-of-at-least-thirty-two-bytes-long\n');
-    tollgate = await startTollgate({
+    tollgate = await startGatewayTollgate(api, {
+      dir,
+      namespace: NS,
       main: {
-        access_log: false,
         oidc_providers: {
           corp: {
             issuer: 'http://127.0.0.1:1',
@@ -102,14 +87,9 @@ describe('one policy model through the built process', () => {
           },
         },
         session_secret_file: join(dir, 'session-secrets'),
-        kubernetes: {
-          kubeconfig: api.writeKubeconfig(dir, NS),
-          ingress_class: 'tollgate',
-          gateway_class: 'tollgate',
-        },
       },
-      upstreams: { upstreams: { 'file.test': { paths: { '/': { servers: [upstream.address] } } } } },
-      env: { KUBECONFIG: '' },
+      kubernetes: { ingress_class: 'tollgate' },
+      upstreams: { 'file.test': { paths: { '/': { servers: [upstream.address] } } } },
     });
   });
 
