@@ -65,12 +65,7 @@ export function compileRoutingTable(
         routes.push(kept);
         continue;
       }
-      const lookups: Array<readonly ServerAddress[]> = [];
-      const recorded: EndpointLookup = (ref) => {
-        const found = endpoints(ref);
-        lookups.push(found);
-        return found;
-      };
+      const { lookup: recorded, answers } = recordingLookups(endpoints);
       const { addresses, canaryFrom } = routeAddresses(path, recorded);
       const route: Route = Object.freeze({
         id,
@@ -107,7 +102,7 @@ export function compileRoutingTable(
         ),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
-      endpointsUsed.set(route, { path, lookups });
+      endpointsUsed.set(route, answers);
       routes.push(route);
     }
   }
@@ -174,25 +169,32 @@ function reusableRoutes(
   return { byPath, frozenCopies: compiled.frozenCopies };
 }
 
-/** Per route: the path it was compiled from and the endpoint answers it was given, in order. */
-const endpointsUsed = new WeakMap<
-  Route,
-  { path: PathConfig; lookups: ReadonlyArray<readonly ServerAddress[]> }
->();
+/** Per route: each Service it looked up and the answer it was given (recordingLookups). */
+const endpointsUsed = new WeakMap<Route, ReadonlyArray<EndpointAnswer>>();
 
-/** The lookups a route's servers came from give the same answers (the same arrays) now. */
-function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
-  const used = endpointsUsed.get(route);
-  if (used === undefined) return false;
-  const now: Array<readonly ServerAddress[]> = [];
-  routeAddresses(used.path, (ref) => {
+interface EndpointAnswer {
+  ref: ServiceRef;
+  found: readonly ServerAddress[];
+}
+
+/**
+ * An endpoint lookup that records each Service asked for and the answer given, so that a later
+ * compile can tell whether every answer a route was built from is still the same (sameEndpoints).
+ */
+function recordingLookups(endpoints: EndpointLookup): { lookup: EndpointLookup; answers: EndpointAnswer[] } {
+  const answers: EndpointAnswer[] = [];
+  const lookup: EndpointLookup = (ref) => {
     const found = endpoints(ref);
-    now.push(found);
+    answers.push({ ref, found });
     return found;
-  });
-  // The mirrors' answers follow, in the order compile asked for them (mirrorsOf).
-  for (const mirror of used.path.mirrors ?? []) now.push(endpoints(mirror.service));
-  return now.length === used.lookups.length && now.every((found, index) => found === used.lookups[index]);
+  };
+  return { lookup, answers };
+}
+
+/** Every lookup a route was built from gives the same answer (the same array) now. */
+function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
+  const answers = endpointsUsed.get(route);
+  return answers?.every(({ ref, found }) => endpoints(ref) === found) ?? false;
 }
 
 /** The path objects each table's routes were compiled from (index for index) and its frozen copies. */
@@ -238,9 +240,7 @@ export function recompileServers(
 ): RoutingTable | null {
   if (compiledFrom.get(previous) !== config) return null;
   // One object per address and transport, as compile makes them: the table's distinct servers by key.
-  const byKey = new Map(
-    previous.servers.map((server) => [`${server.address} ${server.transport.key}`, server]),
-  );
+  const byKey = new Map(previous.servers.map((server) => [serverKey(server), server]));
   const used = new Set<UpstreamServer>();
   const servers: UpstreamServer[] = [];
   const use = (server: UpstreamServer) => {
@@ -263,23 +263,12 @@ export function recompileServers(
         routes.push(before);
         continue;
       }
-      const lookups: Array<readonly ServerAddress[]> = [];
-      // Every endpoint answer this route was compiled from, mirrors' included: a later compile
-      // reuses the route only while each answer is still the same (compileRoutingTable's previous).
-      const lookup: EndpointLookup = (ref) => {
-        const found = endpoints(ref);
-        lookups.push(found);
-        return found;
-      };
+      // Every endpoint answer this route is built from, mirrors' included: a later compile reuses
+      // the route only while each answer is still the same (compileRoutingTable's previous).
+      const { lookup, answers } = recordingLookups(endpoints);
       const { addresses, canaryFrom } = routeAddresses(path, lookup);
       const serverOf = (address: ServerAddress) => {
-        const transport = upstreamTransport(path, address);
-        const key = `${address.raw} ${transport.key}`;
-        let server = byKey.get(key);
-        if (server === undefined) {
-          server = upstreamServerFor(address, transport);
-          byKey.set(key, server);
-        }
+        const server = sharedServer(address, upstreamTransport(path, address), byKey);
         use(server);
         return server;
       };
@@ -290,7 +279,7 @@ export function recompileServers(
         mirrors: mirrorsOf(path, lookup, serverOf),
         ...compileBackendPolicies(path, addresses, canaryFrom),
       });
-      endpointsUsed.set(route, { path, lookups });
+      endpointsUsed.set(route, answers);
       routes.push(route);
     }
   }
