@@ -80,7 +80,14 @@ export async function refusedAddress(): Promise<RefusedAddress> {
   holder.listen(0, '127.0.0.1');
   await once(holder, 'listening');
   const accepted = once(holder, 'connection') as Promise<[net.Socket]>;
-  const client = net.connect({ host: '127.0.0.1', port: (holder.address() as net.AddressInfo).port });
+  // The local end on a port drawn below the kernel's ephemeral range (freePort): once released, no
+  // other test's outgoing connection can be handed it, so a server can come back on it.
+  const client = net.connect({
+    host: '127.0.0.1',
+    port: (holder.address() as net.AddressInfo).port,
+    localAddress: '127.0.0.1',
+    localPort: await freePort(),
+  });
   await once(client, 'connect');
   const [serverSide] = await accepted;
   // Never what keeps a test process alive, should a test forget release().
