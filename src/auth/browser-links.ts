@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ProxyRequest } from '../request/record.ts';
+import { requestTarget } from '../request/targets.ts';
 import type { AuthRedirect } from './authenticator.ts';
 import type { Clock } from './clock.ts';
 import { takeQueryParam } from './query.ts';
@@ -80,7 +81,7 @@ export function markIfUrlCarriesToken(
 export function createBrowserLinks(options: { cookieName: string; now: Clock }): BrowserLinks {
   return {
     exchange(request, token, check, scope) {
-      const location = request.forwardQuery ? `${request.path}?${request.forwardQuery}` : request.path;
+      const location = requestTarget(request);
       const maxAge = Math.max(0, Math.floor(check.expiresAt - options.now()));
       const attributes = [
         `${options.cookieName}=${token}`,

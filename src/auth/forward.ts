@@ -5,6 +5,7 @@ import { isGrpcRequest } from '../local-response.ts';
 import type { Logger } from '../log.ts';
 import { forwardAuthDuration, forwardAuthFailing } from '../observe/metrics.ts';
 import type { ProxyRequest } from '../request/record.ts';
+import { requestTarget } from '../request/targets.ts';
 import {
   type AuthDenial,
   type Authenticator,
@@ -218,14 +219,9 @@ function checkHeaders(request: ProxyRequest, settings: ForwardAuthSettings): Rec
   headers['x-forwarded-method'] = req.method ?? 'GET';
   headers['x-forwarded-proto'] = request.secure ? 'https' : 'http';
   headers['x-forwarded-host'] = request.rawHost;
-  headers['x-forwarded-uri'] = forwardedUri(request);
+  headers['x-forwarded-uri'] = requestTarget(request);
   headers['x-forwarded-for'] = request.forwardedFor;
   return headers;
-}
-
-/** The path and query the upstream will get: normalised, token parameters already removed. */
-function forwardedUri(request: ProxyRequest): string {
-  return request.forwardQuery === '' ? request.path : `${request.path}?${request.forwardQuery}`;
 }
 
 type ResponseHeaders = Record<string, string | string[] | undefined>;
@@ -291,7 +287,7 @@ function signinLocation(request: ProxyRequest, signinUrl: string): string {
     secure: request.secure,
     host: request.host,
     rawHost: request.rawHost,
-    requestUri: forwardedUri(request),
+    requestUri: requestTarget(request),
   });
 }
 

@@ -4,6 +4,7 @@ import type { CacheConfig } from '../config/policy-types.ts';
 import { isGrpcRequest, writeLocalResponse } from '../local-response.ts';
 import { cacheCoalescedTotal, cacheHitsTotal, cacheMissesTotal } from '../observe/metrics.ts';
 import type { ProxyRequest, ResponseTap, Stage } from '../request/record.ts';
+import { requestTarget } from '../request/targets.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { addVary, clientResponseHeaders } from '../upstream/headers.ts';
 import { detachedResponse } from './detached.ts';
@@ -98,7 +99,7 @@ export class ResponseCache {
   ): CacheOutcome | Promise<CacheOutcome> {
     const { req, route } = request;
     const method = req.method ?? 'GET';
-    const url = request.forwardQuery === '' ? request.path : `${request.path}?${request.forwardQuery}`;
+    const url = requestTarget(request);
     const urlKey = `${request.host}\u0000${url}`;
     if (method !== 'GET' && method !== 'HEAD') {
       if (UNSAFE_METHODS.has(method)) request.cacheTap = new Invalidation(this.store, route.id, urlKey);

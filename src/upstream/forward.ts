@@ -5,6 +5,7 @@ import { type ErrorCode, sendError } from '../errors.ts';
 import { hasBody, http2StreamOf, isGrpcRequest } from '../local-response.ts';
 import { upstreamRejectedTotal } from '../observe/metrics.ts';
 import type { ClientSpan, ForwardingRequest } from '../request/record.ts';
+import { upstreamTarget } from '../request/targets.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import type { ForwardObserver } from './attempt-observer.ts';
 import {
@@ -186,9 +187,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const { request, server, deps, withBody, wire } = this;
     request.upstream = server;
     const { req, res } = request;
-    const path = request.forwardQuery
-      ? `${request.upstreamPath}?${request.forwardQuery}`
-      : request.upstreamPath;
+    const path = upstreamTarget(request);
     const options: Dispatcher.DispatchOptions & { servername?: string } = {
       origin: server.origin,
       method: req.method ?? 'GET',

@@ -1,6 +1,8 @@
+import { FifoGate } from '../concurrency/fifo-gate.ts';
 import { hasBody } from '../local-response.ts';
 import { mirrorRequestsTotal } from '../observe/metrics.ts';
 import type { ForwardingRequest } from '../request/record.ts';
+import { upstreamTarget } from '../request/targets.ts';
 import type { RouteMirror, UpstreamServer } from '../routing/types.ts';
 import { upstreamRequestHeaders } from './headers.ts';
 import { type UpstreamPools, wireFor } from './pools.ts';
@@ -20,36 +22,13 @@ import { type UpstreamPools, wireFor } from './pools.ts';
 export const MIRRORS_IN_FLIGHT = 256;
 
 /** How many copies are under way, and whether one more may start. */
-export class MirrorBudget {
-  #inFlight = 0;
-  readonly limit: number;
-
-  constructor(limit: number) {
-    this.limit = limit;
-  }
-
-  get inFlight(): number {
-    return this.#inFlight;
-  }
-
-  /** True (and counted) when one more copy fits; call give() when it is over. */
-  tryTake(): boolean {
-    if (this.#inFlight >= this.limit) return false;
-    this.#inFlight++;
-    return true;
-  }
-
-  give(): void {
-    if (this.#inFlight > 0) this.#inFlight--;
-  }
-}
-
 /** Whether this request is copied to a mirror with `share` (0–1]: drawn per request. */
 export function drawn(share: number, random: () => number = Math.random): boolean {
   return share >= 1 || random() < share;
 }
 
-const budget = new MirrorBudget(MIRRORS_IN_FLIGHT);
+/** The copies under way in this process: a copy takes a place or is dropped, never waits. */
+export const mirrorsInFlight = new FifoGate(MIRRORS_IN_FLIGHT);
 /** Spreads the copies of one mirror over its servers. */
 let turn = 0;
 
@@ -85,25 +64,23 @@ function sendCopy(
   headers: string[],
   pools: UpstreamPools,
 ): void {
-  if (!budget.tryTake()) {
+  if (!mirrorsInFlight.tryEnter()) {
     mirrorRequestsTotal.inc({ result: 'dropped' });
     return;
   }
   // Its own connection slot, never queued: a mirror at its limit loses the copy, not the client time.
   const release = pools.slots(server).tryAcquire(`${request.route.id} mirror`);
   if (release === null) {
-    budget.give();
+    mirrorsInFlight.leave();
     mirrorRequestsTotal.inc({ result: 'dropped' });
     return;
   }
   const done = (result: 'sent' | 'failed') => {
     release();
-    budget.give();
+    mirrorsInFlight.leave();
     mirrorRequestsTotal.inc({ result });
   };
-  const path = request.forwardQuery
-    ? `${request.upstreamPath}?${request.forwardQuery}`
-    : request.upstreamPath;
+  const path = upstreamTarget(request);
   let pool: ReturnType<UpstreamPools['get']>;
   try {
     pool = pools.get(server, wireFor(server, false));

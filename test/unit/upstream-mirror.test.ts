@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { drawn, MirrorBudget } from '../../src/upstream/mirror.ts';
+import { drawn, MIRRORS_IN_FLIGHT, mirrorsInFlight } from '../../src/upstream/mirror.ts';
 
 describe('upstream/mirror: the share drawn per request and the in-flight cap', () => {
   it('draws a request when the random number falls under the share; share 1 always, share 0 never', () => {
@@ -33,18 +33,13 @@ describe('upstream/mirror: the share drawn per request and the in-flight cap', (
     assert.ok(hits > 3_300 && hits < 3_700, `${hits} of 10000`);
   });
 
-  it('lets at most `limit` copies be under way; one given back makes room for one more', () => {
-    const budget = new MirrorBudget(2);
-    assert.equal(budget.tryTake(), true);
-    assert.equal(budget.tryTake(), true);
-    assert.equal(budget.tryTake(), false);
-    assert.equal(budget.inFlight, 2);
-    budget.give();
-    assert.equal(budget.tryTake(), true);
-    assert.equal(budget.tryTake(), false);
-    budget.give();
-    budget.give();
-    budget.give();
-    assert.equal(budget.inFlight, 0);
+  it('lets MIRRORS_IN_FLIGHT copies be under way per process; one over is refused until one ends', () => {
+    for (let i = 0; i < MIRRORS_IN_FLIGHT; i++) assert.equal(mirrorsInFlight.tryEnter(), true, `copy ${i}`);
+    assert.equal(mirrorsInFlight.tryEnter(), false);
+    assert.equal(mirrorsInFlight.inFlight, MIRRORS_IN_FLIGHT);
+    mirrorsInFlight.leave();
+    assert.equal(mirrorsInFlight.tryEnter(), true);
+    for (let i = 0; i < MIRRORS_IN_FLIGHT; i++) mirrorsInFlight.leave();
+    assert.equal(mirrorsInFlight.inFlight, 0);
   });
 });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ProxyRequest } from '../../request/record.ts';
+import { requestTarget } from '../../request/targets.ts';
 import { commonName, subjectAltNames, verifiedClientCertificate } from '../client-certificate.ts';
 
 /**
@@ -36,7 +37,7 @@ export function checkRequest(request: ProxyRequest, body: Buffer | null): unknow
           id: typeof req.headers['x-request-id'] === 'string' ? req.headers['x-request-id'] : randomUUID(),
           method: req.method ?? '',
           headers,
-          path: request.forwardQuery === '' ? request.path : `${request.path}?${request.forwardQuery}`,
+          path: requestTarget(request),
           host: request.rawHost,
           scheme: request.secure ? 'https' : 'http',
           size: declared !== undefined && /^\d+$/.test(declared) ? Number(declared) : -1,
