@@ -71,6 +71,36 @@ const STREAM_CLIENT = fileURLToPath(new URL('grpc-stream-client.ts', import.meta
 /** Calls open at once: the unary targets' 8 streams per connection. */
 const STREAM_CALLS = 8;
 
+const UNARY_CLIENT = fileURLToPath(new URL('grpc-unary-client.ts', import.meta.url));
+/** Unary calls in flight at once: h2load's 8 connections × 8 streams. */
+const UNARY_CALLS = 64;
+
+/** Unary calls per second answered OK to a grpc-js client in its own process (grpc-unary-client.ts). */
+export function grpcUnaryClientGenerator(): LoadGenerator {
+  return {
+    name: 'grpc-js unary client',
+    async run(settings) {
+      const target = new URL(settings.url).host;
+      const authority = settings.headers.host ?? GRPC_AUTHORITY;
+      const stdout = await runToCompletion(
+        process.execPath,
+        [UNARY_CLIENT, target, authority, String(settings.seconds), String(UNARY_CALLS)],
+        { timeoutMs: runTimeoutMs(settings) + 10_000 },
+      );
+      const { calls, seconds, errors } = JSON.parse(stdout) as Record<string, number>;
+      return {
+        requestsPerSecond: Number(((calls ?? 0) / (seconds ?? 1)).toFixed(0)),
+        p50Ms: Number.NaN,
+        p99Ms: Number.NaN,
+        p999Ms: Number.NaN,
+        requests: calls ?? 0,
+        socketErrors: errors ?? 0,
+        badStatuses: 0,
+      };
+    },
+  };
+}
+
 /**
  * Server-streaming messages per second, received by a grpc-js client in its own process
  * (grpc-stream-client.ts): each LoadResult "request" is one message.

@@ -17,6 +17,7 @@ import {
   GRPC_STREAM_PATH,
   grpcGenerator,
   grpcStreamGenerator,
+  grpcUnaryClientGenerator,
   startGrpcServer,
 } from './grpc.ts';
 import { h2load, h2loadBinary } from './h2load.ts';
@@ -259,22 +260,31 @@ function sharedGrpcTollgate(context: BenchContext, grpcPort: number, client: Grp
 }
 
 /**
- * gRPC calls straight to the grpc-js server or through Tollgate (h2c both ways): unary calls by
- * h2load, or server-streaming messages received by a grpc-js client in its own process.
+ * What drives a gRPC target: unary calls by h2load, unary calls by a grpc-js client in its own
+ * process, or server-streaming messages received by a grpc-js client.
  */
+type GrpcCall = 'unary' | 'unary-grpc-js' | 'stream';
+
+/** gRPC calls straight to the grpc-js server or through Tollgate (h2c both ways), driven by `call`. */
 async function grpcTarget(
   context: BenchContext,
   via: 'direct' | GrpcClient,
-  call: 'unary' | 'stream' = 'unary',
+  call: GrpcCall = 'unary',
 ): Promise<RunningTarget | { skip: string }> {
   const h2loadPath = h2loadBinary();
   if (call === 'unary' && h2loadPath === null)
     return { skip: 'h2load not installed (apt-get install nghttp2-client)' };
   const server = await sharedGrpcServer(context);
-  const generator = call === 'unary' ? grpcGenerator(h2loadPath as string) : grpcStreamGenerator();
-  const path = call === 'unary' ? GRPC_PATH : GRPC_STREAM_PATH;
+  const generator =
+    call === 'unary'
+      ? grpcGenerator(h2loadPath as string)
+      : call === 'unary-grpc-js'
+        ? grpcUnaryClientGenerator()
+        : grpcStreamGenerator();
+  const path = call === 'stream' ? GRPC_STREAM_PATH : GRPC_PATH;
   const headers = { host: GRPC_AUTHORITY, ...GRPC_HEADERS };
-  const shape = call === 'unary' ? 'gRPC' : 'gRPC streaming';
+  const shape =
+    call === 'unary' ? 'gRPC' : call === 'unary-grpc-js' ? 'gRPC, grpc-js client,' : 'gRPC streaming';
   if (via === 'direct') {
     return {
       label: `${shape} direct (grpc-js)`,
@@ -297,7 +307,7 @@ async function grpcTarget(
 }
 
 /** A Tollgate gRPC target: skipped without a build, an error when h2load is missing. */
-function tollgateGrpcTarget(id: string, client: GrpcClient, call: 'unary' | 'stream'): TargetDefinition {
+function tollgateGrpcTarget(id: string, client: GrpcClient, call: GrpcCall): TargetDefinition {
   return tollgateTarget(id, async (context) => {
     const target = await grpcTarget(context, client, call);
     if ('skip' in target) throw new Error(target.skip);
@@ -619,6 +629,9 @@ export const TARGETS: readonly TargetDefinition[] = [
       return grpcTarget(context, 'baseline');
     },
   },
+  // Unary calls by a grpc-js client in its own process: the issue's own measure of the gRPC goal.
+  { id: 'grpc-js-direct', start: (context) => grpcTarget(context, 'direct', 'unary-grpc-js') },
+  tollgateGrpcTarget('tollgate-grpc-js', 'node', 'unary-grpc-js'),
   // Server streaming, messages per second received by a grpc-js client in its own process.
   { id: 'grpc-stream-direct', start: (context) => grpcTarget(context, 'direct', 'stream') },
   tollgateGrpcTarget('tollgate-grpc-stream', 'node', 'stream'),
@@ -990,6 +1003,14 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate-grpc-baseline',
     metric: 'cpu',
     note: 'this build against BENCH_BASELINE, CPU per call',
+  },
+  {
+    name: 'tollgate gRPC / gRPC direct (grpc-js client)',
+    numerator: 'tollgate-grpc-js',
+    denominator: 'grpc-js-direct',
+    metric: 'throughput',
+    goal: 0.5,
+    note: 'unary calls by a grpc-js client process, 64 in flight on one channel',
   },
   {
     name: 'tollgate gRPC (undici) / gRPC direct',
