@@ -125,7 +125,7 @@ export const startTracing: StartTracing = (settings, deps) => {
     ],
   });
   const context: SpanFactory = {
-    tracer: provider.getTracer('tollgate'),
+    tracer: withoutSpanMetrics(provider.getTracer('tollgate')),
     ids,
     // A new trace is sampled at sample_ratio; a request that continues a trace follows its caller
     // only when the caller is one of trusted_proxies (docs/observability.md#tracing).
@@ -159,6 +159,20 @@ function createExporter(settings: TracingSettings): SpanExporter {
   const url = tracesUrl(settings.endpoint);
   if (settings.protocol === 'http/json') return new JsonTraceExporter({ url });
   return withOwnProtobufEncoder(new ProtobufTraceExporter({ url }));
+}
+
+/**
+ * The tracer without its per-span self-observability (`otel.sdk.span.started`, `otel.sdk.span.live`):
+ * no meter provider is given, so those counters are no-ops, yet the SDK builds two attribute records
+ * (computed keys) and a closure per span for them (docs/benchmark.md#tracing-cost). The SDK keeps
+ * them on the tracer, not as an option: if a later SDK moves them, the tracer is used as it comes.
+ */
+export function withoutSpanMetrics(tracer: Tracer): Tracer {
+  const internal = tracer as { _tracerMetrics?: { startSpan?: unknown } };
+  if (typeof internal._tracerMetrics?.startSpan === 'function') {
+    internal._tracerMetrics = { startSpan: () => undefined };
+  }
+  return tracer;
 }
 
 interface Serializer {
