@@ -3,26 +3,28 @@ import type { IdGenerator } from '@opentelemetry/sdk-trace';
 
 /**
  * Trace and span ids (docs/observability.md#tracing), cut from a pooled buffer of random bytes that
- * is refilled from the CSPRNG once every few hundred ids: one `toString('hex')` per id, where the
- * SDK's RandomIdGenerator draws `Math.random()` per 4 bytes.
+ * is refilled from the CSPRNG once every few hundred ids and written as hex once per refill: an id
+ * is a slice of that string (V8 keeps it as a view, no copy), where the SDK's RandomIdGenerator
+ * draws `Math.random()` per 4 bytes and writes each id as hex on its own
+ * (docs/benchmark.md#tracing-cost).
  */
 
 const POOL_BYTES = 4096;
 const pool = Buffer.allocUnsafe(POOL_BYTES);
+let poolHex = '';
 let offset = POOL_BYTES;
 
 function randomId(bytes: number): string {
   if (offset + bytes > POOL_BYTES) {
     randomFillSync(pool);
+    poolHex = pool.toString('hex');
     offset = 0;
   }
   const start = offset;
   offset += bytes;
-  // An all-zero id is invalid (W3C Trace Context): made non-zero as the SDK's generator does.
-  let zero = true;
-  for (let i = start; i < offset && zero; i++) zero = pool[i] === 0;
-  if (zero) pool[offset - 1] = 1;
-  return pool.toString('hex', start, offset);
+  for (let i = start; i < offset; i++) if (pool[i] !== 0) return poolHex.slice(start * 2, offset * 2);
+  // An all-zero id is invalid (W3C Trace Context): its last byte made 1, as the SDK's generator does.
+  return `${'0'.repeat(bytes * 2 - 2)}01`;
 }
 
 /** A new trace id: 32 lowercase hex digits, never all zeros. */
