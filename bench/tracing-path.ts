@@ -4,7 +4,9 @@
  * sent to the OTLP sink, with no proxy around them. On the shared 2-core VM the proxy's own CPU per
  * request moves by 2–3 × between rounds, which hides a few µs; here this build and the BENCH_BASELINE
  * build each run in a child process of their own, driven in interleaved turns, and every turn's CPU
- * (all threads, the export's HTTP included) is divided by the requests it made.
+ * (all threads, the export's HTTP included) is divided by the requests it made. A third child makes
+ * the same calls on a tracing that does nothing: its turn, taken from the others' in each round, leaves
+ * what tracing itself adds.
  *
  * Usage: BENCH_BASELINE=/tmp/base/dist/main.js node bench/tracing-path.ts [ratio …] (default 1 0.1)
  * BENCH_ROUNDS (default 15) turns per build and ratio; each turn makes 10,000 requests' spans, 100
@@ -39,11 +41,26 @@ interface TracingModule {
   };
 }
 
-/** The child: loads one build's SDK side and answers each `turn` with its CPU µs per request. */
-async function child(distDir: string, ratio: number, sinkPort: number): Promise<void> {
+/** The `distDir` of the runner that makes no spans: what the harness itself costs a request. */
+const HARNESS = 'harness';
+
+type Tracing = ReturnType<TracingModule['startTracing']>;
+
+/** A tracing that does nothing: the same calls, no work. */
+function harnessOnly(): Tracing {
+  const attempt = { responded() {}, end() {} };
+  const trace = { upstreamAttempt: () => attempt, end() {} };
+  return { start: () => trace, shutdown: async () => {} };
+}
+
+async function startBuild(
+  distDir: string,
+  ratio: number,
+  sinkPort: number,
+  logger: unknown,
+): Promise<Tracing> {
   const module = (await import(join(distDir, 'observe/tracing-sdk.js'))) as TracingModule;
-  const silent = { info() {}, warn() {}, error() {}, debug() {} };
-  const tracing = module.startTracing(
+  return module.startTracing(
     {
       endpoint: `http://127.0.0.1:${sinkPort}`,
       protocol: 'http/protobuf',
@@ -52,8 +69,14 @@ async function child(distDir: string, ratio: number, sinkPort: number): Promise<
       queueSize: 2048,
       batchDelayMs: 5000,
     },
-    { logger: silent, redactQuery: (query) => query },
+    { logger, redactQuery: (query) => query },
   );
+}
+
+/** The child: loads one build's SDK side and answers each `turn` with its CPU µs per request. */
+async function child(distDir: string, ratio: number, sinkPort: number): Promise<void> {
+  const silent = { info() {}, warn() {}, error() {}, debug() {} };
+  const tracing = distDir === HARNESS ? harnessOnly() : await startBuild(distDir, ratio, sinkPort, silent);
   const req = { method: 'GET', headers: { host: 'bench.local' }, httpVersion: '1.1', httpVersionMajor: 1 };
   const route = { prefix: '/', auth: null };
   const server = { origin: 'http://127.0.0.1:8080' };
@@ -155,18 +178,20 @@ async function main(): Promise<void> {
   const sink = await startOtlpSink();
   try {
     const runners: Runner[] = [];
+    const harness = await startRunner('harness alone (no spans)', HARNESS, 0, sink.port);
     for (const ratio of ratios.length > 0 ? ratios : [1, 0.1]) {
       runners.push(await startRunner(`this build, sample_ratio ${ratio}`, here, ratio, sink.port));
       runners.push(await startRunner(`baseline, sample_ratio ${ratio}`, dirname(baseline), ratio, sink.port));
     }
+    const all = [harness, ...runners];
     // One warm-up turn each, not counted: the code is compiled and the queue's first batches leave.
-    for (const runner of runners) await runner.turn();
-    for (const runner of runners) runner.turns.length = 0;
+    for (const runner of all) await runner.turn();
+    for (const runner of all) runner.turns.length = 0;
     for (let round = 0; round < rounds; round++) {
       // Rotated, so neither build always follows the other.
-      for (let i = 0; i < runners.length; i++) await runners[(i + round) % runners.length]?.turn();
+      for (let i = 0; i < all.length; i++) await all[(i + round) % all.length]?.turn();
     }
-    for (const runner of runners) {
+    for (const runner of all) {
       const turns = runner.turns.map((t) => t.toFixed(2)).join(' ');
       console.log(
         `${runner.label.padEnd(28)} ${median(runner.turns).toFixed(2).padStart(7)} µs/request  (${turns})`,
@@ -175,12 +200,17 @@ async function main(): Promise<void> {
     for (let i = 0; i < runners.length; i += 2) {
       const [after, before] = [runners[i] as Runner, runners[i + 1] as Runner];
       const perRound = after.turns.map((t, round) => t / (before.turns[round] as number));
+      // What tracing itself adds: each turn less the harness's turn of the same round.
+      const added = (runner: Runner) => runner.turns.map((t, round) => t - (harness.turns[round] as number));
+      const addedAfter = median(added(after));
+      const addedBefore = median(added(before));
       console.log(
         `sample_ratio ${after.ratio}: this build / baseline ${(median(after.turns) / median(before.turns)).toFixed(2)}` +
-          ` (per round, median ${median(perRound).toFixed(2)}: ${perRound.map((r) => r.toFixed(2)).join(' ')})`,
+          ` (per round, median ${median(perRound).toFixed(2)}: ${perRound.map((r) => r.toFixed(2)).join(' ')});` +
+          ` tracing adds ${addedAfter.toFixed(2)} µs against ${addedBefore.toFixed(2)} (${(addedAfter / addedBefore).toFixed(2)})`,
       );
     }
-    await Promise.all(runners.map((runner) => runner.stop()));
+    await Promise.all(all.map((runner) => runner.stop()));
   } finally {
     await stopAll();
   }
