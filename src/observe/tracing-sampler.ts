@@ -40,7 +40,7 @@ export class Sampling {
  * The XOR of a trace id's four 32-bit parts (TraceIdRatioBasedSampler's accumulation), read digit by
  * digit as the SDK reads it: no substring per part.
  */
-export function traceIdPart(traceId: string): number {
+function traceIdPart(traceId: string): number {
   let accumulation = 0;
   for (let i = 0; i < 32; i += 8) {
     let part = 0;
