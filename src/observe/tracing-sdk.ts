@@ -248,7 +248,7 @@ const asParent: (span: Span) => Context = (() => {
  * The caller's span as its `traceparent` (and `tracestate`) name it, read as
  * W3CTraceContextPropagator.extract reads them; null when absent or invalid (a new trace starts).
  */
-function callerOf(headers: Record<string, string | string[] | undefined>): SpanContext | null {
+export function callerOf(headers: Record<string, string | string[] | undefined>): SpanContext | null {
   const header = headers.traceparent;
   if (!header) return null;
   const traceparent = Array.isArray(header) ? header[0] : header;
