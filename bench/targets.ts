@@ -555,6 +555,26 @@ export const TARGETS: readonly TargetDefinition[] = [
       };
     },
   },
+  // `tollgate-tracing-0.1` on the BENCH_BASELINE build: what a change costs the unsampled nine in ten.
+  {
+    id: 'tollgate-tracing-0.1-baseline',
+    async start(context) {
+      const mainJs = process.env.BENCH_BASELINE;
+      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      const sink = await context.shared('otlp-sink', () => startOtlpSink());
+      const tollgate = await startTollgate(context.upstreamPort, {
+        mainJs,
+        tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+        tracingSampleRatio: 0.1,
+      });
+      return {
+        label: 'tollgate + tracing 0.1 (baseline build)',
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  },
   // The same build started as plain `node dist/main.js`, without the young-generation cap
   // (src/v8-launch-flags.ts): what the cap does to the paced p99, in the same rounds (docs/benchmark.md).
   {
@@ -798,6 +818,13 @@ export const RATIOS: readonly RatioDefinition[] = [
     denominator: 'tollgate-tracing-baseline',
     metric: 'cpu',
     note: 'this build against BENCH_BASELINE, both traced',
+  },
+  {
+    name: 'tollgate+tracing 0.1 / its baseline build',
+    numerator: 'tollgate-tracing-0.1',
+    denominator: 'tollgate-tracing-0.1-baseline',
+    metric: 'cpu',
+    note: 'this build against BENCH_BASELINE, both at sample_ratio 0.1',
   },
   {
     name: 'tollgate / tollgate baseline build',

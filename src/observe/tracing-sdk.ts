@@ -1,23 +1,26 @@
 import {
   type Attributes,
   type Context,
+  createContextKey,
   ROOT_CONTEXT,
+  type Sampler,
+  SamplingDecision,
+  type SamplingResult,
   type Span,
   type SpanContext,
   SpanKind,
   SpanStatusCode,
-  type TextMapGetter,
   TraceFlags,
   type Tracer,
+  type TraceState,
   trace,
 } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { parseTraceParent, TraceState as W3CTraceState } from '@opentelemetry/core';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   BatchSpanProcessor,
-  RandomIdGenerator,
   type ReadableSpan,
   type SpanExporter,
   TracerProvider,
@@ -29,8 +32,9 @@ import type { Verdict } from '../request/verdict.ts';
 import type { UpstreamServer } from '../routing/types.ts';
 import { registerTracingMetrics } from './metrics.ts';
 import { countingExporter, queueDropMeterProvider } from './tracing-export.ts';
+import { newSpanId, newTraceId, PresetTraceIds } from './tracing-ids.ts';
 import { encodeTraceRequest } from './tracing-protobuf.ts';
-import { CallerSampler, fromUntrustedCaller } from './tracing-sampler.ts';
+import { Sampling } from './tracing-sampler.ts';
 import type { StartTracing, TracingDeps, UnroutedRequest } from './tracing-types.ts';
 
 /**
@@ -38,6 +42,10 @@ import type { StartTracing, TracingDeps, UnroutedRequest } from './tracing-types
  * has a `tracing:` block. Spans are made by hand where the route, the auth verdict and the upstream
  * attempt are known: no instrumentation patches node:http or undici on the tuned request path, and
  * no context manager is installed (each span's parent is passed explicitly).
+ *
+ * Whether a request is recorded is decided here, before the SDK is called (observe/tracing-sampler.ts):
+ * an unsampled request makes no SDK span, no context, only the `traceparent` (flag `00`) its calls
+ * carry; the SDK is asked only for spans that are recorded, so its own sampler always says yes.
  */
 
 /** Methods semantic conventions name as such; anything else is `_OTHER` (a bounded attribute). */
@@ -53,17 +61,12 @@ const KNOWN_METHODS = new Set([
   'PATCH',
 ]);
 
-const headerGetter: TextMapGetter<Record<string, string | string[] | undefined>> = {
-  keys: (carrier) => Object.keys(carrier),
-  get: (carrier, key) => carrier[key],
-};
-
 /**
- * Puts the span's `traceparent` (and `tracestate`) in a flat `[name, value, …]` header list, in place
- * of the client's own copies. Written directly as W3CTraceContextPropagator.inject writes them: the
+ * Puts a `traceparent` (and `tracestate`) in a flat `[name, value, …]` header list, in place of the
+ * client's own copies. Written directly as W3CTraceContextPropagator.inject writes them: the
  * propagator would first need a Context (a Map copy) per call.
  */
-function injectIntoList(context: SpanContext, headers: string[]): void {
+function injectIntoList(traceparent: string, traceState: TraceState | undefined, headers: string[]): void {
   for (let i = headers.length - 2; i >= 0; i -= 2) {
     const raw = headers[i] as string;
     // Only a name of one of the two lengths is lowercased (a new string) to be compared.
@@ -71,30 +74,45 @@ function injectIntoList(context: SpanContext, headers: string[]): void {
     const name = raw.toLowerCase();
     if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2);
   }
-  headers.push('traceparent', traceparentOf(context));
-  if (context.traceState !== undefined) headers.push('tracestate', context.traceState.serialize());
+  headers.push('traceparent', traceparent);
+  if (traceState !== undefined) headers.push('tracestate', traceState.serialize());
 }
 
-function injectIntoRecord(context: SpanContext, headers: Record<string, string>): void {
-  headers.traceparent = traceparentOf(context);
-  if (context.traceState !== undefined) headers.tracestate = context.traceState.serialize();
+function injectIntoRecord(
+  traceparent: string,
+  traceState: TraceState | undefined,
+  headers: Record<string, string>,
+): void {
+  headers.traceparent = traceparent;
+  if (traceState !== undefined) headers.tracestate = traceState.serialize();
 }
 
+/** The `traceparent` naming a span (as W3CTraceContextPropagator writes it). */
 function traceparentOf(context: SpanContext): string {
   return `00-${context.traceId}-${context.spanId}-0${Number(context.traceFlags || TraceFlags.NONE).toString(16)}`;
 }
 
+/**
+ * The SDK's sampler: every span it is asked for was decided to be recorded before the call
+ * (observe/tracing-sampler.ts), the CLIENT spans by their recorded SERVER parent.
+ */
+const RECORD: SamplingResult = Object.freeze({ decision: SamplingDecision.RECORD_AND_SAMPLED });
+const DECIDED_BEFORE: Sampler = {
+  shouldSample: () => RECORD,
+  toString: () => 'DecidedByTollgate',
+};
+
 export const startTracing: StartTracing = (settings, deps) => {
   const metrics = registerTracingMetrics();
   const exporter = countingExporter(createExporter(settings), metrics, deps.logger);
+  const ids = new PresetTraceIds();
   const provider = new TracerProvider({
     resource: resourceFromAttributes({
       'service.name': settings.serviceName,
       'process.pid': process.pid,
     }),
-    // A new trace is sampled at sample_ratio; a request that continues a trace follows its caller
-    // only when the caller is one of trusted_proxies (docs/observability.md#tracing).
-    sampler: new CallerSampler(settings.sampleRatio),
+    sampler: DECIDED_BEFORE,
+    idGenerator: ids,
     spanProcessors: [
       new BatchSpanProcessor({
         exporter,
@@ -106,10 +124,12 @@ export const startTracing: StartTracing = (settings, deps) => {
       }),
     ],
   });
-  const tracer = provider.getTracer('tollgate');
   const context: SpanFactory = {
-    tracer,
-    propagator: new W3CTraceContextPropagator(),
+    tracer: withoutSpanMetrics(provider.getTracer('tollgate')),
+    ids,
+    // A new trace is sampled at sample_ratio; a request that continues a trace follows its caller
+    // only when the caller is one of trusted_proxies (docs/observability.md#tracing).
+    sampling: new Sampling(settings.sampleRatio),
     redactQuery: deps.redactQuery,
   };
   deps.logger.info(
@@ -122,7 +142,7 @@ export const startTracing: StartTracing = (settings, deps) => {
     'exporting traces',
   );
   return {
-    start: (request) => new TracedRequest(context, request),
+    start: (request) => startRequest(context, request),
     unrouted: (request) => traceUnrouted(context, request),
     shutdown: () => provider.shutdown(),
   };
@@ -139,6 +159,20 @@ function createExporter(settings: TracingSettings): SpanExporter {
   const url = tracesUrl(settings.endpoint);
   if (settings.protocol === 'http/json') return new JsonTraceExporter({ url });
   return withOwnProtobufEncoder(new ProtobufTraceExporter({ url }));
+}
+
+/**
+ * The tracer without its per-span self-observability (`otel.sdk.span.started`, `otel.sdk.span.live`):
+ * no meter provider is given, so those counters are no-ops, yet the SDK builds two attribute records
+ * (computed keys) and a closure per span for them (docs/benchmark.md#tracing-cost). The SDK keeps
+ * them on the tracer, not as an option: if a later SDK moves them, the tracer is used as it comes.
+ */
+export function withoutSpanMetrics(tracer: Tracer): Tracer {
+  const internal = tracer as { _tracerMetrics?: { startSpan?: unknown } };
+  if (typeof internal._tracerMetrics?.startSpan === 'function') {
+    internal._tracerMetrics = { startSpan: () => undefined };
+  }
+  return tracer;
 }
 
 interface Serializer {
@@ -165,34 +199,115 @@ export function withOwnProtobufEncoder(exporter: SpanExporter): SpanExporter {
 
 interface SpanFactory {
   readonly tracer: Tracer;
-  readonly propagator: W3CTraceContextPropagator;
+  /** The SDK's id generator, to be handed a new trace's id before its root span is made. */
+  readonly ids: PresetTraceIds;
+  readonly sampling: Sampling;
   readonly redactQuery: TracingDeps['redactQuery'];
 }
 
+/** The key under which the OpenTelemetry API keeps a context's span (a `Symbol.for`, shared). */
+const SPAN_KEY = createContextKey('OpenTelemetry Context Key SPAN');
+
 /**
- * The trace the client's `traceparent` names (when valid), or a new one. Only a trusted proxy's
- * sampled flag is followed; anyone else's trace is continued but sampled at sample_ratio.
+ * A context holding only a parent span, for `startSpan`: what `trace.setSpan(ROOT_CONTEXT, span)`
+ * makes, without its copy of a Map and three closures per context. The SDK only reads it
+ * (`getValue`); a write makes a full context.
  */
-function parentOf(
-  context: SpanFactory,
-  headers: Record<string, string | string[] | undefined>,
-  peerTrusted: boolean,
-): Context {
-  if (headers.traceparent === undefined) return ROOT_CONTEXT;
-  const parent = context.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
-  return peerTrusted ? parent : fromUntrustedCaller(parent);
+class ParentSpan implements Context {
+  readonly #span: Span;
+
+  constructor(span: Span) {
+    this.#span = span;
+  }
+
+  getValue(key: symbol): unknown {
+    return key === SPAN_KEY ? this.#span : undefined;
+  }
+
+  setValue(key: symbol, value: unknown): Context {
+    return trace.setSpan(ROOT_CONTEXT, this.#span).setValue(key, value);
+  }
+
+  deleteValue(key: symbol): Context {
+    return trace.setSpan(ROOT_CONTEXT, this.#span).deleteValue(key);
+  }
 }
 
 /**
- * The attribute record of a recording span, written directly; null when the span records nothing
- * (not sampled), so an unsampled request builds no attributes at all. Not through
+ * A span as a parent context: a ParentSpan while the API finds the span there (checked once), else
+ * the API's own context, so a later API that keys spans otherwise is followed, never broken.
+ */
+const asParent: (span: Span) => Context = (() => {
+  const probe = trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '1'.repeat(16), traceFlags: 0 });
+  return trace.getSpan(new ParentSpan(probe)) === probe
+    ? (span: Span) => new ParentSpan(span)
+    : (span: Span) => trace.setSpan(ROOT_CONTEXT, span);
+})();
+
+/**
+ * The caller's span as its `traceparent` (and `tracestate`) name it, read as
+ * W3CTraceContextPropagator.extract reads them; null when absent or invalid (a new trace starts).
+ */
+export function callerOf(headers: Record<string, string | string[] | undefined>): SpanContext | null {
+  const header = headers.traceparent;
+  if (!header) return null;
+  const traceparent = Array.isArray(header) ? header[0] : header;
+  if (typeof traceparent !== 'string') return null;
+  const parsed = parseTraceParent(traceparent);
+  if (parsed === null) return null;
+  const caller: SpanContext = { ...parsed, isRemote: true };
+  const stateHeader = headers.tracestate;
+  if (stateHeader) {
+    const state = Array.isArray(stateHeader) ? stateHeader.join(',') : stateHeader;
+    caller.traceState = new W3CTraceState(typeof state === 'string' ? state : undefined);
+  }
+  return caller;
+}
+
+/** What Tollgate decided for a request's SERVER span, before any SDK call. */
+interface Decision {
+  readonly sampled: boolean;
+  readonly traceId: string;
+  /** The caller's span, when the request continues its trace. */
+  readonly caller: SpanContext | null;
+}
+
+/**
+ * The trace the client's `traceparent` names (when valid), or a new one, and whether this request
+ * is recorded (observe/tracing-sampler.ts): a new trace by its trace id at sample_ratio, a continued
+ * one by a trusted proxy's flag, anyone else's at sample_ratio.
+ */
+function decide(
+  context: SpanFactory,
+  headers: Record<string, string | string[] | undefined>,
+  peerTrusted: boolean,
+): Decision {
+  const caller = headers.traceparent === undefined ? null : callerOf(headers);
+  if (caller === null) {
+    const traceId = newTraceId();
+    return { sampled: context.sampling.newTrace(traceId), traceId, caller };
+  }
+  const callerSampled = (caller.traceFlags & TraceFlags.SAMPLED) !== 0;
+  return { sampled: context.sampling.continued(callerSampled, peerTrusted), traceId: caller.traceId, caller };
+}
+
+/** Starts the SERVER span of a request decided sampled: the caller's child, or a root with its trace id. */
+function startServerSpan(context: SpanFactory, name: string, startTime: number, decision: Decision): Span {
+  if (decision.caller === null) context.ids.nextTraceId(decision.traceId);
+  const parent = decision.caller === null ? ROOT_CONTEXT : asParent(trace.wrapSpanContext(decision.caller));
+  return context.tracer.startSpan(name, { kind: SpanKind.SERVER, startTime }, parent);
+}
+
+/**
+ * The attribute record of a recorded span, written directly. Not through
  * `setAttribute`/`startSpan({ attributes })`: the SDK checks every value with a new WeakSet (and
  * copies the record twice at start), the largest part of a span's cost in a profile
  * (docs/benchmark.md#tracing-cost). Every value written here is a string or a number, below the
  * SDK's default limits (128 attributes, no length limit), so the record is what the SDK would keep.
+ * Every span asked of the SDK is recorded (DECIDED_BEFORE); should one not be, its writes go nowhere.
  */
-function recordOf(span: Span): Attributes | null {
-  return span.isRecording() ? (span as unknown as ReadableSpan).attributes : null;
+function recordOf(span: Span): Attributes {
+  return span.isRecording() ? (span as unknown as ReadableSpan).attributes : {};
 }
 
 /** `http.request.method` (and `_original`) of a known or other method; returns the span name's method. */
@@ -219,68 +334,95 @@ function urlAttributes(context: SpanFactory, path: string, query: string, attrib
 }
 
 /** A SERVER span is an error only when the server failed (5xx), not when the client did. */
-function endServerSpan(span: Span, status: number): void {
-  const attributes = recordOf(span);
-  if (attributes !== null) {
-    attributes['http.response.status_code'] = status;
-    if (status >= 500) {
-      attributes['error.type'] = String(status);
-      span.setStatus({ code: SpanStatusCode.ERROR });
-    }
+function endServerSpan(span: Span, attributes: Attributes, status: number): void {
+  attributes['http.response.status_code'] = status;
+  if (status >= 500) {
+    attributes['error.type'] = String(status);
+    span.setStatus({ code: SpanStatusCode.ERROR });
   }
   span.end();
 }
 
 function traceUnrouted(context: SpanFactory, request: UnroutedRequest): string | null {
   const { req } = request;
+  const decision = decide(context, req.headers, request.peerTrusted);
+  // Not sampled: nothing recorded, and no call is made for it, so no context travels either.
+  if (!decision.sampled) return null;
   const method = req.method ?? 'GET';
-  const span = context.tracer.startSpan(
-    nameMethod(method),
-    { kind: SpanKind.SERVER, startTime: request.startedAt },
-    parentOf(context, req.headers, request.peerTrusted),
-  );
+  const span = startServerSpan(context, nameMethod(method), request.startedAt, decision);
   const attributes = recordOf(span);
-  if (attributes === null) {
-    span.end();
-    return null;
-  }
   attributes['network.protocol.version'] = protocolOf(req);
   attributes['client.address'] = request.clientIp;
   methodAttributes(method, attributes);
   if (request.path !== null) urlAttributes(context, request.path, request.query, attributes);
-  const { traceId } = span.spanContext();
-  endServerSpan(span, request.status);
-  return traceId;
+  endServerSpan(span, attributes, request.status);
+  return span.spanContext().traceId;
 }
 
-/** Span ids of the CLIENT spans of an unsampled request, made without the SDK (see upstreamAttempt). */
-const ids = new RandomIdGenerator();
+/** The spans of one routed request: recorded ones, or only the context its calls carry. */
+function startRequest(context: SpanFactory, request: ProxyRequest): RequestTrace {
+  const decision = decide(context, request.req.headers, request.peerTrusted);
+  return decision.sampled
+    ? new TracedRequest(context, request, decision)
+    : new UnsampledRequest(decision.traceId, decision.caller?.traceState);
+}
 
-/** The spans of one routed request. An object with fields, not closures: one allocation per request. */
+/**
+ * A request not recorded: no SDK span, nothing built but the `traceparent` of each call it makes,
+ * as the SDK would have made its unrecorded CLIENT span (the trace id, a new span id, flag `00`, the
+ * caller's trace state), so the upstream and the auth service can still join the trace.
+ */
+class UnsampledRequest implements RequestTrace {
+  readonly traceId = null;
+  readonly #traceId: string;
+  readonly #traceState: TraceState | undefined;
+
+  constructor(traceId: string, traceState: TraceState | undefined) {
+    this.#traceId = traceId;
+    this.#traceState = traceState;
+  }
+
+  authOutcome(): void {}
+
+  upstreamAttempt(_request: ProxyRequest, _server: UpstreamServer, headers: string[]): ClientSpan {
+    injectIntoList(this.#traceparent(), this.#traceState, headers);
+    return UNRECORDED;
+  }
+
+  authCall(_origin: string, _method: string, headers: Record<string, string>): ClientSpan {
+    injectIntoRecord(this.#traceparent(), this.#traceState, headers);
+    return UNRECORDED;
+  }
+
+  #traceparent(): string {
+    return `00-${this.#traceId}-${newSpanId()}-00`;
+  }
+
+  end(): void {}
+}
+
+/** The spans of one recorded request. An object with fields, not closures: one allocation per request. */
 class TracedRequest implements RequestTrace {
-  readonly traceId: string | null;
+  readonly traceId: string;
   readonly #context: SpanFactory;
   readonly #span: Span;
-  /** The server span's attribute record; null when this request is not sampled. */
-  readonly #attributes: Attributes | null;
+  /** The server span's attribute record. */
+  readonly #attributes: Attributes;
   /** The server span as the parent of this request's client spans (made when the first is). */
   #asParent: Context | null = null;
 
-  constructor(context: SpanFactory, request: ProxyRequest) {
+  constructor(context: SpanFactory, request: ProxyRequest, decision: Decision) {
     this.#context = context;
     const { req, route } = request;
     const method = req.method ?? 'GET';
-    this.#span = context.tracer.startSpan(
+    this.#span = startServerSpan(
+      context,
       `${nameMethod(method)} ${route.prefix}`,
-      { kind: SpanKind.SERVER, startTime: request.startedAt },
-      parentOf(context, req.headers, request.peerTrusted),
+      request.startedAt,
+      decision,
     );
     const attributes = recordOf(this.#span);
     this.#attributes = attributes;
-    if (attributes === null) {
-      this.traceId = null;
-      return;
-    }
     attributes['http.route'] = route.prefix;
     attributes['url.scheme'] = request.secure ? 'https' : 'http';
     attributes['server.address'] = request.host;
@@ -294,7 +436,6 @@ class TracedRequest implements RequestTrace {
 
   authOutcome(request: ProxyRequest, verdict: Verdict): void {
     const attributes = this.#attributes;
-    if (attributes === null) return;
     if (verdict.kind === 'pass') {
       if (request.route.auth !== null) attributes['tollgate.auth.result'] = 'allowed';
       return;
@@ -310,12 +451,6 @@ class TracedRequest implements RequestTrace {
   }
 
   upstreamAttempt(request: ProxyRequest, server: UpstreamServer, headers: string[]): ClientSpan {
-    if (this.#attributes === null) {
-      // Not sampled: the CLIENT span would record nothing either (the parent's decision), only its
-      // context travels. Written as the SDK would make it, without making the span.
-      injectIntoList(this.#childOfUnsampled(), headers);
-      return UNRECORDED;
-    }
     const { host, port } = hostAndPort(server.origin);
     const method = request.req.method ?? 'GET';
     const span = this.#context.tracer.startSpan(
@@ -324,23 +459,18 @@ class TracedRequest implements RequestTrace {
       this.#parentContext(),
     );
     const attributes = recordOf(span);
-    if (attributes !== null) {
-      const query =
-        request.forwardQuery === '' ? '' : this.#context.redactQuery(request.forwardQuery, request.path);
-      attributes['server.address'] = host;
-      attributes['server.port'] = port;
-      attributes['url.full'] = `${server.origin}${request.path}${query === '' ? '' : `?${query}`}`;
-      methodAttributes(method, attributes);
-    }
-    injectIntoList(span.spanContext(), headers);
+    const query =
+      request.forwardQuery === '' ? '' : this.#context.redactQuery(request.forwardQuery, request.path);
+    attributes['server.address'] = host;
+    attributes['server.port'] = port;
+    attributes['url.full'] = `${server.origin}${request.path}${query === '' ? '' : `?${query}`}`;
+    methodAttributes(method, attributes);
+    const spanContext = span.spanContext();
+    injectIntoList(traceparentOf(spanContext), spanContext.traceState, headers);
     return new CallSpan(span, attributes);
   }
 
   authCall(origin: string, method: string, headers: Record<string, string>): ClientSpan {
-    if (this.#attributes === null) {
-      injectIntoRecord(this.#childOfUnsampled(), headers);
-      return UNRECORDED;
-    }
     const { host, port } = hostAndPort(origin);
     const span = this.#context.tracer.startSpan(
       `${method} forward-auth`,
@@ -348,65 +478,50 @@ class TracedRequest implements RequestTrace {
       this.#parentContext(),
     );
     const attributes = recordOf(span);
-    if (attributes !== null) {
-      // Never the auth service's configured path or query: they may hold a secret.
-      attributes['http.request.method'] = method;
-      attributes['server.address'] = host;
-      attributes['server.port'] = port;
-      attributes['tollgate.call'] = 'forward_auth';
-    }
-    injectIntoRecord(span.spanContext(), headers);
+    // Never the auth service's configured path or query: they may hold a secret.
+    attributes['http.request.method'] = method;
+    attributes['server.address'] = host;
+    attributes['server.port'] = port;
+    attributes['tollgate.call'] = 'forward_auth';
+    const spanContext = span.spanContext();
+    injectIntoRecord(traceparentOf(spanContext), spanContext.traceState, headers);
     return new CallSpan(span, attributes);
   }
 
   /** The server span as a parent context, made once per request, when its first CLIENT span is. */
   #parentContext(): Context {
-    this.#asParent ??= trace.setSpan(ROOT_CONTEXT, this.#span);
+    this.#asParent ??= asParent(this.#span);
     return this.#asParent;
   }
 
-  /**
-   * The context of a CLIENT span under an unsampled server span: what the SDK's ParentBasedSampler
-   * gives it (not sampled, the parent's trace state, a new span id).
-   */
-  #childOfUnsampled(): SpanContext {
-    const parent = this.#span.spanContext();
-    return {
-      traceId: parent.traceId,
-      spanId: ids.generateSpanId(),
-      traceFlags: TraceFlags.NONE,
-      ...(parent.traceState === undefined ? {} : { traceState: parent.traceState }),
-    };
-  }
-
   end(status: number): void {
-    endServerSpan(this.#span, status);
+    endServerSpan(this.#span, this.#attributes, status);
   }
 }
 
 /** A CLIENT span: an error when the call failed or was answered 4xx/5xx (semantic conventions). */
 class CallSpan implements ClientSpan {
   readonly #span: Span;
-  readonly #attributes: Attributes | null;
+  readonly #attributes: Attributes;
   #status = 0;
 
-  constructor(span: Span, attributes: Attributes | null) {
+  constructor(span: Span, attributes: Attributes) {
     this.#span = span;
     this.#attributes = attributes;
   }
 
   responded(status: number): void {
     this.#status = status;
-    if (this.#attributes !== null) this.#attributes['http.response.status_code'] = status;
+    this.#attributes['http.response.status_code'] = status;
   }
 
   attribute(name: string, value: string): void {
-    if (this.#attributes !== null) this.#attributes[name] = value;
+    this.#attributes[name] = value;
   }
 
   end(errorType?: string | null): void {
     const type = errorType === undefined && this.#status >= 400 ? String(this.#status) : errorType;
-    if (typeof type === 'string' && this.#attributes !== null) {
+    if (typeof type === 'string') {
       this.#attributes['error.type'] = type;
       this.#span.setStatus({ code: SpanStatusCode.ERROR });
     }
