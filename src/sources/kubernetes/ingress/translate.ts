@@ -21,7 +21,7 @@ import { PlainReader, type PolicyIssue } from '../../../policy/plain-reader.ts';
 import { DEFAULT_HOST, normaliseHostKey, normalisePrefix } from '../../../routing/normalise.ts';
 import { certificateNames } from '../../certificate-store.ts';
 import { olderFirst } from '../older-first.ts';
-import { type AgedClaim, certificateHosts, type HostClaim, hostOwnershipProblem } from '../ownership.ts';
+import { type AgedClaim, certificateHosts, type HostOwner, hostOwnershipProblem } from '../ownership.ts';
 import { decodeSecret, tlsPair } from '../secret-data.ts';
 import { type IngressSettings, readAnnotations } from './annotations.ts';
 import { type InForceChecks, ingressAnnotationsInForce } from './annotations-in-force.ts';
@@ -32,7 +32,7 @@ import { clientCaSecretKey, clientCertificatesOf } from './client-certificate-an
 import { withAllowAnnotations } from './oidc-annotations.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 import type { IngressNotice, IngressReport } from './reports.ts';
-import { type BuildInput, IngressBuilds, OwnersMemo, sameClaim } from './translation-cache.ts';
+import { type BuildInput, IngressBuilds, OwnersMemo, sameClaim, sameNames } from './translation-cache.ts';
 
 /** `spec.controller` of the IngressClasses Tollgate serves (docs/ingress.md). */
 export const INGRESS_CONTROLLER = 'tollgate.io/ingress-controller';
@@ -82,8 +82,8 @@ export interface IngressTranslation {
   /** Host configs to merge into upstreams.yaml's (kubernetes/merge.ts). */
   hosts: HostConfig[];
   certificates: IngressCertificate[];
-  /** Every Ingress of ours, by `namespace/name`. */
-  reports: Map<string, IngressReport>;
+  /** Every Ingress of ours, by `namespace/name`; a report (and this map) is never changed once returned. */
+  reports: ReadonlyMap<string, IngressReport>;
   /** The hosts each Ingress of ours names, with its age: what Gateway API routes must respect. */
   claims?: AgedClaim[];
 }
@@ -203,6 +203,8 @@ export class IngressTranslationCache {
   readonly owners = new OwnersMemo();
   readonly splits: CanarySplits = new WeakMap();
   readonly inForce: InForceChecks = new WeakMap();
+  /** The last translation with what tells its parts apart (null: none, or the last one failed). */
+  table: Table | null = null;
   #last: {
     input: readonly V1Ingress[];
     classes: ReturnType<typeof ourClasses>;
@@ -220,7 +222,13 @@ export class IngressTranslationCache {
   order(
     ingresses: readonly V1Ingress[],
     classes: ReturnType<typeof ourClasses>,
-  ): { mains: V1Ingress[]; canaries: V1Ingress[]; claims: AgedClaim[] } {
+  ): {
+    mains: V1Ingress[];
+    canaries: V1Ingress[];
+    claims: AgedClaim[];
+    /** The objects replaced in place (old → new), or null when the order was made anew. */
+    swaps: ReadonlyMap<V1Ingress, V1Ingress> | null;
+  } {
     const last = this.#last;
     const kept = last === null ? null : swapped(last, ingresses, classes);
     let mains: V1Ingress[];
@@ -252,7 +260,7 @@ export class IngressTranslationCache {
     }
     // A copy: the caller may change its list.
     this.#last = { input: [...ingresses], classes, mains, canaries, claims };
-    return { mains, canaries, claims };
+    return { mains, canaries, claims, swaps: kept };
   }
 }
 
@@ -301,77 +309,317 @@ export function translateIngresses(
   cache: IngressTranslationCache = new IngressTranslationCache(),
 ): IngressTranslation {
   const classes = ourClasses(input);
-  const claimed = new Map<string, string>();
-  const hosts = new Map<string, HostConfig>();
-  const certificates: IngressCertificate[] = [];
-  const reports = new Map<string, IngressReport>();
   cache.mains.begin();
   cache.canaries.begin();
-
   // Oldest first: the order conflicts are decided in; canaries apart (canary.ts).
-  const { mains, canaries, claims } = cache.order(input.ingresses, classes);
+  const { mains, canaries, claims, swaps } = cache.order(input.ingresses, classes);
   const owners = cache.owners.owners(
     input.base.hosts.map((host) => host.name),
     claims,
     input.otherClaims ?? [],
   );
+  const last = cache.table;
+  // Until this translation is done: one that throws leaves no table to build on.
+  cache.table = null;
+  const kept =
+    last !== null && swaps !== null ? retranslate(last, input, cache, mains, canaries, owners) : null;
+  if (kept !== null) {
+    for (const replaced of swaps?.keys() ?? []) cache.mains.forget(replaced);
+    cache.table = kept;
+    return translationOf(kept);
+  }
+
+  const parts = newParts();
+  const reports = new Map<string, IngressReport>();
+  const claimers = new Map<string, number[]>();
   for (let index = 0; index < mains.length; index++) {
-    const ingress = mains[index] as V1Ingress;
+    for (const host of (claims[index] as AgedClaim).hosts) {
+      const list = claimers.get(host) ?? [];
+      claimers.set(host, list);
+      list.push(index);
+    }
+    const report = translateMain(
+      index,
+      mains[index] as V1Ingress,
+      claims[index] as AgedClaim,
+      owners,
+      input,
+      cache,
+      parts,
+    );
+    reports.set(`${report.namespace}/${report.name}`, report);
+  }
+  // Then the canaries: each splits main paths claimed above, never claims one (canary.ts).
+  const canaryOutcomes: BuildOutcome[] = [];
+  const canaryHosts = new Set<string>();
+  for (const ingress of canaries) {
     const { namespace, name, id } = ageOf(ingress);
     const report: IngressReport = { namespace, name, problems: [], warnings: [], notices: [], served: false };
     reports.set(id, report);
-    // A host it does not own leaves the whole Ingress out (docs/ingress.md#host-ownership).
-    let foreign = false;
-    for (const host of (claims[index] as HostClaim).hosts) {
-      const problem = hostOwnershipProblem(host, owners.get(host), namespace);
-      if (problem === null) continue;
-      report.problems.push(problem);
-      foreign = true;
-    }
-    if (foreign) continue;
-    const { built, told } = cache.mains.get(ingress, input, (read) => builtOf(ingress, read));
-    tell(report, told);
-    if (built === null) continue;
-    const servedHosts = new Set<string>();
-    for (let at = 0; at < built.paths.length; at++) {
-      const [host, path] = built.paths[at] as [string, PathConfig];
-      const key = built.keys[at] as string;
-      const owner = claimed.get(key);
-      if (owner !== undefined) {
-        const where = `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''}`;
-        report.problems.push(
-          owner === id
-            ? `${where} collides with another path of this Ingress (the same route once normalised): the first is served`
-            : `${where} is already served by the older Ingress ${owner}`,
-        );
-        continue;
-      }
-      claimed.set(key, id);
-      const hostConfig = hosts.get(host) ?? { name: host, paths: [] };
-      hosts.set(host, hostConfig);
-      hostConfig.paths.push(path);
-      report.served = true;
-      servedHosts.add(host);
-    }
-    certificates.push(...ownCertificates(built.certificates, servedHosts, report));
-  }
-  // Then the canaries: each splits main paths claimed above, never claims one (canary.ts).
-  for (const ingress of canaries) {
-    const namespace = ingress.metadata?.namespace ?? 'default';
-    const name = ingress.metadata?.name ?? '';
-    const report: IngressReport = { namespace, name, problems: [], warnings: [], notices: [], served: false };
-    reports.set(`${namespace}/${name}`, report);
-    const { built, told } = cache.canaries.get(ingress, input, (read) =>
-      builtOf(canaryBackendOnly(ingress), read),
-    );
-    tell(report, told);
-    if (built !== null) applyCanary(ingress, built.paths, hosts, claimed, claimKey, report, cache.splits);
+    for (const host of hostClaim(ingress).hosts) canaryHosts.add(host);
+    const outcome = cache.canaries.get(ingress, input, (read) => builtOf(canaryBackendOnly(ingress), read));
+    canaryOutcomes.push(outcome);
+    tell(report, outcome.told);
+    if (outcome.built !== null)
+      applyCanary(ingress, outcome.built.paths, parts.hosts, parts.claimed, claimKey, report, cache.splits);
   }
   // What each Ingress is told must be what its paths enforce: checked on the table just built.
-  ingressAnnotationsInForce(mains, [...hosts.values()], reports, cache.inForce);
+  const hosts = [...parts.hosts.values()];
+  ingressAnnotationsInForce(mains, hosts, reports, cache.inForce);
   cache.mains.end();
   cache.canaries.end();
-  return { hosts: [...hosts.values()], certificates, reports, claims };
+  cache.table = {
+    services: input.services,
+    secrets: input.secrets,
+    oidcProviders: input.oidcProviders === undefined ? undefined : [...input.oidcProviders],
+    owners,
+    mains,
+    claims,
+    claimers,
+    canaries,
+    canaryOutcomes,
+    canaryHosts,
+    hosts,
+    hostFirst: hosts.map((host) => parts.first.get(host.name) as Place),
+    certificates: parts.certificates,
+    certificateOwners: parts.certificateOwners,
+    reports,
+  };
+  return translationOf(cache.table);
+}
+
+/** Where a host (or a certificate) entered the table: its Ingress's index, then its path's. */
+type Place = readonly [index: number, at: number];
+const before = (a: Place, b: Place) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+
+/**
+ * A translation with what lets the next one redo only the Ingresses an edit touched (retranslate):
+ * the inputs it was made from, the main Ingresses naming each host, where each host and certificate
+ * came from, and the reports.
+ */
+interface Table {
+  services: ReadonlyMap<string, V1Service>;
+  secrets: ReadonlyMap<string, V1Secret>;
+  oidcProviders: readonly string[] | undefined;
+  owners: ReadonlyMap<string, HostOwner>;
+  mains: readonly V1Ingress[];
+  claims: readonly AgedClaim[];
+  /** By host: the indices (in `mains`) of the main Ingresses naming it, ascending. */
+  claimers: ReadonlyMap<string, readonly number[]>;
+  canaries: readonly V1Ingress[];
+  canaryOutcomes: readonly BuildOutcome[];
+  /** Every host a canary names: a change there is translated in full. */
+  canaryHosts: ReadonlySet<string>;
+  /** In table order, which is the order of their first path (`hostFirst`). */
+  hosts: readonly HostConfig[];
+  hostFirst: readonly Place[];
+  certificates: readonly IngressCertificate[];
+  /** The index (in `mains`) of each certificate's Ingress: certificates are in that order. */
+  certificateOwners: readonly number[];
+  reports: ReadonlyMap<string, IngressReport>;
+}
+
+/** The translation a table holds (lists copied: the table is built on again). */
+function translationOf(table: Table): IngressTranslation {
+  return {
+    hosts: [...table.hosts],
+    certificates: [...table.certificates],
+    reports: table.reports,
+    claims: [...table.claims],
+  };
+}
+
+/** What the main Ingresses' step builds: the path claims, the hosts and certificates, and where each came from. */
+interface Parts {
+  claimed: Map<string, string>;
+  hosts: Map<string, HostConfig>;
+  first: Map<string, Place>;
+  certificates: IngressCertificate[];
+  certificateOwners: number[];
+}
+
+function newParts(): Parts {
+  return { claimed: new Map(), hosts: new Map(), first: new Map(), certificates: [], certificateOwners: [] };
+}
+
+/** One main Ingress (the `index`th oldest) into `parts`: its report. */
+function translateMain(
+  index: number,
+  ingress: V1Ingress,
+  claim: AgedClaim,
+  owners: ReadonlyMap<string, HostOwner>,
+  input: IngressInput,
+  cache: IngressTranslationCache,
+  parts: Parts,
+): IngressReport {
+  const { namespace, name, id } = ageOf(ingress);
+  const report: IngressReport = { namespace, name, problems: [], warnings: [], notices: [], served: false };
+  // A host it does not own leaves the whole Ingress out (docs/ingress.md#host-ownership).
+  let foreign = false;
+  for (const host of claim.hosts) {
+    const problem = hostOwnershipProblem(host, owners.get(host), namespace);
+    if (problem === null) continue;
+    report.problems.push(problem);
+    foreign = true;
+  }
+  if (foreign) return report;
+  const { built, told } = cache.mains.get(ingress, input, (read) => builtOf(ingress, read));
+  tell(report, told);
+  if (built === null) return report;
+  const servedHosts = new Set<string>();
+  for (let at = 0; at < built.paths.length; at++) {
+    const [host, path] = built.paths[at] as [string, PathConfig];
+    const key = built.keys[at] as string;
+    const owner = parts.claimed.get(key);
+    if (owner !== undefined) {
+      const where = `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''}`;
+      report.problems.push(
+        owner === id
+          ? `${where} collides with another path of this Ingress (the same route once normalised): the first is served`
+          : `${where} is already served by the older Ingress ${owner}`,
+      );
+      continue;
+    }
+    parts.claimed.set(key, id);
+    let hostConfig = parts.hosts.get(host);
+    if (hostConfig === undefined) {
+      hostConfig = { name: host, paths: [] };
+      parts.hosts.set(host, hostConfig);
+      parts.first.set(host, [index, at]);
+    }
+    hostConfig.paths.push(path);
+    report.served = true;
+    servedHosts.add(host);
+  }
+  if (built.certificates.length > 0)
+    for (const certificate of ownCertificates(built.certificates, servedHosts, report)) {
+      parts.certificates.push(certificate);
+      parts.certificateOwners.push(index);
+    }
+  return report;
+}
+
+/**
+ * The translation redone for what changed since `table`, or null when it must be made in full. It
+ * applies when the owners of every host, the Service and Secret maps (the same objects) and the OpenID
+ * providers are unchanged, and no canary changed: then only main Ingresses replaced by a newer object
+ * or whose build asked Tollgate's listeners and answers otherwise now can change, and with them the
+ * hosts they name. Those hosts, with every main Ingress naming one (and the hosts those name, until
+ * none is added), are translated again as in a full translation; every other host, certificate and
+ * report is the last one. A host a canary names takes the full translation.
+ */
+function retranslate(
+  table: Table,
+  input: IngressInput,
+  cache: IngressTranslationCache,
+  mains: readonly V1Ingress[],
+  canaries: readonly V1Ingress[],
+  owners: ReadonlyMap<string, HostOwner>,
+): Table | null {
+  if (
+    owners !== table.owners ||
+    input.services !== table.services ||
+    input.secrets !== table.secrets ||
+    !sameNames(input.oidcProviders, table.oidcProviders) ||
+    mains.length !== table.mains.length ||
+    canaries.length !== table.canaries.length
+  )
+    return null;
+  for (let index = 0; index < canaries.length; index++) {
+    const ingress = canaries[index] as V1Ingress;
+    if (ingress !== table.canaries[index]) return null;
+    const outcome = cache.canaries.get(ingress, input, (read) => builtOf(canaryBackendOnly(ingress), read));
+    if (outcome !== table.canaryOutcomes[index]) return null;
+  }
+  const changed: number[] = [];
+  for (let index = 0; index < mains.length; index++)
+    if (mains[index] !== table.mains[index]) changed.push(index);
+  for (const ingress of cache.mains.askingListeners()) {
+    const index = mains.indexOf(ingress);
+    if (index < 0 || changed.includes(index)) continue;
+    const kept = cache.mains.peek(ingress);
+    if (cache.mains.get(ingress, input, (read) => builtOf(ingress, read)) !== kept) changed.push(index);
+  }
+  if (changed.length === 0) return { ...table, mains };
+
+  // The Ingresses to translate again: the changed ones and every one sharing a host with them.
+  const members = new Set<number>();
+  const touched = new Set<string>();
+  while (changed.length > 0) {
+    const index = changed.pop() as number;
+    if (members.has(index)) continue;
+    members.add(index);
+    for (const host of (table.claims[index] as AgedClaim).hosts) {
+      if (touched.has(host)) continue;
+      if (table.canaryHosts.has(host)) return null;
+      touched.add(host);
+      for (const other of table.claimers.get(host) ?? []) if (!members.has(other)) changed.push(other);
+    }
+  }
+  const order = [...members].sort((a, b) => a - b);
+  const parts = newParts();
+  const reports = new Map(table.reports);
+  for (const index of order) {
+    const report = translateMain(
+      index,
+      mains[index] as V1Ingress,
+      table.claims[index] as AgedClaim,
+      owners,
+      input,
+      cache,
+      parts,
+    );
+    reports.set(`${report.namespace}/${report.name}`, report);
+  }
+  const fresh = [...parts.hosts.values()];
+  ingressAnnotationsInForce(
+    order.map((index) => mains[index] as V1Ingress),
+    fresh,
+    reports,
+    cache.inForce,
+  );
+
+  // Merged in table order: the hosts the redone Ingresses serve where their first path places them.
+  const hosts: HostConfig[] = [];
+  const hostFirst: Place[] = [];
+  const freshFirst = fresh.map((host) => parts.first.get(host.name) as Place);
+  let next = 0;
+  for (let index = 0; index < table.hosts.length; index++) {
+    const host = table.hosts[index] as HostConfig;
+    if (touched.has(host.name)) continue;
+    const place = table.hostFirst[index] as Place;
+    while (next < fresh.length && before(freshFirst[next] as Place, place)) {
+      hosts.push(fresh[next] as HostConfig);
+      hostFirst.push(freshFirst[next] as Place);
+      next++;
+    }
+    hosts.push(host);
+    hostFirst.push(place);
+  }
+  for (; next < fresh.length; next++) {
+    hosts.push(fresh[next] as HostConfig);
+    hostFirst.push(freshFirst[next] as Place);
+  }
+  // Certificates in the order of their Ingresses, the redone ones' in their place.
+  const certificates: IngressCertificate[] = [];
+  const certificateOwners: number[] = [];
+  let fresher = 0;
+  for (let index = 0; index < table.certificates.length; index++) {
+    const owner = table.certificateOwners[index] as number;
+    if (members.has(owner)) continue;
+    while (fresher < parts.certificates.length && (parts.certificateOwners[fresher] as number) < owner) {
+      certificates.push(parts.certificates[fresher] as IngressCertificate);
+      certificateOwners.push(parts.certificateOwners[fresher] as number);
+      fresher++;
+    }
+    certificates.push(table.certificates[index] as IngressCertificate);
+    certificateOwners.push(owner);
+  }
+  for (; fresher < parts.certificates.length; fresher++) {
+    certificates.push(parts.certificates[fresher] as IngressCertificate);
+    certificateOwners.push(parts.certificateOwners[fresher] as number);
+  }
+  return { ...table, mains, hosts, hostFirst, certificates, certificateOwners, reports };
 }
 
 /** What one Ingress's build says of it, apart from its report so that a build can be reused. */

@@ -141,7 +141,7 @@ function answersSame(entry: Entry<unknown>, input: BuildInput): boolean {
   return true;
 }
 
-function sameNames(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+export function sameNames(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
   return a.length === b.length && a.every((name, index) => name === b[index]);
 }
@@ -163,6 +163,8 @@ interface Entry<T> {
  */
 export class IngressBuilds<T> {
   readonly #entries = new Map<V1Ingress, Entry<T>>();
+  /** The Ingresses whose build asked `reachesTollgate`: its answers may change with the same function. */
+  readonly #askingListeners = new Set<V1Ingress>();
   #translation = 0;
   #asked = 0;
 
@@ -175,8 +177,23 @@ export class IngressBuilds<T> {
   /** Ends a translation: only the builds it asked for are kept (a walk only when some were not). */
   end(): void {
     if (this.#entries.size === this.#asked) return;
-    for (const [ingress, entry] of this.#entries)
-      if (entry.asked !== this.#translation) this.#entries.delete(ingress);
+    for (const [ingress, entry] of this.#entries) if (entry.asked !== this.#translation) this.forget(ingress);
+  }
+
+  /** Drops the build of an Ingress gone (replaced by a newer object, or deleted). */
+  forget(ingress: V1Ingress): void {
+    this.#entries.delete(ingress);
+    this.#askingListeners.delete(ingress);
+  }
+
+  /** The build kept for `ingress`, unchecked (undefined: none). */
+  peek(ingress: V1Ingress): T | undefined {
+    return this.#entries.get(ingress)?.value;
+  }
+
+  /** The Ingresses whose kept build asked `reachesTollgate`. */
+  askingListeners(): ReadonlySet<V1Ingress> {
+    return this.#askingListeners;
   }
 
   /** `build(ingress)` from `input`, or the last one when every read it made answers the same now. */
@@ -197,6 +214,8 @@ export class IngressBuilds<T> {
     const value = build(recording(input, reads));
     const entry: Entry<T> = { value, reads, services: input.services, secrets: input.secrets, asked: 0 };
     this.#entries.set(ingress, entry);
+    if (reads.reaches !== null) this.#askingListeners.add(ingress);
+    else this.#askingListeners.delete(ingress);
     this.#ask(entry);
     return value;
   }
