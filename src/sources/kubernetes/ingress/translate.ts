@@ -322,7 +322,9 @@ export function translateIngresses(
   // Until this translation is done: one that throws leaves no table to build on.
   cache.table = null;
   const kept =
-    last !== null && swaps !== null ? retranslate(last, input, cache, mains, canaries, owners) : null;
+    last !== null && swaps !== null
+      ? retranslate(last, input, cache, { mains, canaries, claims }, owners)
+      : null;
   if (kept !== null) {
     for (const replaced of swaps?.keys() ?? []) cache.mains.forget(replaced);
     cache.table = kept;
@@ -368,7 +370,7 @@ export function translateIngresses(
   ingressAnnotationsInForce(mains, hosts, reports, cache.inForce);
   cache.mains.end();
   cache.canaries.end();
-  cache.table = {
+  const table: Table = {
     services: input.services,
     secrets: input.secrets,
     oidcProviders: input.oidcProviders === undefined ? undefined : [...input.oidcProviders],
@@ -385,7 +387,9 @@ export function translateIngresses(
     certificateOwners: parts.certificateOwners,
     reports,
   };
-  return translationOf(cache.table);
+  // Two objects of one name (a namespace watched twice) share a report: nothing to build on then.
+  if (reports.size === mains.length + canaries.length) cache.table = table;
+  return translationOf(table);
 }
 
 /** Where a host (or a certificate) entered the table: its Ingress's index, then its path's. */
@@ -512,8 +516,11 @@ function retranslate(
   table: Table,
   input: IngressInput,
   cache: IngressTranslationCache,
-  mains: readonly V1Ingress[],
-  canaries: readonly V1Ingress[],
+  {
+    mains,
+    canaries,
+    claims,
+  }: { mains: readonly V1Ingress[]; canaries: readonly V1Ingress[]; claims: readonly AgedClaim[] },
   owners: ReadonlyMap<string, HostOwner>,
 ): Table | null {
   if (
@@ -540,7 +547,7 @@ function retranslate(
     const kept = cache.mains.peek(ingress);
     if (cache.mains.get(ingress, input, (read) => builtOf(ingress, read)) !== kept) changed.push(index);
   }
-  if (changed.length === 0) return { ...table, mains };
+  if (changed.length === 0) return { ...table, mains, claims };
 
   // The Ingresses to translate again: the changed ones and every one sharing a host with them.
   const members = new Set<number>();
@@ -549,7 +556,7 @@ function retranslate(
     const index = changed.pop() as number;
     if (members.has(index)) continue;
     members.add(index);
-    for (const host of (table.claims[index] as AgedClaim).hosts) {
+    for (const host of (claims[index] as AgedClaim).hosts) {
       if (touched.has(host)) continue;
       if (table.canaryHosts.has(host)) return null;
       touched.add(host);
@@ -563,7 +570,7 @@ function retranslate(
     const report = translateMain(
       index,
       mains[index] as V1Ingress,
-      table.claims[index] as AgedClaim,
+      claims[index] as AgedClaim,
       owners,
       input,
       cache,
@@ -619,7 +626,7 @@ function retranslate(
     certificates.push(parts.certificates[fresher] as IngressCertificate);
     certificateOwners.push(parts.certificateOwners[fresher] as number);
   }
-  return { ...table, mains, hosts, hostFirst, certificates, certificateOwners, reports };
+  return { ...table, mains, claims, hosts, hostFirst, certificates, certificateOwners, reports };
 }
 
 /** What one Ingress's build says of it, apart from its report so that a build can be reused. */
