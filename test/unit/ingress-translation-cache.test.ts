@@ -204,6 +204,36 @@ describe('the Ingress translation cache', () => {
     assert.match(after.reports.get('apps/forward')?.problems.join() ?? '', /own listener/);
   });
 
+  it("a status write (a newer object, the same uid and generation) keeps the paths; a spec change doesn't", () => {
+    const versioned = (object: V1Ingress, generation: number, ip?: string): V1Ingress => ({
+      ...object,
+      metadata: { ...object.metadata, uid: `uid-${object.metadata?.name}`, generation },
+      ...(ip ? { status: { loadBalancer: { ingress: [{ ip }] } } } : {}),
+    });
+    const cache = new IngressTranslationCache();
+    const first = { ...start, ingresses: [versioned(auth, 1), versioned(web, 1), forward, plain] };
+    const before = pathsOf(translateIngresses(first, cache));
+    const written = {
+      ...start,
+      ingresses: [versioned(auth, 1, '10.9.9.9'), versioned(web, 1, '10.9.9.9'), forward, plain],
+    };
+    const after = translateIngresses(written, cache);
+    assertSameAsFresh(after, written);
+    for (const [key, path] of pathsOf(after)) assert.equal(path, before.get(key), key);
+    const moved = made('2026-01-02T00:00:00Z', {
+      name: 'web',
+      rules: [{ host: 'b.test', paths: [{ path: '/shop', service: 'web', port: 80 }] }],
+    });
+    const edited = {
+      ...written,
+      ingresses: [written.ingresses[0] as V1Ingress, versioned(moved, 2), forward, plain],
+    };
+    const now = pathsOf(translateIngresses(edited, cache));
+    assertSameAsFresh(translateIngresses(edited, cache), edited);
+    assert.notEqual(now.get('b.test /shop'), before.get('b.test /shop'));
+    assert.equal(now.get('a.test /'), before.get('a.test /'));
+  });
+
   it('keeps only the builds of live Ingresses', () => {
     const cache = new IngressTranslationCache();
     translateIngresses(start, cache);
@@ -274,6 +304,18 @@ describe('the cached translation equals one from nothing, after any sequence of 
       }),
     },
     fc.record({ kind: fc.constant('delete-ingress' as const), name: fc.constantFrom(...NAMES) }),
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('annotate' as const),
+        name: fc.constantFrom(...NAMES),
+        annotations: annotationSets,
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({ kind: fc.constant('status' as const), name: fc.constantFrom(...NAMES) }),
+    },
     fc.record({
       kind: fc.constant('service' as const),
       name: fc.constantFrom('web', 'api'),
@@ -327,6 +369,7 @@ describe('the cached translation equals one from nothing, after any sequence of 
         const cache = new IngressTranslationCache();
         const ingresses = new Map<string, V1Ingress>();
         let created = 0;
+        let uids = 0;
         let services = byKey([serviceOf('web', 'named') as V1Service]);
         let secrets = byKey([users(`u:${bcryptOf('p')}`), tlsSecret('good')]);
         let base: IngressInput['base'] = { hosts: [] };
@@ -370,10 +413,42 @@ describe('the cached translation equals one from nothing, after any sequence of 
               const rules = object.spec?.rules ?? [];
               const first = rules[0]?.http?.paths[0];
               if (first?.pathType === 'ImplementationSpecific' && first.path === '/') delete first.path;
+              // As the API server: the same uid while it lives, the generation bumped by a spec change.
+              const spec = JSON.stringify(object.spec);
+              const generation =
+                before === undefined
+                  ? 1
+                  : (before.metadata?.generation ?? 0) + (JSON.stringify(before.spec) === spec ? 0 : 1);
               ingresses.set(step.name, {
                 ...object,
-                metadata: { ...object.metadata, creationTimestamp: time },
+                metadata: {
+                  ...object.metadata,
+                  creationTimestamp: time,
+                  uid: before?.metadata?.uid ?? `uid-${step.name}-${uids++}`,
+                  generation,
+                },
               });
+              break;
+            }
+            case 'annotate': {
+              // Annotations are metadata: the API server keeps the generation.
+              const before = ingresses.get(step.name);
+              if (before !== undefined)
+                ingresses.set(step.name, {
+                  ...before,
+                  metadata: { ...before.metadata, annotations: step.annotations ?? {} },
+                });
+              break;
+            }
+            case 'status': {
+              // Tollgate's own status write: a new object, nothing a translation reads changed.
+              const before = ingresses.get(step.name);
+              if (before !== undefined)
+                ingresses.set(step.name, {
+                  ...before,
+                  metadata: { ...before.metadata, resourceVersion: String(uids++) },
+                  status: { loadBalancer: { ingress: [{ ip: `10.9.9.${uids % 250}` }] } },
+                });
               break;
             }
             case 'delete-ingress':

@@ -32,7 +32,14 @@ import { clientCaSecretKey, clientCertificatesOf } from './client-certificate-an
 import { withAllowAnnotations } from './oidc-annotations.ts';
 import { closingPolicyProblems, policiesOf } from './policy-annotations.ts';
 import type { IngressNotice, IngressReport } from './reports.ts';
-import { type BuildInput, IngressBuilds, OwnersMemo, sameClaim, sameNames } from './translation-cache.ts';
+import {
+  type BuildInput,
+  IngressBuilds,
+  OwnersMemo,
+  sameClaim,
+  sameDesired,
+  sameNames,
+} from './translation-cache.ts';
 
 /** `spec.controller` of the IngressClasses Tollgate serves (docs/ingress.md). */
 export const INGRESS_CONTROLLER = 'tollgate.io/ingress-controller';
@@ -318,12 +325,20 @@ export function translateIngresses(
     claims,
     input.otherClaims ?? [],
   );
+  // A newer object of an Ingress with only its status (or labels) changed keeps its build.
+  const carried = new Set<V1Ingress>();
+  for (const [replaced, next] of swaps ?? [])
+    if (
+      sameDesired(replaced, next) &&
+      (cache.mains.carry(replaced, next) || cache.canaries.carry(replaced, next))
+    )
+      carried.add(next);
   const last = cache.table;
   // Until this translation is done: one that throws leaves no table to build on.
   cache.table = null;
   const kept =
     last !== null && swaps !== null
-      ? retranslate(last, input, cache, { mains, canaries, claims }, owners)
+      ? retranslate(last, input, cache, { mains, canaries, claims }, owners, carried)
       : null;
   if (kept !== null) {
     for (const replaced of swaps?.keys() ?? []) cache.mains.forget(replaced);
@@ -522,6 +537,7 @@ function retranslate(
     claims,
   }: { mains: readonly V1Ingress[]; canaries: readonly V1Ingress[]; claims: readonly AgedClaim[] },
   owners: ReadonlyMap<string, HostOwner>,
+  carried: ReadonlySet<V1Ingress>,
 ): Table | null {
   if (
     owners !== table.owners ||
@@ -534,13 +550,13 @@ function retranslate(
     return null;
   for (let index = 0; index < canaries.length; index++) {
     const ingress = canaries[index] as V1Ingress;
-    if (ingress !== table.canaries[index]) return null;
+    if (ingress !== table.canaries[index] && !carried.has(ingress)) return null;
     const outcome = cache.canaries.get(ingress, input, (read) => builtOf(canaryBackendOnly(ingress), read));
     if (outcome !== table.canaryOutcomes[index]) return null;
   }
   const changed: number[] = [];
   for (let index = 0; index < mains.length; index++)
-    if (mains[index] !== table.mains[index]) changed.push(index);
+    if (mains[index] !== table.mains[index] && !carried.has(mains[index] as V1Ingress)) changed.push(index);
   for (const ingress of cache.mains.askingListeners()) {
     const index = mains.indexOf(ingress);
     if (index < 0 || changed.includes(index)) continue;

@@ -186,6 +186,20 @@ export class IngressBuilds<T> {
     this.#askingListeners.delete(ingress);
   }
 
+  /**
+   * Keeps the build of `before` for `next`, a newer object of the same Ingress with nothing a build
+   * reads changed (sameDesired): Tollgate's own status write replaces every Ingress it serves. True
+   * when there was a build to keep.
+   */
+  carry(before: V1Ingress, next: V1Ingress): boolean {
+    const entry = this.#entries.get(before);
+    if (entry === undefined || this.#entries.has(next)) return false;
+    this.#entries.delete(before);
+    this.#entries.set(next, entry);
+    if (this.#askingListeners.delete(before)) this.#askingListeners.add(next);
+    return true;
+  }
+
   /** The build kept for `ingress`, unchecked (undefined: none). */
   peek(ingress: V1Ingress): T | undefined {
     return this.#entries.get(ingress)?.value;
@@ -278,5 +292,41 @@ export function sameClaim(a: AgedClaim, b: AgedClaim): boolean {
       a.ingress === b.ingress &&
       a.created === b.created &&
       sameList(a.hosts, b.hosts, (x, y) => x === y))
+  );
+}
+
+/**
+ * True when `next` is `before` with nothing a translation reads of it changed: the same Ingress (uid,
+ * namespace, name), the same `metadata.generation` (which the API server bumps on every change of the
+ * spec, as the watches rely on: resource-watch.ts) and the same annotations. What is left to differ
+ * is status (Tollgate's own status write), labels, managedFields and the resourceVersion. Without a
+ * uid or a generation, never.
+ */
+export function sameDesired(before: V1Ingress, next: V1Ingress): boolean {
+  const a = before.metadata;
+  const b = next.metadata;
+  return (
+    a !== undefined &&
+    b !== undefined &&
+    a.uid !== undefined &&
+    a.uid === b.uid &&
+    a.generation !== undefined &&
+    a.generation !== null &&
+    a.generation === b.generation &&
+    a.namespace === b.namespace &&
+    a.name === b.name &&
+    sameAnnotations(a.annotations, b.annotations)
+  );
+}
+
+function sameAnnotations(
+  a: Readonly<Record<string, string>> | undefined,
+  b: Readonly<Record<string, string>> | undefined,
+): boolean {
+  if (a === b) return true;
+  const keys = Object.keys(a ?? {});
+  return (
+    keys.length === Object.keys(b ?? {}).length &&
+    keys.every((key) => b !== undefined && Object.hasOwn(b, key) && b[key] === a?.[key])
   );
 }
