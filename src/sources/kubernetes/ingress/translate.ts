@@ -47,7 +47,11 @@ export const DEFAULT_CLASS_ANNOTATION = 'ingressclass.kubernetes.io/is-default-c
 /** The pre-IngressClass way of naming a class, still honoured by every controller. */
 export const LEGACY_CLASS_ANNOTATION = 'kubernetes.io/ingress.class';
 
-/** Everything a translation reads: objects as the API gave them, nothing fetched here. */
+/**
+ * Everything a translation reads: objects as the API gave them, nothing fetched here. Objects and
+ * maps are never changed once given: a change is a new object (as the watches do), and a map with
+ * other content is a new map (the translation cache takes the same map for the same answers).
+ */
 export interface IngressInput {
   /** main.yaml `kubernetes.ingress_class`. */
   className: string;
