@@ -98,10 +98,14 @@ describe('Ingress annotations in force', () => {
     const [root, api] = result.hosts[0]?.paths ?? [];
     assert.ok(root && api);
     // As a faulty translation would leave it: one path served without the annotations' policy.
-    api.authorization = null;
+    const host = result.hosts[0] as (typeof result.hosts)[number];
+    host.paths[1] = { ...api, authorization: null };
     ingressAnnotationsInForce([object], result.hosts, result.reports);
-    assert.match(String(api.unavailable), /annotations of ingress\/apps\/basic are not in force/);
-    assert.equal(root.unavailable, null, 'the path that carries them stays served');
+    // The path is not changed: its closed copy takes its place in the table.
+    const [rootNow, apiNow] = host.paths;
+    assert.match(String(apiNow?.unavailable), /annotations of ingress\/apps\/basic are not in force/);
+    assert.equal(rootNow, root, 'the path that carries them stays served, the same object');
+    assert.equal(root.unavailable, null);
     assert.deepEqual(result.reports.get(`${NS}/basic`)?.problems, [
       'basic.test /api (Exact): auth-type basic is not on it, so it answers 503',
     ]);
@@ -116,12 +120,12 @@ describe('Ingress annotations in force', () => {
     const result = translateIngresses(input([object]));
     const [root, api] = result.hosts[0]?.paths ?? [];
     assert.ok(root && api);
-    root.rateLimit = null;
+    const host = result.hosts[0] as (typeof result.hosts)[number];
     const { allow: _allow, ...withoutAllow } = api.authorization as NonNullable<typeof api.authorization>;
-    api.authorization = withoutAllow;
+    host.paths.splice(0, 2, { ...root, rateLimit: null }, { ...api, authorization: withoutAllow });
     ingressAnnotationsInForce([object], result.hosts, result.reports);
-    assert.notEqual(root.unavailable, null);
-    assert.notEqual(api.unavailable, null);
+    assert.notEqual(host.paths[0]?.unavailable, null);
+    assert.notEqual(host.paths[1]?.unavailable, null);
     assert.deepEqual(result.reports.get(`${NS}/limited`)?.problems, [
       'limited.test /: rate-limit 3 is not on it, so it answers 503',
       'limited.test /api (Exact): its allow-* rules are not on it, so it answers 503',

@@ -234,16 +234,40 @@ export const ANNOTATIONS: ReadonlyArray<AnnotationSpec<keyof IngressSettings>> =
 const BY_NAME = new Map(ANNOTATIONS.flatMap((entry) => entry.names.map((name) => [name, entry] as const)));
 
 export interface ReadAnnotations {
-  settings: IngressSettings;
+  readonly settings: IngressSettings;
   /** The Ingress cannot be served: left out. */
-  problems: string[];
+  readonly problems: readonly string[];
   /** Authentication was asked for and cannot be honoured: the paths answer 503. */
-  authProblems: string[];
-  warnings: string[];
+  readonly authProblems: readonly string[];
+  readonly warnings: readonly string[];
+}
+
+/** Annotations objects as read: the watch never changes an object it handed over, it replaces it. */
+const readBefore = new WeakMap<Readonly<Record<string, string>>, ReadAnnotations>();
+/** What an Ingress without annotations reads as (one object, so its reading is kept too). */
+const NO_ANNOTATIONS: Readonly<Record<string, string>> = Object.freeze({});
+
+/**
+ * An Ingress's annotations, read through the table once per annotations object: the translation,
+ * the canary step, the check of what is in force and the Secret watches all ask again for the same
+ * Ingress, on every translation (docs/benchmark.md#control-plane-at-scale). The reading is frozen:
+ * it is shared.
+ */
+export function readAnnotations(given: Readonly<Record<string, string>> | undefined): ReadAnnotations {
+  const annotations = given ?? NO_ANNOTATIONS;
+  const known = readBefore.get(annotations);
+  if (known !== undefined) return known;
+  const read = readAnnotationsAnew(annotations);
+  Object.freeze(read.settings);
+  Object.freeze(read.problems);
+  Object.freeze(read.authProblems);
+  Object.freeze(read.warnings);
+  readBefore.set(annotations, Object.freeze(read));
+  return read;
 }
 
 /** Reads an Ingress's annotations through the table. Pure. */
-export function readAnnotations(annotations: Readonly<Record<string, string>>): ReadAnnotations {
+function readAnnotationsAnew(annotations: Readonly<Record<string, string>>): ReadAnnotations {
   const settings: IngressSettings = {};
   const from = new Map<keyof IngressSettings, { name: string; value: string }>();
   const problems: string[] = [];

@@ -13,7 +13,7 @@ import { type IngressSettings, NGINX_PREFIX, readAnnotations } from './annotatio
  */
 
 export function isCanary(ingress: V1Ingress): boolean {
-  return readAnnotations(ingress.metadata?.annotations ?? {}).settings.canary === true;
+  return readAnnotations(ingress.metadata?.annotations).settings.canary === true;
 }
 
 /**
@@ -48,9 +48,22 @@ export interface CanaryReport {
 }
 
 /**
+ * The main paths a canary split, as split last time: one canary's split of one main path is built
+ * once, so an unchanged canary over an unchanged main path gives the same PathConfig object on every
+ * translation (translation-cache.ts). Keyed by the main path; the entry says what the split was
+ * made from.
+ */
+export type CanarySplits = WeakMap<
+  PathConfig,
+  { canaryPath: PathConfig; settings: IngressSettings; origin: string; split: PathConfig }
+>;
+
+/**
  * Adds one canary Ingress's split to the main paths it names. `paths` are the canary's own
  * (host, path) pairs as the common translation built them; `owners` maps a claimed host+path to the
- * Ingress (`namespace/name`) that serves it; `claimKey` is the conflict rule's key.
+ * Ingress (`namespace/name`) that serves it; `claimKey` is the conflict rule's key. A main path is
+ * never changed: its copy with the split takes its place in its host's list (`splits`: the copies
+ * made before, reused when made from the same paths and settings).
  */
 export function applyCanary(
   ingress: V1Ingress,
@@ -59,11 +72,12 @@ export function applyCanary(
   owners: ReadonlyMap<string, string>,
   claimKey: (host: string, path: PathConfig) => string,
   report: CanaryReport,
+  splits: CanarySplits = new WeakMap(),
 ): void {
   const namespace = ingress.metadata?.namespace ?? 'default';
   const origin = `ingress/${namespace}/${ingress.metadata?.name ?? ''}`;
   const annotations = ingress.metadata?.annotations ?? {};
-  const settings: IngressSettings = readAnnotations(annotations).settings;
+  const settings: IngressSettings = readAnnotations(ingress.metadata?.annotations).settings;
   const ignored = Object.keys(annotations)
     .filter(
       (name) =>
@@ -97,8 +111,10 @@ export function applyCanary(
     const where = `${host === DEFAULT_HOST ? '(no host)' : host} ${path.prefix}${path.exact ? ' (Exact)' : ''}`;
     const key = claimKey(host, path);
     const owner = owners.get(key);
-    const main = hosts.get(host)?.paths.find((candidate) => claimKey(host, candidate) === key);
-    if (owner === undefined || main === undefined) {
+    const hostPaths = hosts.get(host)?.paths;
+    const index = hostPaths?.findIndex((candidate) => claimKey(host, candidate) === key) ?? -1;
+    const main = hostPaths?.[index];
+    if (owner === undefined || hostPaths === undefined || main === undefined) {
       report.problems.push(`canary: no main Ingress serves ${where}`);
       continue;
     }
@@ -114,15 +130,27 @@ export function applyCanary(
       );
       continue;
     }
-    main.canary = {
-      service: path.service,
-      origin,
-      weight,
-      weightTotal,
-      header: settings.canaryByHeader ?? null,
-      headerValue: settings.canaryByHeaderValue ?? null,
-      cookie: settings.canaryByCookie ?? null,
-    };
+    const before = splits.get(main);
+    const split =
+      before !== undefined &&
+      before.canaryPath === path &&
+      before.settings === settings &&
+      before.origin === origin
+        ? before.split
+        : {
+            ...main,
+            canary: {
+              service: path.service,
+              origin,
+              weight,
+              weightTotal,
+              header: settings.canaryByHeader ?? null,
+              headerValue: settings.canaryByHeaderValue ?? null,
+              cookie: settings.canaryByCookie ?? null,
+            },
+          };
+    splits.set(main, { canaryPath: path, settings, origin, split });
+    hostPaths[index] = split;
     report.served = true;
   }
 }

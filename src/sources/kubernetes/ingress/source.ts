@@ -6,6 +6,7 @@ import {
   type V1Ingress,
   type V1IngressClass,
   type V1IngressLoadBalancerIngress,
+  type V1Secret,
   type V1Service,
 } from '@kubernetes/client-node';
 import type { KubernetesSettings, ListenAddress, UpstreamsConfig } from '../../../config/types.ts';
@@ -23,6 +24,7 @@ import type { IngressReport } from './reports.ts';
 import {
   INGRESS_CONTROLLER,
   type IngressTranslation,
+  IngressTranslationCache,
   isOurs,
   ourClasses,
   secretsOf,
@@ -68,8 +70,19 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let classes: readonly V1IngressClass[] = [];
   const ingresses = new Map<string, readonly V1Ingress[]>();
   const services = new Map<string, readonly V1Service[]>();
-  let reported = new Map<string, string>();
+  let reported: ReadonlyMap<string, IngressReport> = new Map();
   const statusWritten = new Map<string, string>();
+  // Kept from one translation to the next, so an edit costs the work of what changed
+  // (docs/benchmark.md#control-plane-at-scale): each Ingress's build (translate.ts), its Secrets,
+  // the Service map while no Service changed, the Secret map while no Secret changed.
+  const cache = new IngressTranslationCache();
+  const secretNames = new WeakMap<V1Ingress, readonly string[]>();
+  let serviceLists: ReadonlyArray<readonly V1Service[]> = [];
+  let serviceMap: ReadonlyMap<string, V1Service> = new Map();
+  let secretMap: ReadonlyMap<string, V1Secret> = new Map();
+  const oidcProviders = options.oidcProviders ?? [];
+  const reachesTollgate = (host: string, port: number) =>
+    (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port));
   const limitWrites = createLimiter(STATUS_WRITES_AT_ONCE);
   const loop = createTranslationLoop<IngressTranslation>({
     kubeConfig,
@@ -132,39 +145,69 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   function translate(): IngressTranslation | null {
     // Secrets first: a translation never concludes "missing" about a Secret not listed yet.
     const ours = ourClasses({ className: settings.ingressClass, classes });
-    const wanted = new Set(
-      allIngresses()
-        .filter((item) => isOurs(item, ours))
-        .flatMap(secretsOf),
-    );
+    const ingressList = allIngresses();
+    const wanted = new Set<string>();
+    for (const item of ingressList)
+      if (isOurs(item, ours)) for (const key of namedSecrets(item)) wanted.add(key);
     secretWatches.follow(wanted);
     if (!secretWatches.synced) return null;
-    const secrets = secretWatches.current();
-    const serviceMap = new Map<string, V1Service>();
-    for (const service of [...services.values()].flat())
-      serviceMap.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
-    return translateIngresses({
-      className: settings.ingressClass,
-      classes,
-      ingresses: allIngresses(),
-      services: serviceMap,
-      secrets,
-      base: options.base(),
-      otherClaims: options.otherClaims?.() ?? [],
-      reachesTollgate: (host, port) =>
-        (options.ownListeners?.() ?? []).some((listener) => reaches(listener, host, port)),
-      oidcProviders: options.oidcProviders ?? [],
-    });
+    return translateIngresses(
+      {
+        className: settings.ingressClass,
+        classes,
+        ingresses: ingressList,
+        services: currentServices(),
+        secrets: currentSecrets(),
+        base: options.base(),
+        otherClaims: options.otherClaims?.() ?? [],
+        reachesTollgate,
+        oidcProviders,
+      },
+      cache,
+    );
+  }
+
+  /** An Ingress's Secrets (secretsOf), read once per object. */
+  function namedSecrets(ingress: V1Ingress): readonly string[] {
+    let names = secretNames.get(ingress);
+    if (names === undefined) {
+      names = secretsOf(ingress);
+      secretNames.set(ingress, names);
+    }
+    return names;
+  }
+
+  /** Services by `namespace/name`: the same map while no Service watch brought a new list. */
+  function currentServices(): ReadonlyMap<string, V1Service> {
+    const lists = [...services.values()];
+    if (lists.length === serviceLists.length && lists.every((list, index) => list === serviceLists[index]))
+      return serviceMap;
+    const map = new Map<string, V1Service>();
+    for (const list of lists)
+      for (const service of list)
+        map.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
+    serviceLists = lists;
+    serviceMap = map;
+    return map;
+  }
+
+  /** The Secrets followed: the same map while each holds the same object (a map is never changed once given). */
+  function currentSecrets(): ReadonlyMap<string, V1Secret> {
+    const now = secretWatches.current();
+    const same =
+      now.size === secretMap.size && [...now].every(([key, found]) => secretMap.get(key) === found);
+    if (!same) secretMap = now;
+    return secretMap;
   }
 
   /** Logs, Events and the gauge, for what changed since the last translation. */
   function report(reports: ReadonlyMap<string, IngressReport>): void {
-    const now = new Map<string, string>();
     for (const [key, item] of reports) {
-      const text = JSON.stringify([item.problems, item.warnings, item.notices]);
-      now.set(key, text);
+      const before = reported.get(key);
+      // Told the same as last time (a report the translation kept is the same object): nothing new
+      // to log, no Event, and the gauge already says it.
+      if (before !== undefined && sameTold(before, item)) continue;
       ingressRejected.set({ namespace: item.namespace, name: item.name }, item.problems.length > 0 ? 1 : 0);
-      if (reported.get(key) === text) continue;
       const warnings = [...item.warnings, ...item.notices.map((notice) => notice.message)];
       if (item.problems.length > 0) {
         logger.warn(
@@ -176,18 +219,19 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
         logger.warn({ ingress: key, warnings }, 'ingress served with warnings');
       } else {
         logger.info({ ingress: key }, 'ingress served');
-        if (reported.has(key)) void event(item, 'Normal', 'Served', 'served by Tollgate');
+        if (before !== undefined) void event(item, 'Normal', 'Served', 'served by Tollgate');
       }
       // One Event per kind of warning, each with its reason (docs/ingress.md#when-something-is-wrong).
       for (const [reason, messages] of warningsByReason(item))
         void event(item, 'Warning', reason, messages.join('; '));
     }
     for (const key of reported.keys()) {
-      if (now.has(key)) continue;
+      if (reports.has(key)) continue;
       const [namespace, name] = key.split('/') as [string, string];
       ingressRejected.remove({ namespace, name });
     }
-    reported = now;
+    // Kept as they are: a translation's reports are not changed once handed over.
+    reported = reports;
   }
 
   async function event(item: IngressReport, type: 'Normal' | 'Warning', reason: string, message: string) {
@@ -226,20 +270,11 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     if (addresses === null) return;
     const wanted = JSON.stringify(addresses);
     // Looked up by name, not searched: every served Ingress is checked on every translation.
-    const byName = new Map<string, V1Ingress>();
-    for (const candidate of allIngresses()) {
-      const id = `${candidate.metadata?.namespace}/${candidate.metadata?.name}`;
-      if (!byName.has(id)) byName.set(id, candidate);
-    }
+    const byName = ingressesByName();
     for (const [key, item] of reports) {
-      if (!item.served) continue;
-      const ingress = byName.get(`${item.namespace}/${item.name}`);
-      const current = JSON.stringify(
-        (ingress?.status?.loadBalancer?.ingress ?? []).map((entry) =>
-          entry.ip ? { ip: entry.ip } : { hostname: entry.hostname },
-        ),
-      );
-      if (current === wanted || statusWritten.get(key) === wanted) continue;
+      if (!item.served || statusWritten.get(key) === wanted) continue;
+      const ingress = byName.get(key);
+      if (statusOf(ingress) === wanted) continue;
       statusWritten.set(key, wanted);
       limitWrites(() =>
         networking.patchNamespacedIngressStatus(
@@ -263,7 +298,58 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
     }
   }
 
+  /** Each Ingress by `namespace/name` (the first of a name): made again only when a watch brought a new list. */
+  let byNameLists: ReadonlyArray<readonly V1Ingress[]> = [];
+  let byName = new Map<string, V1Ingress>();
+  function ingressesByName(): ReadonlyMap<string, V1Ingress> {
+    const lists = [...ingresses.values()];
+    if (lists.length === byNameLists.length && lists.every((list, index) => list === byNameLists[index]))
+      return byName;
+    byName = new Map();
+    for (const list of lists)
+      for (const candidate of list) {
+        const id = `${candidate.metadata?.namespace}/${candidate.metadata?.name}`;
+        if (!byName.has(id)) byName.set(id, candidate);
+      }
+    byNameLists = lists;
+    return byName;
+  }
+
   return loop.source;
+}
+
+/** The addresses an Ingress's status announces, as JSON, read once per object (undefined: none). */
+const statusTexts = new WeakMap<V1Ingress, string>();
+function statusOf(ingress: V1Ingress | undefined): string {
+  const read = (item: V1Ingress | undefined) =>
+    JSON.stringify(
+      (item?.status?.loadBalancer?.ingress ?? []).map((entry) =>
+        entry.ip ? { ip: entry.ip } : { hostname: entry.hostname },
+      ),
+    );
+  if (ingress === undefined) return read(undefined);
+  let text = statusTexts.get(ingress);
+  if (text === undefined) {
+    text = read(ingress);
+    statusTexts.set(ingress, text);
+  }
+  return text;
+}
+
+/** Two reports that tell the same (what report() logs and sends as Events; `served` aside). */
+function sameTold(a: IngressReport, b: IngressReport): boolean {
+  const sameStrings = (x: readonly string[], y: readonly string[]) =>
+    x.length === y.length && x.every((item, index) => item === y[index]);
+  return (
+    a === b ||
+    (sameStrings(a.problems, b.problems) &&
+      sameStrings(a.warnings, b.warnings) &&
+      a.notices.length === b.notices.length &&
+      a.notices.every(
+        (notice, index) =>
+          notice.reason === b.notices[index]?.reason && notice.message === b.notices[index]?.message,
+      ))
+  );
 }
 
 /** An Ingress's warnings by Event reason: ignored annotations are `Ignored`, notices carry their own. */
