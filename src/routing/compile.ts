@@ -1,5 +1,5 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
-import type { PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import type { HostConfig, PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
@@ -16,46 +16,57 @@ export { DEFAULT_HOST };
  * request needs is resolved here, once per (re)load: normalised prefixes, effective auth (global
  * wins), to_https, rate limit, sticky settings and shared server objects. The result and everything
  * reachable from it is frozen, so a request holding a reference to it can never see it change.
+ *
+ * With the table `previous`, a change costs what changed (docs/kubernetes.md): when every
+ * config-wide setting a route reads is the same object as in the config `previous` came from, a
+ * host that is the very same object as then keeps all its routes (while every endpoint answer they
+ * were built from is the same), a changed host keeps the routes of its unchanged path objects, and
+ * the matcher is rebuilt for the changed hosts only (routing/match).
  */
 export function compileRoutingTable(
   config: UpstreamsConfig,
   endpoints: EndpointLookup = noEndpoints,
   previous: RoutingTable | null = null,
 ): RoutingTable {
-  const servers = new Map<string, UpstreamServer>();
-  const reusable = reusableRoutes(previous, config);
+  const prior = previous === null ? undefined : compiledTables.get(previous);
+  const reusable = prior !== undefined && sameSettings(prior.config, config) ? prior : null;
   // Copies are made per source object (configs are never changed once made), so a later compile
   // may start from this one's: a kept route and a new one then share the global policy's copy.
   const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
-  const routes: Route[] = [];
-  const paths: PathConfig[] = [];
-  // The routes kept from `previous` bring their server objects: seeded first, so that a new route
-  // naming the same address and transport shares them (one connection pool per server).
-  if (reusable !== null)
-    for (const route of reusable.byPath.values())
-      for (const server of route.servers) servers.set(serverKey(server), server);
-  // Gateway API routes may share a host and path, told apart by conditions: each keeps its own label.
-  const ids = new Map<string, number>();
-  const uniqueId = (id: string) => {
-    const seen = (ids.get(id) ?? 0) + 1;
-    ids.set(id, seen);
-    return seen === 1 ? id : `${id}#${seen}`;
+  // The table's servers by key, made when a new route needs one: the kept routes' servers first
+  // (`previous`'s), so that a new route naming the same address and transport shares them (one
+  // connection pool per server).
+  let serverMap: Map<string, UpstreamServer> | null = null;
+  const servers = () => {
+    if (serverMap === null)
+      serverMap = new Map(reusable !== null && previous !== null ? serversByKey(previous) : []);
+    return serverMap;
   };
-
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
+  const repeated = repeatedNames(config.hosts);
 
-  // Validation already normalised every host key and prefix (routing/normalise) and refused
-  // duplicates with their line numbers, so compiling is assembly only and cannot fail.
-  for (const host of config.hosts) {
+  const compileHost = (host: HostConfig, ids: Map<string, number>, before: CompiledHost | null) => {
     const hostKey = host.name;
+    // A route is kept only for the very same path object, with the same id and the same endpoint
+    // answers; a path object named twice (the same content on one host) is compiled anew: ids tell
+    // them apart.
+    let byPath: Map<PathConfig, Route> | null = null;
+    if (before !== null) {
+      byPath = new Map();
+      before.host.paths.forEach((path, index) => {
+        if (byPath?.has(path)) byPath.delete(path);
+        else byPath?.set(path, before.routes[index] as Route);
+      });
+    }
+    const routes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
-      // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
-      const id = uniqueId(hostKey + prefix + (exact ? '$' : ''));
-      paths.push(path);
-      const kept = reusable?.byPath.get(path);
+      // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series. Gateway
+      // API routes may share a host and path, told apart by conditions: each keeps its own label.
+      const id = uniqueId(ids, hostKey + prefix + (exact ? '$' : ''));
+      const kept = byPath?.get(path);
       if (
         kept !== undefined &&
         kept.id === id &&
@@ -65,92 +76,148 @@ export function compileRoutingTable(
         routes.push(kept);
         continue;
       }
-      const { lookup: recorded, answers } = recordingLookups(endpoints);
-      const { addresses, canaryFrom } = routeAddresses(path, recorded);
-      const route: Route = Object.freeze({
-        id,
-        hostKey,
-        prefix,
-        exact,
-        unavailable: path.unavailable ?? null,
-        conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
-        backendError: path.backendError ?? null,
-        backendErrorShare: path.backendErrorShare ?? null,
-        requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
-        retry: path.retry ? frozenCopy(path.retry, frozenCopies) : null,
-        servers: Object.freeze(
-          addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
-        ),
-        service: path.service ? serviceRefText(path.service) : null,
-        // A global authorization replaces every per-path one, on every host (docs/configuration.md).
-        auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
-        toHttps: config.toHttps || path.toHttps,
-        rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
-        healthCheck: frozenCopy(path.healthCheck, frozenCopies),
-        redirectTo: path.redirectTo,
-        authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
-        requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
-        canaryRequestHeaders:
-          path.canary?.requestHeaders != null
-            ? compileHeaderRules(config.requestHeaders, path.canary.requestHeaders)
-            : null,
-        responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
-        policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
-        mirrors: mirrorsOf(path, recorded, (address) =>
-          sharedServer(address, upstreamTransport(path, address), servers),
-        ),
-        ...compileBackendPolicies(path, addresses, canaryFrom),
-      });
-      endpointsUsed.set(route, answers);
-      routes.push(route);
+      routes.push(compileRoute(path, id, hostKey));
     }
+    return routes;
+  };
+
+  const compileRoute = (path: PathConfig, id: string, hostKey: string): Route => {
+    const { lookup: recorded, answers } = recordingLookups(endpoints);
+    const { addresses, canaryFrom } = routeAddresses(path, recorded);
+    const serverOf = (address: ServerAddress) =>
+      sharedServer(address, upstreamTransport(path, address), servers());
+    const route: Route = Object.freeze({
+      id,
+      hostKey,
+      prefix: path.prefix,
+      exact: path.exact === true,
+      unavailable: path.unavailable ?? null,
+      conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
+      backendError: path.backendError ?? null,
+      backendErrorShare: path.backendErrorShare ?? null,
+      requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
+      retry: path.retry ? frozenCopy(path.retry, frozenCopies) : null,
+      servers: Object.freeze(addresses.map(serverOf)),
+      service: path.service ? serviceRefText(path.service) : null,
+      // A global authorization replaces every per-path one, on every host (docs/configuration.md).
+      auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
+      toHttps: config.toHttps || path.toHttps,
+      rateLimit: path.rateLimit ?? config.rateLimit ?? null,
+      sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
+      healthCheck: frozenCopy(path.healthCheck, frozenCopies),
+      redirectTo: path.redirectTo,
+      authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
+      requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+      canaryRequestHeaders:
+        path.canary?.requestHeaders != null
+          ? compileHeaderRules(config.requestHeaders, path.canary.requestHeaders)
+          : null,
+      responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
+      policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+      mirrors: mirrorsOf(path, recorded, serverOf),
+      ...compileBackendPolicies(path, addresses, canaryFrom),
+    });
+    endpointsUsed.set(route, answers);
+    return route;
+  };
+
+  // Validation already normalised every host key and prefix (routing/normalise) and refused
+  // duplicates with their line numbers, so compiling is assembly only and cannot fail. Ids are
+  // counted per host key: a key has no `/` and a prefix starts with one, so two host keys never
+  // make the same id.
+  const hosts: CompiledHost[] = [];
+  const idsByHost = new Map<string, Map<string, number>>();
+  for (const host of config.hosts) {
+    const before =
+      reusable === null || repeated.has(host.name) ? null : (reusable.byName.get(host.name) ?? null);
+    if (before !== null && before.host === host && hostEndpointsSame(before, endpoints)) {
+      hosts.push(before);
+      continue;
+    }
+    let ids = idsByHost.get(host.name);
+    if (ids === undefined) {
+      ids = new Map();
+      idsByHost.set(host.name, ids);
+    }
+    hosts.push({ host, routes: Object.freeze(compileHost(host, ids, before)) });
   }
-  // A kept route's servers that no route uses any more are not the table's.
-  const used = new Set(
-    routes.flatMap((route) => [
-      ...route.servers,
-      ...(route.mirrors ?? []).flatMap((mirror) => mirror.servers),
-    ]),
-  );
-  const tableServers = [...servers.values()].filter((server) => used.has(server));
+  return assemble(config, config.hash, hosts, frozenCopies, previous);
+}
 
-  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
-  const match = buildMatcher(routes);
-
-  const table: RoutingTable = Object.freeze({
-    get hash() {
-      return identityOf(config);
-    },
-    sourceHash: config.hash,
-    routes: Object.freeze(routes),
-    servers: Object.freeze(tableServers),
-    match,
-  });
-  compiledFrom.set(table, config);
-  compiledPaths.set(table, { paths, frozenCopies });
-  return table;
+/** One host of a compiled table: the host object and its routes, index for index with its paths. */
+interface CompiledHost {
+  readonly host: HostConfig;
+  readonly routes: readonly Route[];
 }
 
 type FrozenCopies = WeakMap<object, unknown>;
 
+/** What a later compile or recompileServers may start from, per table. */
+interface Compiled {
+  /** The config object the table was compiled from. */
+  readonly config: UpstreamsConfig;
+  readonly hosts: readonly CompiledHost[];
+  /** Each host key's compiled host (a key the config names twice is left out: never kept whole). */
+  readonly byName: ReadonlyMap<string, CompiledHost>;
+  readonly frozenCopies: FrozenCopies;
+  /** Each Service (serviceRefText) → the hosts with a path naming it; made when first asked. */
+  byService?: Map<string, CompiledHost[]>;
+  /** The table's servers by serverKey; made when first asked. */
+  serverByKey?: Map<string, UpstreamServer>;
+}
+
+const compiledTables = new WeakMap<RoutingTable, Compiled>();
+
 /**
- * What a compile may keep of `previous` (docs/kubernetes.md): its routes by the path object
- * each was compiled from, when every config-wide setting a route reads is the same object as in the
- * config `previous` came from. A route is kept only for the very same path object (configs are never
- * changed once made), on the same host, with the same id, and with the same endpoint answers
- * (endpointsUsed): an unchanged Ingress or route then keeps its Route object, and the health checker,
- * which skips the routes it knows, does no work for it.
+ * The table of compiled hosts: routes in config order, the distinct servers in the order routes first
+ * use them (the same for a compile from scratch, one that kept routes and recompileServers), the
+ * matcher rebuilt for the hosts whose routes changed (routing/match).
  */
-function reusableRoutes(
-  previous: RoutingTable | null,
+function assemble(
   config: UpstreamsConfig,
-): { byPath: Map<PathConfig, Route>; frozenCopies: FrozenCopies } | null {
-  if (previous === null) return null;
-  const before = compiledFrom.get(previous);
-  const compiled = compiledPaths.get(previous);
-  if (before === undefined || compiled === undefined) return null;
-  const sameSettings =
+  sourceHash: string,
+  hosts: readonly CompiledHost[],
+  frozenCopies: FrozenCopies,
+  previous: RoutingTable | null,
+): RoutingTable {
+  const routes: Route[] = [];
+  const used = new Set<UpstreamServer>();
+  const tableServers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    tableServers.push(server);
+  };
+  const byName = new Map<string, CompiledHost>();
+  const names = new Set<string>();
+  for (const compiled of hosts) {
+    if (names.has(compiled.host.name)) byName.delete(compiled.host.name);
+    else byName.set(compiled.host.name, compiled);
+    names.add(compiled.host.name);
+    for (const route of compiled.routes) {
+      routes.push(route);
+      for (const server of route.servers) use(server);
+      for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
+    }
+  }
+  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
+  const match = buildMatcher(routes, previous?.match ?? null);
+  const table: RoutingTable = Object.freeze({
+    get hash() {
+      return identityOf(config);
+    },
+    sourceHash,
+    routes: Object.freeze(routes),
+    servers: Object.freeze(tableServers),
+    match,
+  });
+  compiledTables.set(table, { config, hosts, byName, frozenCopies });
+  return table;
+}
+
+/** Every config-wide setting a route reads is the same object (or value) in both configs. */
+function sameSettings(before: UpstreamsConfig, config: UpstreamsConfig): boolean {
+  return (
     before.authorization === config.authorization &&
     before.stickySessions === config.stickySessions &&
     before.toHttps === config.toHttps &&
@@ -158,15 +225,32 @@ function reusableRoutes(
     before.authFailureLimit === config.authFailureLimit &&
     before.requestHeaders === config.requestHeaders &&
     before.responseHeaders === config.responseHeaders &&
-    before.maxBodyBytes === config.maxBodyBytes;
-  if (!sameSettings) return null;
-  const byPath = new Map<PathConfig, Route>();
-  compiled.paths.forEach((path, index) => {
-    // A path object named twice (the same content on one host) is compiled anew: ids tell them apart.
-    if (byPath.has(path)) byPath.delete(path);
-    else byPath.set(path, previous.routes[index] as Route);
-  });
-  return { byPath, frozenCopies: compiled.frozenCopies };
+    before.maxBodyBytes === config.maxBodyBytes
+  );
+}
+
+/** The host keys a config names more than once (validation refuses them; a raw config may not). */
+function repeatedNames(hosts: readonly HostConfig[]): ReadonlySet<string> {
+  const seen = new Set<string>();
+  const repeated = new Set<string>();
+  for (const host of hosts) {
+    if (seen.has(host.name)) repeated.add(host.name);
+    seen.add(host.name);
+  }
+  return repeated;
+}
+
+/** `id`, or `id#2`, `id#3`... for the second and later routes with that label on the host. */
+function uniqueId(ids: Map<string, number>, id: string): string {
+  const seen = (ids.get(id) ?? 0) + 1;
+  ids.set(id, seen);
+  return seen === 1 ? id : `${id}#${seen}`;
+}
+
+/** Every route of the host was built from the endpoint answers given now. */
+function hostEndpointsSame(compiled: CompiledHost, endpoints: EndpointLookup): boolean {
+  for (const route of compiled.routes) if (!sameEndpoints(route, endpoints)) return false;
+  return true;
 }
 
 /** Per route: each Service it looked up and the answer it was given (recordingLookups). */
@@ -194,16 +278,21 @@ function recordingLookups(endpoints: EndpointLookup): { lookup: EndpointLookup; 
 /** Every lookup a route was built from gives the same answer (the same array) now. */
 function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
   const answers = endpointsUsed.get(route);
-  return answers?.every(({ ref, found }) => endpoints(ref) === found) ?? false;
+  if (answers === undefined) return false;
+  for (const { ref, found } of answers) if (endpoints(ref) !== found) return false;
+  return true;
 }
 
-/** The path objects each table's routes were compiled from (index for index) and its frozen copies. */
-const compiledPaths = new WeakMap<
-  RoutingTable,
-  { paths: readonly PathConfig[]; frozenCopies: FrozenCopies }
->();
-
 const serverKey = (server: UpstreamServer) => `${server.address} ${server.transport.key}`;
+
+/** A table's servers by serverKey, made once per table. */
+function serversByKey(table: RoutingTable): Map<string, UpstreamServer> {
+  const compiled = compiledTables.get(table);
+  if (compiled?.serverByKey !== undefined) return compiled.serverByKey;
+  const byKey = new Map(table.servers.map((server) => [serverKey(server), server]));
+  if (compiled !== undefined) compiled.serverByKey = byKey;
+  return byKey;
+}
 
 /**
  * The config identity (routing/identity), computed the first time something reads a table's `hash`
@@ -221,82 +310,114 @@ function identityOf(config: UpstreamsConfig): string {
   return identity;
 }
 
-/** The config object each table was compiled from: what recompileServers may start from. */
-const compiledFrom = new WeakMap<RoutingTable, UpstreamsConfig>();
+/**
+ * The Services whose endpoints changed, as keys, and the key of a reference (the caller's: the
+ * Kubernetes source resolves a reference's namespace). References with one key name one Service.
+ */
+export interface ChangedServices {
+  readonly keys: ReadonlySet<string>;
+  readonly keyOf: (ref: ServiceRef) => string;
+}
 
 /**
  * The table compileRoutingTable(config, endpoints) would give when only the endpoints of the
  * Services `changed` names differ from those `previous` was compiled with: the routes of those
- * Services get their new servers (and weights), every other route is kept as it was. An endpoint
- * change then costs what it touches, not the whole config again (docs/kubernetes.md); the identity
- * stays (endpoints are not config). Null when `previous` was not compiled from this very config
- * object: the caller compiles in full.
+ * Services get their new servers (and weights), every other route is kept as it was, and the matcher
+ * is rebuilt for the hosts of the changed routes only (routing/match). The hosts naming a Service
+ * are found through an index made once per config object (Service key → host positions), so an
+ * endpoint change costs what it touches, not the whole config again (docs/kubernetes.md); the
+ * identity stays (endpoints are not config). Null when `previous` was not compiled from this very
+ * config object: the caller compiles in full.
  */
 export function recompileServers(
   previous: RoutingTable,
   config: UpstreamsConfig,
   endpoints: EndpointLookup,
-  changed: (ref: ServiceRef) => boolean,
+  changed: ChangedServices,
 ): RoutingTable | null {
-  if (compiledFrom.get(previous) !== config) return null;
-  // One object per address and transport, as compile makes them: the table's distinct servers by key.
-  const byKey = new Map(previous.servers.map((server) => [serverKey(server), server]));
-  const used = new Set<UpstreamServer>();
-  const servers: UpstreamServer[] = [];
-  const use = (server: UpstreamServer) => {
-    if (used.has(server)) return;
-    used.add(server);
-    servers.push(server);
-  };
-  const routes: Route[] = [];
-  let index = 0;
-  for (const host of config.hosts) {
-    for (const path of host.paths) {
-      const before = previous.routes[index++] as Route;
-      const affected =
-        (path.service != null && changed(path.service)) ||
-        (path.canary?.service != null && changed(path.canary.service)) ||
-        (path.mirrors?.some((mirror) => changed(mirror.service)) ?? false);
-      if (!affected) {
-        for (const server of before.servers) use(server);
-        for (const mirror of before.mirrors ?? []) for (const server of mirror.servers) use(server);
-        routes.push(before);
-        continue;
-      }
-      // Every endpoint answer this route is built from, mirrors' included: a later compile reuses
-      // the route only while each answer is still the same (compileRoutingTable's previous).
-      const { lookup, answers } = recordingLookups(endpoints);
-      const { addresses, canaryFrom } = routeAddresses(path, lookup);
-      const serverOf = (address: ServerAddress) => {
-        const server = sharedServer(address, upstreamTransport(path, address), byKey);
-        use(server);
-        return server;
-      };
-      const routeServers = addresses.map(serverOf);
-      const route: Route = Object.freeze({
-        ...before,
-        servers: Object.freeze(routeServers),
-        mirrors: mirrorsOf(path, lookup, serverOf),
-        ...compileBackendPolicies(path, addresses, canaryFrom),
-      });
-      endpointsUsed.set(route, answers);
-      routes.push(route);
-    }
-  }
-  const table: RoutingTable = Object.freeze({
-    get hash() {
-      return identityOf(config);
-    },
-    sourceHash: previous.sourceHash,
-    routes: Object.freeze(routes),
-    servers: Object.freeze(servers),
-    match: buildMatcher(routes),
-  });
-  compiledFrom.set(table, config);
-  const compiled = compiledPaths.get(previous);
-  if (compiled !== undefined) compiledPaths.set(table, compiled);
-  return table;
+  const compiled = compiledTables.get(previous);
+  if (compiled === undefined || compiled.config !== config) return null;
+  const index = servicesIndex(config, changed.keyOf);
+  const touched = new Set<number>();
+  for (const key of changed.keys) for (const position of index.get(key) ?? []) touched.add(position);
+  const isChanged = (ref: ServiceRef) => changed.keys.has(changed.keyOf(ref));
+  let byKey: Map<string, UpstreamServer> | null = null;
+  const hosts =
+    touched.size === 0
+      ? compiled.hosts
+      : compiled.hosts.map((host, position) => {
+          if (!touched.has(position)) return host;
+          const routes = host.host.paths.map((path, at) => {
+            const before = host.routes[at] as Route;
+            if (!pathRefs(path).some(isChanged)) return before;
+            // Every endpoint answer this route is built from, mirrors' included: a later compile
+            // reuses the route only while each answer is still the same (compileRoutingTable).
+            const { lookup, answers } = recordingLookups(endpoints);
+            const { addresses, canaryFrom } = routeAddresses(path, lookup);
+            byKey ??= serversByKey(previous);
+            const servers = byKey;
+            const serverOf = (address: ServerAddress) =>
+              sharedServer(address, upstreamTransport(path, address), servers);
+            const route: Route = Object.freeze({
+              ...before,
+              servers: Object.freeze(addresses.map(serverOf)),
+              mirrors: mirrorsOf(path, lookup, serverOf),
+              ...compileBackendPolicies(path, addresses, canaryFrom),
+            });
+            endpointsUsed.set(route, answers);
+            return route;
+          });
+          return { host: host.host, routes: Object.freeze(routes) };
+        });
+  return assemble(config, previous.sourceHash, hosts, compiled.frozenCopies, previous);
 }
+
+/**
+ * The Services of a path: its `service:`, a canary's and its mirrors' (whose endpoints it is built
+ * from; sources/kubernetes/use.ts pathServiceRefs lists the same for the watches).
+ */
+function pathRefs(path: PathConfig): ServiceRef[] {
+  const refs: ServiceRef[] = [];
+  if (path.service) refs.push(path.service);
+  if (path.canary?.service) refs.push(path.canary.service);
+  for (const mirror of path.mirrors ?? []) refs.push(mirror.service);
+  return refs;
+}
+
+/** Service key → the positions (in config.hosts) of the hosts naming it; made once per config and keyOf. */
+function servicesIndex(
+  config: UpstreamsConfig,
+  keyOf: (ref: ServiceRef) => string,
+): ReadonlyMap<string, readonly number[]> {
+  const known = servicesIndexes.get(config);
+  if (known !== undefined && known.keyOf === keyOf) return known.index;
+  const index = new Map<string, number[]>();
+  config.hosts.forEach((host, position) => {
+    for (const key of hostServiceKeys(host, keyOf)) {
+      const positions = index.get(key);
+      if (positions === undefined) index.set(key, [position]);
+      else if (positions[positions.length - 1] !== position) positions.push(position);
+    }
+  });
+  servicesIndexes.set(config, { keyOf, index });
+  return index;
+}
+
+const servicesIndexes = new WeakMap<
+  UpstreamsConfig,
+  { keyOf: (ref: ServiceRef) => string; index: ReadonlyMap<string, readonly number[]> }
+>();
+
+/** The Service keys a host's paths name, kept per host object (hosts are never changed once made). */
+function hostServiceKeys(host: HostConfig, keyOf: (ref: ServiceRef) => string): readonly string[] {
+  const known = hostKeys.get(host);
+  if (known !== undefined && known.keyOf === keyOf) return known.keys;
+  const keys = host.paths.flatMap((path) => pathRefs(path).map(keyOf));
+  hostKeys.set(host, { keyOf, keys });
+  return keys;
+}
+
+const hostKeys = new WeakMap<HostConfig, { keyOf: (ref: ServiceRef) => string; keys: readonly string[] }>();
 
 /**
  * The ready servers of a `service:` reference, as the Kubernetes source last saw them

@@ -84,30 +84,23 @@ function addTo(map: Map<string, Slot>, key: string, route: Route): void {
   map.set(key, list);
 }
 
-/** Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). */
-export function buildMatcher(routes: readonly Route[]): RouteMatcher {
+/**
+ * Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). With
+ * the matcher of the previous table, a host whose routes are the very same objects in the same order
+ * keeps its prefix maps (routes are frozen): a change rebuilds only the hosts it touched.
+ */
+export function buildMatcher(routes: readonly Route[], previous: RouteMatcher | null = null): RouteMatcher {
   const grouped = groupByHost(routes);
+  const before = previous === null ? undefined : builtHosts.get(previous);
   const hosts = new Map<string, HostRoutes>();
+  const built = new Map<string, { routes: readonly Route[]; host: HostRoutes }>();
   let wildcards = false;
   for (const [hostKey, hostRoutes] of grouped) {
-    const byPrefix = new Map<string, Slot>();
-    const roots = new Map<string, Slot>();
-    let longest = 0;
-    let exact: Map<string, Slot> | null = null;
     if (hostKey.startsWith('*.')) wildcards = true;
-    for (const route of hostRoutes) {
-      if (route.exact) {
-        exact ??= new Map();
-        addTo(exact, route.prefix, route);
-        continue;
-      }
-      // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
-      // held: keep that as the fallback rather than a map entry.
-      if (route.prefix.length === 1) addTo(roots, '/', route);
-      else addTo(byPrefix, route.prefix, route);
-      if (route.prefix.length > longest) longest = route.prefix.length;
-    }
-    hosts.set(hostKey, { byPrefix, root: roots.get('/') ?? null, longest, exact });
+    const kept = before?.get(hostKey);
+    const host = kept !== undefined && sameRoutes(kept.routes, hostRoutes) ? kept.host : hostMaps(hostRoutes);
+    hosts.set(hostKey, host);
+    built.set(hostKey, { routes: hostRoutes, host });
   }
   const defaultRoutes = hosts.get(DEFAULT_HOST);
 
@@ -123,7 +116,7 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     return undefined;
   };
 
-  return function match(
+  const match: RouteMatcher = function match(
     host: string,
     path: string,
     request?: MatchRequest,
@@ -158,6 +151,41 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     }
     return candidates.root === null ? null : pick(candidates.root, request, query, secure);
   };
+  builtHosts.set(match, built);
+  return match;
+}
+
+/** Each matcher's hosts with the routes each was built from: what the next buildMatcher may keep. */
+const builtHosts = new WeakMap<
+  RouteMatcher,
+  ReadonlyMap<string, { routes: readonly Route[]; host: HostRoutes }>
+>();
+
+function sameRoutes(a: readonly Route[], b: readonly Route[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
+}
+
+/** One host's lookup maps. */
+function hostMaps(hostRoutes: readonly Route[]): HostRoutes {
+  const byPrefix = new Map<string, Slot>();
+  const roots = new Map<string, Slot>();
+  let longest = 0;
+  let exact: Map<string, Slot> | null = null;
+  for (const route of hostRoutes) {
+    if (route.exact) {
+      exact ??= new Map();
+      addTo(exact, route.prefix, route);
+      continue;
+    }
+    // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
+    // held: keep that as the fallback rather than a map entry.
+    if (route.prefix.length === 1) addTo(roots, '/', route);
+    else addTo(byPrefix, route.prefix, route);
+    if (route.prefix.length > longest) longest = route.prefix.length;
+  }
+  return { byPrefix, root: roots.get('/') ?? null, longest, exact };
 }
 
 /**

@@ -66,12 +66,29 @@ export function ownedHosts(
   hosts: readonly HostConfig[],
   owners: ReadonlyMap<string, HostOwner>,
 ): readonly HostConfig[] {
-  const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
-  const owned = hosts.filter((host) =>
-    host.paths.every((path) => mayServeHost(owners.get(host.name), namespaceOf(path.origin))),
-  );
+  const owned = hosts.filter((host) => ownsHost(host, owners.get(host.name)));
   return owned.length === hosts.length ? hosts : owned;
 }
+
+/**
+ * True when every path of the host may be served by its owner. Kept per host object with the owner's
+ * kind and namespace (all mayServeHost reads): a change to one host checks that host's paths only.
+ */
+function ownsHost(host: HostConfig, owner: HostOwner | undefined): boolean {
+  const kind = owner?.kind;
+  const namespace = owner?.kind === 'namespace' ? owner.namespace : undefined;
+  const known = ownership.get(host);
+  if (known !== undefined && known.kind === kind && known.namespace === namespace) return known.owns;
+  const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
+  const owns = host.paths.every((path) => mayServeHost(owner, namespaceOf(path.origin)));
+  ownership.set(host, { kind, namespace, owns });
+  return owns;
+}
+
+const ownership = new WeakMap<
+  HostConfig,
+  { kind: HostOwner['kind'] | undefined; namespace: string | undefined; owns: boolean }
+>();
 
 /**
  * The config with a closed host added for every host a claim names that nothing serves: its owner
@@ -92,10 +109,30 @@ export function withClaimedHosts(
     for (const host of claim.hosts) {
       if (host === DEFAULT_HOST || present.has(host)) continue;
       present.add(host);
-      held.push({ name: host, paths: [closedPath(claim.ingress)] });
+      held.push(closedHost(claim, host));
     }
   return held.length === 0 ? config : { ...config, hosts: [...config.hosts, ...held] };
 }
+
+/**
+ * The closed host of a claim, the same object while the claim is (claims are never changed once
+ * made): the compile keeps its route instead of compiling a new closed path on every change.
+ */
+function closedHost(claim: HostClaim, name: string): HostConfig {
+  let hosts = closedHosts.get(claim);
+  if (hosts === undefined) {
+    hosts = new Map();
+    closedHosts.set(claim, hosts);
+  }
+  let host = hosts.get(name);
+  if (host === undefined) {
+    host = { name, paths: [closedPath(claim.ingress)] };
+    hosts.set(name, host);
+  }
+  return host;
+}
+
+const closedHosts = new WeakMap<HostClaim, Map<string, HostConfig>>();
 
 /** `/` with no server (503 `no_ready_endpoints`), labelled with the object that owns the host. */
 function closedPath(claimant: string): PathConfig {

@@ -148,12 +148,25 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     }
     return text;
   };
-  let watched: string | null = null;
+  // The hosts last handed over, with their Services: a host that is the same object is skipped
+  // without a look at its paths, a changed one compares its Services' text.
+  let watched: { hosts: readonly HostConfig[]; named: readonly string[] } | null = null;
+  const sameServices = (hosts: readonly HostConfig[]) => {
+    if (watched === null || watched.hosts.length !== hosts.length) return false;
+    for (let index = 0; index < hosts.length; index++) {
+      const host = hosts[index] as HostConfig;
+      if (host !== watched.hosts[index] && servicesOfHost(host) !== watched.named[index]) return false;
+    }
+    return true;
+  };
   const watchServicesOf = (config: UpstreamsConfig) => {
     const effective = merge.effective(config);
-    const named = effective.hosts.map(servicesOfHost).join('\n');
-    if (named === watched) return;
-    watched = named;
+    if (sameServices(effective.hosts)) {
+      // Same Services: keep the new host objects, so that the next change skips them by identity.
+      if (watched !== null) watched = { hosts: effective.hosts, named: watched.named };
+      return;
+    }
+    watched = { hosts: effective.hosts, named: effective.hosts.map(servicesOfHost) };
     source.watchServices(serviceRefs(effective).map((ref) => resolveServiceRef(ref, connection.namespace)));
   };
   let ingress: IngressSource | null = null;
