@@ -3,7 +3,7 @@ import type { HostConfig, PathConfig, ServerAddress, UpstreamsConfig } from '../
 import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
-import { buildMatcher } from './match.ts';
+import { buildMatcher, withHostsRebuilt } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
@@ -44,7 +44,6 @@ export function compileRoutingTable(
   };
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
-  const repeated = repeatedNames(config.hosts);
 
   const compileHost = (host: HostConfig, ids: Map<string, number>, before: CompiledHost | null) => {
     const hostKey = host.name;
@@ -127,21 +126,33 @@ export function compileRoutingTable(
   // make the same id.
   const hosts: CompiledHost[] = [];
   const idsByHost = new Map<string, Map<string, number>>();
-  for (const host of config.hosts) {
-    const before =
-      reusable === null || repeated.has(host.name) ? null : (reusable.byName.get(host.name) ?? null);
+  // The same host keys at the same positions as `previous` (nearly every change): the names it
+  // repeats are the same, and the matcher is `previous`'s with the changed hosts rebuilt.
+  const aligned = reusable !== null && sameNames(reusable.hosts, config.hosts);
+  const repeated = aligned ? reusable.repeated : repeatedNames(config.hosts);
+  const changed: number[] = [];
+  config.hosts.forEach((host, position) => {
+    let before: CompiledHost | null = null;
+    if (reusable !== null && !repeated.has(host.name) && !reusable.repeated.has(host.name)) {
+      const at = reusable.hosts[position];
+      before = at !== undefined && at.host === host ? at : (hostsByName(reusable).get(host.name) ?? null);
+    }
     if (before !== null && before.host === host && hostEndpointsSame(before, endpoints)) {
       hosts.push(before);
-      continue;
+      return;
     }
+    changed.push(position);
     let ids = idsByHost.get(host.name);
     if (ids === undefined) {
       ids = new Map();
       idsByHost.set(host.name, ids);
     }
     hosts.push({ host, routes: Object.freeze(compileHost(host, ids, before)) });
-  }
-  return assemble(config, config.hash, hosts, frozenCopies, previous);
+  });
+  return assemble(config, config.hash, hosts, frozenCopies, repeated, {
+    previous,
+    changed: aligned && repeated.size === 0 ? changed : null,
+  });
 }
 
 /** One host of a compiled table: the host object and its routes, index for index with its paths. */
@@ -156,29 +167,46 @@ type FrozenCopies = WeakMap<object, unknown>;
 interface Compiled {
   /** The config object the table was compiled from. */
   readonly config: UpstreamsConfig;
+  /** One per host of the config, in its order. */
   readonly hosts: readonly CompiledHost[];
-  /** Each host key's compiled host (a key the config names twice is left out: never kept whole). */
-  readonly byName: ReadonlyMap<string, CompiledHost>;
+  /** The host keys the config names more than once (validation refuses them): never kept whole. */
+  readonly repeated: ReadonlySet<string>;
   readonly frozenCopies: FrozenCopies;
-  /** Each Service (serviceRefText) → the hosts with a path naming it; made when first asked. */
-  byService?: Map<string, CompiledHost[]>;
+  /** Each host key's compiled host; made when first asked. */
+  byName?: ReadonlyMap<string, CompiledHost>;
   /** The table's servers by serverKey; made when first asked. */
   serverByKey?: Map<string, UpstreamServer>;
 }
 
 const compiledTables = new WeakMap<RoutingTable, Compiled>();
 
+function hostsByName(compiled: Compiled): ReadonlyMap<string, CompiledHost> {
+  compiled.byName ??= new Map(compiled.hosts.map((host) => [host.host.name, host]));
+  return compiled.byName;
+}
+
+/** The same host keys in the same order. */
+function sameNames(compiled: readonly CompiledHost[], hosts: readonly HostConfig[]): boolean {
+  if (compiled.length !== hosts.length) return false;
+  for (let index = 0; index < hosts.length; index++)
+    if (compiled[index]?.host.name !== hosts[index]?.name) return false;
+  return true;
+}
+
 /**
  * The table of compiled hosts: routes in config order, the distinct servers in the order routes first
- * use them (the same for a compile from scratch, one that kept routes and recompileServers), the
- * matcher rebuilt for the hosts whose routes changed (routing/match).
+ * use them (the same for a compile from scratch, one that kept routes and recompileServers). The
+ * matcher is `previous`'s with the `changed` positions' hosts rebuilt when the caller knows the host
+ * keys are the same, unrepeated, in the same order; else built anew, keeping each host whose routes
+ * are the same objects (routing/match).
  */
 function assemble(
   config: UpstreamsConfig,
   sourceHash: string,
   hosts: readonly CompiledHost[],
   frozenCopies: FrozenCopies,
-  previous: RoutingTable | null,
+  repeated: ReadonlySet<string>,
+  from: { previous: RoutingTable | null; changed: readonly number[] | null },
 ): RoutingTable {
   const routes: Route[] = [];
   const used = new Set<UpstreamServer>();
@@ -188,12 +216,7 @@ function assemble(
     used.add(server);
     tableServers.push(server);
   };
-  const byName = new Map<string, CompiledHost>();
-  const names = new Set<string>();
   for (const compiled of hosts) {
-    if (names.has(compiled.host.name)) byName.delete(compiled.host.name);
-    else byName.set(compiled.host.name, compiled);
-    names.add(compiled.host.name);
     for (const route of compiled.routes) {
       routes.push(route);
       for (const server of route.servers) use(server);
@@ -201,7 +224,18 @@ function assemble(
     }
   }
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
-  const match = buildMatcher(routes, previous?.match ?? null);
+  const { previous, changed } = from;
+  const match =
+    (previous !== null &&
+      changed !== null &&
+      withHostsRebuilt(
+        previous.match,
+        changed.map((position) => {
+          const compiled = hosts[position] as CompiledHost;
+          return [compiled.host.name, compiled.routes] as const;
+        }),
+      )) ||
+    buildMatcher(routes, previous?.match ?? null);
   const table: RoutingTable = Object.freeze({
     get hash() {
       return identityOf(config);
@@ -211,7 +245,7 @@ function assemble(
     servers: Object.freeze(tableServers),
     match,
   });
-  compiledTables.set(table, { config, hosts, byName, frozenCopies });
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies });
   return table;
 }
 
@@ -369,7 +403,10 @@ export function recompileServers(
           });
           return { host: host.host, routes: Object.freeze(routes) };
         });
-  return assemble(config, previous.sourceHash, hosts, compiled.frozenCopies, previous);
+  return assemble(config, previous.sourceHash, hosts, compiled.frozenCopies, compiled.repeated, {
+    previous,
+    changed: compiled.repeated.size === 0 ? [...touched] : null,
+  });
 }
 
 /**

@@ -29,6 +29,8 @@ type Slot = Route | readonly Route[];
 
 /** One host's prefixes. */
 interface HostRoutes {
+  /** The routes these maps were built from (a later build keeps the maps while they are the same). */
+  readonly routes: readonly Route[];
   readonly byPrefix: ReadonlyMap<string, Slot>;
   /** The route of `/` (it matches every path), if the host has one. */
   readonly root: Slot | null;
@@ -90,18 +92,44 @@ function addTo(map: Map<string, Slot>, key: string, route: Route): void {
  * keeps its prefix maps (routes are frozen): a change rebuilds only the hosts it touched.
  */
 export function buildMatcher(routes: readonly Route[], previous: RouteMatcher | null = null): RouteMatcher {
-  const grouped = groupByHost(routes);
-  const before = previous === null ? undefined : builtHosts.get(previous);
+  const before = previous === null ? undefined : builtHosts.get(previous)?.hosts;
   const hosts = new Map<string, HostRoutes>();
-  const built = new Map<string, { routes: readonly Route[]; host: HostRoutes }>();
   let wildcards = false;
-  for (const [hostKey, hostRoutes] of grouped) {
+  for (const [hostKey, hostRoutes] of groupByHost(routes)) {
     if (hostKey.startsWith('*.')) wildcards = true;
     const kept = before?.get(hostKey);
-    const host = kept !== undefined && sameRoutes(kept.routes, hostRoutes) ? kept.host : hostMaps(hostRoutes);
-    hosts.set(hostKey, host);
-    built.set(hostKey, { routes: hostRoutes, host });
+    hosts.set(
+      hostKey,
+      kept !== undefined && sameRoutes(kept.routes, hostRoutes) ? kept : hostMaps(hostRoutes),
+    );
   }
+  return matcherOf(hosts, wildcards);
+}
+
+/**
+ * The matcher of `previous` with the given hosts' routes replaced (a host key given no routes is
+ * left out): what buildMatcher would give for the table with those hosts changed, at the cost of
+ * those hosts (and one copy of the host map). Null when `previous` was not made here.
+ */
+export function withHostsRebuilt(
+  previous: RouteMatcher,
+  changed: Iterable<readonly [hostKey: string, routes: readonly Route[]]>,
+): RouteMatcher | null {
+  const before = builtHosts.get(previous);
+  if (before === undefined) return null;
+  const hosts = new Map(before.hosts);
+  // A wildcard key once there only makes lookups try wildcards: the answers stay the same.
+  let wildcards = before.wildcards;
+  for (const [hostKey, routes] of changed) {
+    if (hostKey.startsWith('*.')) wildcards = true;
+    if (routes.length === 0) hosts.delete(hostKey);
+    else hosts.set(hostKey, hostMaps(routes));
+  }
+  return matcherOf(hosts, wildcards);
+}
+
+/** The match function over per-host maps. */
+function matcherOf(hosts: ReadonlyMap<string, HostRoutes>, wildcards: boolean): RouteMatcher {
   const defaultRoutes = hosts.get(DEFAULT_HOST);
 
   /**
@@ -151,14 +179,14 @@ export function buildMatcher(routes: readonly Route[], previous: RouteMatcher | 
     }
     return candidates.root === null ? null : pick(candidates.root, request, query, secure);
   };
-  builtHosts.set(match, built);
+  builtHosts.set(match, { hosts, wildcards });
   return match;
 }
 
-/** Each matcher's hosts with the routes each was built from: what the next buildMatcher may keep. */
+/** Each matcher's hosts: what the next buildMatcher or withHostsRebuilt may keep. */
 const builtHosts = new WeakMap<
   RouteMatcher,
-  ReadonlyMap<string, { routes: readonly Route[]; host: HostRoutes }>
+  { hosts: ReadonlyMap<string, HostRoutes>; wildcards: boolean }
 >();
 
 function sameRoutes(a: readonly Route[], b: readonly Route[]): boolean {
@@ -185,7 +213,7 @@ function hostMaps(hostRoutes: readonly Route[]): HostRoutes {
     else addTo(byPrefix, route.prefix, route);
     if (route.prefix.length > longest) longest = route.prefix.length;
   }
-  return { byPrefix, root: roots.get('/') ?? null, longest, exact };
+  return { routes: hostRoutes, byPrefix, root: roots.get('/') ?? null, longest, exact };
 }
 
 /**

@@ -189,7 +189,7 @@ describe('merge and compile by host: a translation that keeps its objects', () =
 
 // The generated world: a few hosts, Services and namespaces, so that hosts, paths, claims and
 // owners collide often.
-const HOST_NAMES = ['a.test', 'b.test', 'c.test', 'd.test', 'DEFAULT'] as const;
+const HOST_NAMES = ['a.test', 'b.test', 'c.test', '*.test', 'DEFAULT'] as const;
 const SERVICES = ['s1', 's2', 's3'] as const;
 
 interface PathSpec {
