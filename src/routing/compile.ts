@@ -149,6 +149,7 @@ export function compileRoutingTable(
     }
     hosts.push({ host, routes: Object.freeze(compileHost(host, ids, before)) });
   });
+  if (aligned && reusable !== null) carryServicesIndex(reusable, config, changed);
   return assemble(config, config.hash, hosts, frozenCopies, repeated, {
     previous,
     changed: aligned && repeated.size === 0 ? changed : null,
@@ -438,6 +439,33 @@ function servicesIndex(
   });
   servicesIndexes.set(config, { keyOf, index });
   return index;
+}
+
+/**
+ * The Services index of a config whose hosts are those of `prior`'s config but at the `changed`
+ * positions, made from `prior`'s index when it has one (recompileServers made it): a copy with the
+ * changed hosts' entries moved, so that the next endpoint change does not index every path again.
+ */
+function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: readonly number[]): void {
+  const known = servicesIndexes.get(prior.config);
+  if (known === undefined) return;
+  const { keyOf } = known;
+  const index = new Map(known.index);
+  for (const position of changed) {
+    const before = hostServiceKeys((prior.hosts[position] as CompiledHost).host, keyOf);
+    const after = hostServiceKeys(config.hosts[position] as HostConfig, keyOf);
+    if (before === after) continue;
+    for (const key of before) {
+      const positions = (index.get(key) ?? []).filter((item) => item !== position);
+      if (positions.length === 0) index.delete(key);
+      else index.set(key, positions);
+    }
+    for (const key of after) {
+      const positions = index.get(key) ?? [];
+      if (!positions.includes(position)) index.set(key, [...positions, position]);
+    }
+  }
+  servicesIndexes.set(config, { keyOf, index });
 }
 
 const servicesIndexes = new WeakMap<

@@ -33,7 +33,7 @@ import type { AgedClaim } from '../../src/sources/kubernetes/ownership.ts';
  * Seeded: TOLLGATE_PROPERTY_SEED=<n> replays a run; TOLLGATE_PROPERTY_RUNS=<n> runs more cases.
  */
 const SEED = Number(process.env.TOLLGATE_PROPERTY_SEED ?? 38_001);
-const RUNS = Number(process.env.TOLLGATE_PROPERTY_RUNS ?? 150);
+const RUNS = Number(process.env.TOLLGATE_PROPERTY_RUNS ?? 300);
 
 const NAMESPACE = 'apps';
 const main = {
@@ -184,6 +184,24 @@ describe('merge and compile by host: a translation that keeps its objects', () =
     assert.equal(table().match('h3.test', '/p0')?.servers[0]?.address, '10.9.9.9:8080');
     for (const [position, route] of table().routes.entries())
       assert.equal(route === routesBefore[position], route.hostKey !== 'h3.test', route.id);
+
+    // An edit after an endpoint change: the Services index follows the changed host (host 5 now
+    // names a new Service), and that Service's endpoint change reaches its route.
+    const third = translation((host, index) =>
+      host === 5 && index === 0
+        ? pathOf(5, 0, { service: { name: 'fresh', namespace: NAMESPACE, port: 'http' } })
+        : (second.hosts[host]?.paths[index] as PathConfig),
+    );
+    merge.translated('ingresses', third);
+    merge.rebuild({ sources: new Set(['ingresses']), services: new Set() });
+    endpoints.set('fresh', Object.freeze([address('10.7.7.7')]));
+    const fresh = merge.rebuild({
+      sources: new Set(),
+      services: new Set([keyOf({ name: 'fresh', namespace: NAMESPACE, port: 'http' })]),
+    });
+    assert.equal(fresh?.partial, true);
+    assert.equal(table().match('h5.test', '/p0')?.servers[0]?.address, '10.7.7.7:8080');
+    assert.equal(shape(table()), shape(fromScratch(base, [third], endpointsOf).table));
   });
 });
 
