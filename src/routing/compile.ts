@@ -30,6 +30,10 @@ export function compileRoutingTable(
 ): RoutingTable {
   const prior = previous === null ? undefined : compiledTables.get(previous);
   const reusable = prior !== undefined && sameSettings(prior.config, config) ? prior : null;
+  // The endpoints `previous` was compiled with, when the lookup says they are all still the same.
+  const snapshot = endpoints.snapshot?.();
+  const sameAnswers = reusable !== null && snapshot !== undefined && reusable.snapshot === snapshot;
+  const answersHold = (route: Route) => sameAnswers || sameEndpoints(route, endpoints);
   // Copies are made per source object (configs are never changed once made), so a later compile
   // may start from this one's: a kept route and a new one then share the global policy's copy.
   const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
@@ -66,12 +70,7 @@ export function compileRoutingTable(
       // API routes may share a host and path, told apart by conditions: each keeps its own label.
       const id = uniqueId(ids, hostKey + prefix + (exact ? '$' : ''));
       const kept = byPath?.get(path);
-      if (
-        kept !== undefined &&
-        kept.id === id &&
-        kept.hostKey === hostKey &&
-        sameEndpoints(kept, endpoints)
-      ) {
+      if (kept !== undefined && kept.id === id && kept.hostKey === hostKey && answersHold(kept)) {
         routes.push(kept);
         continue;
       }
@@ -137,7 +136,7 @@ export function compileRoutingTable(
       const at = reusable.hosts[position];
       before = at !== undefined && at.host === host ? at : (hostsByName(reusable).get(host.name) ?? null);
     }
-    if (before !== null && before.host === host && hostEndpointsSame(before, endpoints)) {
+    if (before !== null && before.host === host && (sameAnswers || hostEndpointsSame(before, endpoints))) {
       hosts.push(before);
       return;
     }
@@ -150,7 +149,7 @@ export function compileRoutingTable(
     hosts.push({ host, routes: Object.freeze(compileHost(host, ids, before)) });
   });
   if (aligned && reusable !== null) carryServicesIndex(reusable, config, changed);
-  return assemble(config, config.hash, hosts, frozenCopies, repeated, {
+  return assemble(config, config.hash, hosts, frozenCopies, repeated, snapshot, {
     previous,
     changed: aligned && repeated.size === 0 ? changed : null,
   });
@@ -173,6 +172,8 @@ interface Compiled {
   /** The host keys the config names more than once (validation refuses them): never kept whole. */
   readonly repeated: ReadonlySet<string>;
   readonly frozenCopies: FrozenCopies;
+  /** The endpoint lookup's snapshot the routes were built with (EndpointLookup), if it told. */
+  readonly snapshot: object | undefined;
   /** Each host key's compiled host; made when first asked. */
   byName?: ReadonlyMap<string, CompiledHost>;
   /** The table's servers by serverKey; made when first asked. */
@@ -207,6 +208,7 @@ function assemble(
   hosts: readonly CompiledHost[],
   frozenCopies: FrozenCopies,
   repeated: ReadonlySet<string>,
+  snapshot: object | undefined,
   from: { previous: RoutingTable | null; changed: readonly number[] | null },
 ): RoutingTable {
   const routes: Route[] = [];
@@ -246,7 +248,7 @@ function assemble(
     servers: Object.freeze(tableServers),
     match,
   });
-  compiledTables.set(table, { config, hosts, repeated, frozenCopies });
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot });
   return table;
 }
 
@@ -404,10 +406,20 @@ export function recompileServers(
           });
           return { host: host.host, routes: Object.freeze(routes) };
         });
-  return assemble(config, previous.sourceHash, hosts, compiled.frozenCopies, compiled.repeated, {
-    previous,
-    changed: compiled.repeated.size === 0 ? [...touched] : null,
-  });
+  // Every Service whose answer differs from the ones `previous` was built with is in `changed` (the
+  // caller's contract): the table stands for the lookup's snapshot now.
+  return assemble(
+    config,
+    previous.sourceHash,
+    hosts,
+    compiled.frozenCopies,
+    compiled.repeated,
+    endpoints.snapshot?.(),
+    {
+      previous,
+      changed: compiled.repeated.size === 0 ? [...touched] : null,
+    },
+  );
 }
 
 /**
@@ -488,7 +500,14 @@ const hostKeys = new WeakMap<HostConfig, { keyOf: (ref: ServiceRef) => string; k
  * The ready servers of a `service:` reference, as the Kubernetes source last saw them
  * (docs/kubernetes.md). Passing the same answers gives the same table: compile stays pure.
  */
-export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
+export type EndpointLookup = ((ref: ServiceRef) => readonly ServerAddress[]) & {
+  /**
+   * The version of every answer: while it returns the same object, every reference gets the same
+   * answer (the same array) as before, so a compile keeps routes without asking again. Absent: each
+   * kept route's answers are asked again.
+   */
+  readonly snapshot?: () => object;
+};
 
 const noEndpoints: EndpointLookup = () => [];
 

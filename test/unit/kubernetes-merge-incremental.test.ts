@@ -12,7 +12,7 @@ import type {
 } from '../../src/config/types.ts';
 import { emptyUpstreamsConfig } from '../../src/config/validate-upstreams.ts';
 import { createLogger } from '../../src/log.ts';
-import { compileRoutingTable } from '../../src/routing/compile.ts';
+import { compileRoutingTable, type EndpointLookup } from '../../src/routing/compile.ts';
 import type { RoutingTable } from '../../src/routing/types.ts';
 import type { Runtime } from '../../src/runtime.ts';
 import {
@@ -43,11 +43,24 @@ const oidc = (provider: string) => ({ type: 'oidc' as const, users: [], keys: []
 const keyOf = (ref: ServiceRef) => serviceRefKey(resolveServiceRef(ref, NAMESPACE));
 const address = (ip: string): ServerAddress => ({ raw: `${ip}:8080`, host: ip, port: 8080 });
 
-/** A merge fed as the provider feeds it, with its runtime's table and a changeable endpoint snapshot. */
-function harness(initial: UpstreamsConfig, sources: readonly SourceName[]) {
-  const endpoints = new Map<string, readonly ServerAddress[]>();
+/**
+ * A merge fed as the provider feeds it, with its runtime's table and a changeable endpoint snapshot
+ * (a new Map on each change, as the Kubernetes source hands them over; `snapshots`: the lookup says
+ * which one it answers from, as the provider's does).
+ */
+function harness(initial: UpstreamsConfig, sources: readonly SourceName[], snapshots = true) {
+  let snapshot = new Map<string, readonly ServerAddress[]>();
+  const endpoints = {
+    set(name: string, servers: readonly ServerAddress[]) {
+      snapshot = new Map(snapshot);
+      snapshot.set(name, servers);
+    },
+  };
   const none: readonly ServerAddress[] = Object.freeze([]);
-  const endpointsOf = (ref: ServiceRef) => endpoints.get(ref.name) ?? none;
+  const lookup = (ref: ServiceRef) => snapshot.get(ref.name) ?? none;
+  const endpointsOf: EndpointLookup = snapshots
+    ? Object.assign(lookup, { snapshot: () => snapshot })
+    : lookup;
   let table: RoutingTable = compileRoutingTable(initial, endpointsOf);
   const runtime = {
     table: () => table,
@@ -328,9 +341,9 @@ function baseConfig(hosts: readonly string[], toHttps: boolean): UpstreamsConfig
 
 describe('merge and compile by host: property', () => {
   it('after every step of translations, endpoint and upstreams.yaml changes, the incremental merge and compile equal a merge and compile from scratch', () => {
-    const check = (steps: Step[][]) => {
+    const check = (snapshots: boolean, steps: Step[][]) => {
       let base = baseConfig(['file.test'], false);
-      const world = harness(base, SOURCE_NAMES);
+      const world = harness(base, SOURCE_NAMES, snapshots);
       const last: SourceRoutes[] = [];
       // Both sources translate first: nothing is merged before each did.
       for (const source of [0, 1]) {
@@ -366,6 +379,7 @@ describe('merge and compile by host: property', () => {
     };
     fc.assert(
       fc.property(
+        fc.boolean(),
         fc.array(fc.array(step, { minLength: 1, maxLength: 3 }), { minLength: 1, maxLength: 10 }),
         check,
       ),

@@ -92,14 +92,19 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   // changed once made), and a Service without servers answers the same empty list each time, so that
   // a compile can tell an unchanged answer by identity (routing/compile.ts keeps those routes).
   const refKeys = new WeakMap<ServiceRef, string>();
-  const endpointsOf: EndpointLookup = (ref) => {
-    let key = refKeys.get(ref);
-    if (key === undefined) {
-      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
-      refKeys.set(ref, key);
-    }
-    return endpoints.get(key) ?? NO_SERVERS;
-  };
+  // Each snapshot is a new Map never changed after (source.ts): the same snapshot, the same answers,
+  // so a compile keeps whole hosts without asking for each of their Services again.
+  const endpointsOf: EndpointLookup = Object.assign(
+    (ref: ServiceRef) => {
+      let key = refKeys.get(ref);
+      if (key === undefined) {
+        key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
+        refKeys.set(ref, key);
+      }
+      return endpoints.get(key) ?? NO_SERVERS;
+    },
+    { snapshot: () => endpoints },
+  );
   const ingressClass = main.kubernetes?.ingressClass;
   const gatewayClass = main.kubernetes?.gatewayClass;
   // upstreams.yaml, the translations and their validation meet in merge.ts alone.
