@@ -268,7 +268,6 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       routes: SourceRoutes;
       hosts: ReadonlyMap<string, ServedHost>;
       certificates: string;
-      claims: string;
     }
   >();
   // Every source's routes in order, once each translated (null before): a new array on each change.
@@ -362,9 +361,8 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       // The hosts one source names are claims the other must respect, and the reverse
       // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
       // telling the other source when they change settles after one round.
-      // Claims that are the same objects as served are the same claims, without serializing them.
-      const sameClaims = before !== undefined && sameItems(before.routes.claims ?? [], routes.claims ?? []);
-      const claims = sameClaims ? before.claims : JSON.stringify(routes.claims ?? []);
+      const claimsChanged =
+        before === undefined || !sameClaims(before.routes.claims ?? [], routes.claims ?? []);
       // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
       // and certificates as they were: no new table, no broadcast to workers, no log line. Claims
       // too: a host claimed but not served is held closed (withClaimedHosts). A path equal to one
@@ -372,12 +370,12 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       const interned = internHosts(routes.hosts, before?.hosts);
       const certificates = JSON.stringify(routes.certificates);
       const change = {
-        claims: claims !== before?.claims,
+        claims: claimsChanged,
         served:
           before === undefined ||
           !sameItems(interned.hosts, before.routes.hosts) ||
           certificates !== before.certificates ||
-          claims !== before.claims,
+          claimsChanged,
       };
       if (!change.served) {
         // The translation's host objects, so that the next one that keeps them is checked by identity.
@@ -389,11 +387,10 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
         routes: {
           ...routes,
           hosts: interned.hosts,
-          claims: claims === before?.claims ? (before.routes.claims ?? []) : (routes.claims ?? []),
+          claims: claimsChanged ? (routes.claims ?? []) : (before.routes.claims ?? []),
         },
         hosts: interned.served,
         certificates,
-        claims,
       });
       // Until every source listed its objects, the others' claims are unknown: serve none yet.
       const all = options.sources.map((name) => served.get(name)?.routes);
@@ -519,6 +516,23 @@ function contentKeyOf(path: PathConfig): string {
 }
 
 const contentKeys = new WeakMap<PathConfig, string>();
+
+/**
+ * The same claims in the same order: what the merge reads of each (namespace, object, hosts, age)
+ * equal, compared field by field (the same objects at once) rather than serialized on every change.
+ */
+function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) {
+    const x = a[index] as AgedClaim;
+    const y = b[index] as AgedClaim;
+    if (x === y) continue;
+    if (x.namespace !== y.namespace || x.ingress !== y.ingress || !Object.is(x.created, y.created))
+      return false;
+    if (!sameItems(x.hosts, y.hosts)) return false;
+  }
+  return true;
+}
 
 /** Same length, same objects in the same order. */
 function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
