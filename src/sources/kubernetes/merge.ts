@@ -99,32 +99,34 @@ export function mergeSources(base: UpstreamsConfig, sources: readonly SourceRout
 /** The last merge of each upstreams.yaml config. */
 const lastMerge = new WeakMap<UpstreamsConfig, UpstreamsConfig>();
 
-/** Every source's claims oldest first and the owners they give, kept while no input array changed. */
-let ownersKept: {
-  fileHosts: readonly HostConfig[];
-  claimLists: readonly (readonly AgedClaim[] | undefined)[];
-  claims: AgedClaim[];
-  owners: ReadonlyMap<string, HostOwner>;
-} | null = null;
+/**
+ * Every source's claims oldest first and the owners they give, kept per upstreams.yaml hosts array
+ * while every source's claims are the same arrays (neither is changed once made).
+ */
+const ownersKept = new WeakMap<
+  readonly HostConfig[],
+  {
+    claimLists: readonly (readonly AgedClaim[] | undefined)[];
+    claims: AgedClaim[];
+    owners: ReadonlyMap<string, HostOwner>;
+  }
+>();
 
 function ownersOf(
   base: UpstreamsConfig,
   sources: readonly SourceRoutes[],
 ): { claims: AgedClaim[]; owners: ReadonlyMap<string, HostOwner> } {
   const claimLists = sources.map((source) => source.claims);
-  if (
-    ownersKept !== null &&
-    ownersKept.fileHosts === base.hosts &&
-    sameItems(ownersKept.claimLists, claimLists)
-  )
-    return ownersKept;
+  const known = ownersKept.get(base.hosts);
+  if (known !== undefined && sameItems(known.claimLists, claimLists)) return known;
   const claims = byCreation(sources.flatMap((source) => source.claims ?? []));
   const owners = hostOwners(
     base.hosts.map((host) => host.name),
     claims,
   );
-  ownersKept = { fileHosts: base.hosts, claimLists, claims, owners };
-  return ownersKept;
+  const kept = { claimLists, claims, owners };
+  ownersKept.set(base.hosts, kept);
+  return kept;
 }
 
 /**
@@ -469,9 +471,11 @@ export function internHosts(
     let fresh: Map<string, PathConfig> | null = null;
     const kept = host.paths.map((path) => {
       if (previous !== undefined && servedPaths(previous).has(path)) return path;
-      const key = contentKeyOf(path);
+      // Kept per object only once served: a new object equal to a served one is dropped at once.
+      const key = contentKeys.get(path) ?? contentKey(path);
       const known = fresh?.get(key) ?? (previous === undefined ? undefined : servedByKey(previous).get(key));
       if (known !== undefined) return known;
+      contentKeys.set(path, key);
       fresh ??= new Map();
       fresh.set(key, path);
       return path;
