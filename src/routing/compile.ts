@@ -1,9 +1,9 @@
 import { type ServiceRef, serviceRefText } from '../config/service-ref.ts';
-import type { PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
+import type { HostConfig, PathConfig, ServerAddress, UpstreamsConfig } from '../config/types.ts';
 import { compileBackendPolicies, routeAddresses } from './backend-policies.ts';
 import { compileHeaderRules } from './header-rules.ts';
 import { configIdentity } from './identity.ts';
-import { buildMatcher } from './match.ts';
+import { buildMatcher, withHostsRebuilt } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
@@ -16,141 +16,245 @@ export { DEFAULT_HOST };
  * request needs is resolved here, once per (re)load: normalised prefixes, effective auth (global
  * wins), to_https, rate limit, sticky settings and shared server objects. The result and everything
  * reachable from it is frozen, so a request holding a reference to it can never see it change.
+ *
+ * With the table `previous`, a change costs what changed (docs/kubernetes.md): when every
+ * config-wide setting a route reads is the same object as in the config `previous` came from, a
+ * host that is the very same object as then keeps all its routes (while every endpoint answer they
+ * were built from is the same), a changed host keeps the routes of its unchanged path objects, and
+ * the matcher is rebuilt for the changed hosts only (routing/match).
  */
 export function compileRoutingTable(
   config: UpstreamsConfig,
   endpoints: EndpointLookup = noEndpoints,
   previous: RoutingTable | null = null,
 ): RoutingTable {
-  const servers = new Map<string, UpstreamServer>();
-  const reusable = reusableRoutes(previous, config);
+  const prior = previous === null ? undefined : compiledTables.get(previous);
+  const reusable = prior !== undefined && sameSettings(prior.config, config) ? prior : null;
+  // The endpoints `previous` was compiled with, when the lookup says they are all still the same.
+  const snapshot = endpoints.snapshot?.();
+  const sameAnswers = reusable !== null && snapshot !== undefined && reusable.snapshot === snapshot;
+  const answersHold = (route: Route) => sameAnswers || sameEndpoints(route, endpoints);
   // Copies are made per source object (configs are never changed once made), so a later compile
   // may start from this one's: a kept route and a new one then share the global policy's copy.
   const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
-  const routes: Route[] = [];
-  const paths: PathConfig[] = [];
-  // The routes kept from `previous` bring their server objects: seeded first, so that a new route
-  // naming the same address and transport shares them (one connection pool per server).
-  if (reusable !== null)
-    for (const route of reusable.byPath.values())
-      for (const server of route.servers) servers.set(serverKey(server), server);
-  // Gateway API routes may share a host and path, told apart by conditions: each keeps its own label.
-  const ids = new Map<string, number>();
-  const uniqueId = (id: string) => {
-    const seen = (ids.get(id) ?? 0) + 1;
-    ids.set(id, seen);
-    return seen === 1 ? id : `${id}#${seen}`;
+  // The table's servers by key, made when a new route needs one: the kept routes' servers first
+  // (`previous`'s), so that a new route naming the same address and transport shares them (one
+  // connection pool per server).
+  let serverMap: Map<string, UpstreamServer> | null = null;
+  const servers = () => {
+    if (serverMap === null)
+      serverMap = new Map(reusable !== null && previous !== null ? serversByKey(previous) : []);
+    return serverMap;
   };
-
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
 
-  // Validation already normalised every host key and prefix (routing/normalise) and refused
-  // duplicates with their line numbers, so compiling is assembly only and cannot fail.
-  for (const host of config.hosts) {
+  const compileHost = (host: HostConfig, ids: Map<string, number>, before: CompiledHost | null) => {
     const hostKey = host.name;
+    // A route is kept only for the very same path object, with the same id and the same endpoint
+    // answers; a path object named twice (the same content on one host) is compiled anew: ids tell
+    // them apart.
+    let byPath: Map<PathConfig, Route> | null = null;
+    if (before !== null) {
+      byPath = new Map();
+      before.host.paths.forEach((path, index) => {
+        if (byPath?.has(path)) byPath.delete(path);
+        else byPath?.set(path, before.routes[index] as Route);
+      });
+    }
+    const routes: Route[] = [];
     for (const path of host.paths) {
       const prefix = path.prefix;
       const exact = path.exact === true;
-      // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series.
-      const id = uniqueId(hostKey + prefix + (exact ? '$' : ''));
-      paths.push(path);
-      const kept = reusable?.byPath.get(path);
-      if (
-        kept !== undefined &&
-        kept.id === id &&
-        kept.hostKey === hostKey &&
-        sameEndpoints(kept, endpoints)
-      ) {
+      // An exact route's label ends in `$`, so `/a` exact and `/a` prefix stay two series. Gateway
+      // API routes may share a host and path, told apart by conditions: each keeps its own label.
+      const id = uniqueId(ids, hostKey + prefix + (exact ? '$' : ''));
+      const kept = byPath?.get(path);
+      if (kept !== undefined && kept.id === id && kept.hostKey === hostKey && answersHold(kept)) {
         routes.push(kept);
         continue;
       }
-      const { lookup: recorded, answers } = recordingLookups(endpoints);
-      const { addresses, canaryFrom } = routeAddresses(path, recorded);
-      const route: Route = Object.freeze({
-        id,
-        hostKey,
-        prefix,
-        exact,
-        unavailable: path.unavailable ?? null,
-        conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
-        backendError: path.backendError ?? null,
-        backendErrorShare: path.backendErrorShare ?? null,
-        requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
-        retry: path.retry ? frozenCopy(path.retry, frozenCopies) : null,
-        servers: Object.freeze(
-          addresses.map((address) => sharedServer(address, upstreamTransport(path, address), servers)),
-        ),
-        service: path.service ? serviceRefText(path.service) : null,
-        // A global authorization replaces every per-path one, on every host (docs/configuration.md).
-        auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
-        toHttps: config.toHttps || path.toHttps,
-        rateLimit: path.rateLimit ?? config.rateLimit ?? null,
-        sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
-        healthCheck: frozenCopy(path.healthCheck, frozenCopies),
-        redirectTo: path.redirectTo,
-        authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
-        requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
-        canaryRequestHeaders:
-          path.canary?.requestHeaders != null
-            ? compileHeaderRules(config.requestHeaders, path.canary.requestHeaders)
-            : null,
-        responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
-        policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
-        mirrors: mirrorsOf(path, recorded, (address) =>
-          sharedServer(address, upstreamTransport(path, address), servers),
-        ),
-        ...compileBackendPolicies(path, addresses, canaryFrom),
-      });
-      endpointsUsed.set(route, answers);
-      routes.push(route);
+      routes.push(compileRoute(path, id, hostKey));
     }
-  }
-  // A kept route's servers that no route uses any more are not the table's.
-  const used = new Set(
-    routes.flatMap((route) => [
-      ...route.servers,
-      ...(route.mirrors ?? []).flatMap((mirror) => mirror.servers),
-    ]),
-  );
-  const tableServers = [...servers.values()].filter((server) => used.has(server));
+    return routes;
+  };
 
-  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
-  const match = buildMatcher(routes);
+  const compileRoute = (path: PathConfig, id: string, hostKey: string): Route => {
+    const { lookup: recorded, answers } = recordingLookups(endpoints);
+    const { addresses, canaryFrom } = routeAddresses(path, recorded);
+    const serverOf = (address: ServerAddress) =>
+      sharedServer(address, upstreamTransport(path, address), servers());
+    const route: Route = Object.freeze({
+      id,
+      hostKey,
+      prefix: path.prefix,
+      exact: path.exact === true,
+      unavailable: path.unavailable ?? null,
+      conditions: path.conditions ? frozenCopy(path.conditions, frozenCopies) : null,
+      backendError: path.backendError ?? null,
+      backendErrorShare: path.backendErrorShare ?? null,
+      requestRedirect: path.requestRedirect ? frozenCopy(path.requestRedirect, frozenCopies) : null,
+      retry: path.retry ? frozenCopy(path.retry, frozenCopies) : null,
+      servers: Object.freeze(addresses.map(serverOf)),
+      service: path.service ? serviceRefText(path.service) : null,
+      // A global authorization replaces every per-path one, on every host (docs/configuration.md).
+      auth: globalAuth ?? frozenCopy(path.authorization, frozenCopies),
+      toHttps: config.toHttps || path.toHttps,
+      rateLimit: path.rateLimit ?? config.rateLimit ?? null,
+      sticky: path.stickySessions ? frozenCopy(path.stickySessions, frozenCopies) : sticky,
+      healthCheck: frozenCopy(path.healthCheck, frozenCopies),
+      redirectTo: path.redirectTo,
+      authFailureLimit: path.authFailureLimit ?? config.authFailureLimit ?? null,
+      requestHeaders: compileHeaderRules(config.requestHeaders, path.requestHeaders),
+      canaryRequestHeaders:
+        path.canary?.requestHeaders != null
+          ? compileHeaderRules(config.requestHeaders, path.canary.requestHeaders)
+          : null,
+      responseHeaders: compileHeaderRules(config.responseHeaders, path.responseHeaders),
+      policy: compileRoutePolicy(path.policies, config.maxBodyBytes ?? null),
+      mirrors: mirrorsOf(path, recorded, serverOf),
+      ...compileBackendPolicies(path, addresses, canaryFrom),
+    });
+    endpointsUsed.set(route, answers);
+    return route;
+  };
 
-  const table: RoutingTable = Object.freeze({
-    get hash() {
-      return identityOf(config);
-    },
-    sourceHash: config.hash,
-    routes: Object.freeze(routes),
-    servers: Object.freeze(tableServers),
-    match,
+  // Validation already normalised every host key and prefix (routing/normalise) and refused
+  // duplicates with their line numbers, so compiling is assembly only and cannot fail. Ids are
+  // counted per host key: a key has no `/` and a prefix starts with one, so two host keys never
+  // make the same id.
+  const hosts: CompiledHost[] = [];
+  const idsByHost = new Map<string, Map<string, number>>();
+  // The same host keys at the same positions as `previous` (nearly every change): the names it
+  // repeats are the same, and the matcher is `previous`'s with the changed hosts rebuilt.
+  const aligned = reusable !== null && sameNames(reusable.hosts, config.hosts);
+  const repeated = aligned ? reusable.repeated : repeatedNames(config.hosts);
+  const changed: number[] = [];
+  config.hosts.forEach((host, position) => {
+    let before: CompiledHost | null = null;
+    if (reusable !== null && !repeated.has(host.name) && !reusable.repeated.has(host.name)) {
+      const at = reusable.hosts[position];
+      before = at !== undefined && at.host === host ? at : (hostsByName(reusable).get(host.name) ?? null);
+    }
+    if (before !== null && before.host === host && (sameAnswers || hostEndpointsSame(before, endpoints))) {
+      hosts.push(before);
+      return;
+    }
+    changed.push(position);
+    let ids = idsByHost.get(host.name);
+    if (ids === undefined) {
+      ids = new Map();
+      idsByHost.set(host.name, ids);
+    }
+    hosts.push({ host, routes: Object.freeze(compileHost(host, ids, before)) });
   });
-  compiledFrom.set(table, config);
-  compiledPaths.set(table, { paths, frozenCopies });
-  return table;
+  if (aligned && reusable !== null) carryServicesIndex(reusable, config, changed);
+  return assemble(config, config.hash, hosts, frozenCopies, repeated, snapshot, {
+    previous,
+    changed: aligned && repeated.size === 0 ? changed : null,
+  });
+}
+
+/** One host of a compiled table: the host object and its routes, index for index with its paths. */
+interface CompiledHost {
+  readonly host: HostConfig;
+  readonly routes: readonly Route[];
 }
 
 type FrozenCopies = WeakMap<object, unknown>;
 
+/** What a later compile or recompileServers may start from, per table. */
+interface Compiled {
+  /** The config object the table was compiled from. */
+  readonly config: UpstreamsConfig;
+  /** One per host of the config, in its order. */
+  readonly hosts: readonly CompiledHost[];
+  /** The host keys the config names more than once (validation refuses them): never kept whole. */
+  readonly repeated: ReadonlySet<string>;
+  readonly frozenCopies: FrozenCopies;
+  /** The endpoint lookup's snapshot the routes were built with (EndpointLookup), if it told. */
+  readonly snapshot: object | undefined;
+  /** Each host key's compiled host; made when first asked. */
+  byName?: ReadonlyMap<string, CompiledHost>;
+  /** The table's servers by serverKey; made when first asked. */
+  serverByKey?: Map<string, UpstreamServer>;
+}
+
+const compiledTables = new WeakMap<RoutingTable, Compiled>();
+
+function hostsByName(compiled: Compiled): ReadonlyMap<string, CompiledHost> {
+  compiled.byName ??= new Map(compiled.hosts.map((host) => [host.host.name, host]));
+  return compiled.byName;
+}
+
+/** The same host keys in the same order. */
+function sameNames(compiled: readonly CompiledHost[], hosts: readonly HostConfig[]): boolean {
+  if (compiled.length !== hosts.length) return false;
+  for (let index = 0; index < hosts.length; index++)
+    if (compiled[index]?.host.name !== hosts[index]?.name) return false;
+  return true;
+}
+
 /**
- * What a compile may keep of `previous` (docs/kubernetes.md): its routes by the path object
- * each was compiled from, when every config-wide setting a route reads is the same object as in the
- * config `previous` came from. A route is kept only for the very same path object (configs are never
- * changed once made), on the same host, with the same id, and with the same endpoint answers
- * (endpointsUsed): an unchanged Ingress or route then keeps its Route object, and the health checker,
- * which skips the routes it knows, does no work for it.
+ * The table of compiled hosts: routes in config order, the distinct servers in the order routes first
+ * use them (the same for a compile from scratch, one that kept routes and recompileServers). The
+ * matcher is `previous`'s with the `changed` positions' hosts rebuilt when the caller knows the host
+ * keys are the same, unrepeated, in the same order; else built anew, keeping each host whose routes
+ * are the same objects (routing/match).
  */
-function reusableRoutes(
-  previous: RoutingTable | null,
+function assemble(
   config: UpstreamsConfig,
-): { byPath: Map<PathConfig, Route>; frozenCopies: FrozenCopies } | null {
-  if (previous === null) return null;
-  const before = compiledFrom.get(previous);
-  const compiled = compiledPaths.get(previous);
-  if (before === undefined || compiled === undefined) return null;
-  const sameSettings =
+  sourceHash: string,
+  hosts: readonly CompiledHost[],
+  frozenCopies: FrozenCopies,
+  repeated: ReadonlySet<string>,
+  snapshot: object | undefined,
+  from: { previous: RoutingTable | null; changed: readonly number[] | null },
+): RoutingTable {
+  const routes: Route[] = [];
+  const used = new Set<UpstreamServer>();
+  const tableServers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    tableServers.push(server);
+  };
+  for (const compiled of hosts) {
+    for (const route of compiled.routes) {
+      routes.push(route);
+      for (const server of route.servers) use(server);
+      for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
+    }
+  }
+  // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
+  const { previous, changed } = from;
+  const match =
+    (previous !== null &&
+      changed !== null &&
+      withHostsRebuilt(
+        previous.match,
+        changed.map((position) => {
+          const compiled = hosts[position] as CompiledHost;
+          return [compiled.host.name, compiled.routes] as const;
+        }),
+      )) ||
+    buildMatcher(routes, previous?.match ?? null);
+  const table: RoutingTable = Object.freeze({
+    get hash() {
+      return identityOf(config);
+    },
+    sourceHash,
+    routes: Object.freeze(routes),
+    servers: Object.freeze(tableServers),
+    match,
+  });
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot });
+  return table;
+}
+
+/** Every config-wide setting a route reads is the same object (or value) in both configs. */
+function sameSettings(before: UpstreamsConfig, config: UpstreamsConfig): boolean {
+  return (
     before.authorization === config.authorization &&
     before.stickySessions === config.stickySessions &&
     before.toHttps === config.toHttps &&
@@ -158,15 +262,32 @@ function reusableRoutes(
     before.authFailureLimit === config.authFailureLimit &&
     before.requestHeaders === config.requestHeaders &&
     before.responseHeaders === config.responseHeaders &&
-    before.maxBodyBytes === config.maxBodyBytes;
-  if (!sameSettings) return null;
-  const byPath = new Map<PathConfig, Route>();
-  compiled.paths.forEach((path, index) => {
-    // A path object named twice (the same content on one host) is compiled anew: ids tell them apart.
-    if (byPath.has(path)) byPath.delete(path);
-    else byPath.set(path, previous.routes[index] as Route);
-  });
-  return { byPath, frozenCopies: compiled.frozenCopies };
+    before.maxBodyBytes === config.maxBodyBytes
+  );
+}
+
+/** The host keys a config names more than once (validation refuses them; a raw config may not). */
+function repeatedNames(hosts: readonly HostConfig[]): ReadonlySet<string> {
+  const seen = new Set<string>();
+  const repeated = new Set<string>();
+  for (const host of hosts) {
+    if (seen.has(host.name)) repeated.add(host.name);
+    seen.add(host.name);
+  }
+  return repeated;
+}
+
+/** `id`, or `id#2`, `id#3`... for the second and later routes with that label on the host. */
+function uniqueId(ids: Map<string, number>, id: string): string {
+  const seen = (ids.get(id) ?? 0) + 1;
+  ids.set(id, seen);
+  return seen === 1 ? id : `${id}#${seen}`;
+}
+
+/** Every route of the host was built from the endpoint answers given now. */
+function hostEndpointsSame(compiled: CompiledHost, endpoints: EndpointLookup): boolean {
+  for (const route of compiled.routes) if (!sameEndpoints(route, endpoints)) return false;
+  return true;
 }
 
 /** Per route: each Service it looked up and the answer it was given (recordingLookups). */
@@ -194,16 +315,21 @@ function recordingLookups(endpoints: EndpointLookup): { lookup: EndpointLookup; 
 /** Every lookup a route was built from gives the same answer (the same array) now. */
 function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
   const answers = endpointsUsed.get(route);
-  return answers?.every(({ ref, found }) => endpoints(ref) === found) ?? false;
+  if (answers === undefined) return false;
+  for (const { ref, found } of answers) if (endpoints(ref) !== found) return false;
+  return true;
 }
 
-/** The path objects each table's routes were compiled from (index for index) and its frozen copies. */
-const compiledPaths = new WeakMap<
-  RoutingTable,
-  { paths: readonly PathConfig[]; frozenCopies: FrozenCopies }
->();
-
 const serverKey = (server: UpstreamServer) => `${server.address} ${server.transport.key}`;
+
+/** A table's servers by serverKey, made once per table. */
+function serversByKey(table: RoutingTable): Map<string, UpstreamServer> {
+  const compiled = compiledTables.get(table);
+  if (compiled?.serverByKey !== undefined) return compiled.serverByKey;
+  const byKey = new Map(table.servers.map((server) => [serverKey(server), server]));
+  if (compiled !== undefined) compiled.serverByKey = byKey;
+  return byKey;
+}
 
 /**
  * The config identity (routing/identity), computed the first time something reads a table's `hash`
@@ -221,88 +347,167 @@ function identityOf(config: UpstreamsConfig): string {
   return identity;
 }
 
-/** The config object each table was compiled from: what recompileServers may start from. */
-const compiledFrom = new WeakMap<RoutingTable, UpstreamsConfig>();
+/**
+ * The Services whose endpoints changed, as keys, and the key of a reference (the caller's: the
+ * Kubernetes source resolves a reference's namespace). References with one key name one Service.
+ */
+export interface ChangedServices {
+  readonly keys: ReadonlySet<string>;
+  readonly keyOf: (ref: ServiceRef) => string;
+}
 
 /**
  * The table compileRoutingTable(config, endpoints) would give when only the endpoints of the
  * Services `changed` names differ from those `previous` was compiled with: the routes of those
- * Services get their new servers (and weights), every other route is kept as it was. An endpoint
- * change then costs what it touches, not the whole config again (docs/kubernetes.md); the identity
- * stays (endpoints are not config). Null when `previous` was not compiled from this very config
- * object: the caller compiles in full.
+ * Services get their new servers (and weights), every other route is kept as it was, and the matcher
+ * is rebuilt for the hosts of the changed routes only (routing/match). The hosts naming a Service
+ * are found through an index made once per config object (Service key → host positions), so an
+ * endpoint change costs what it touches, not the whole config again (docs/kubernetes.md); the
+ * identity stays (endpoints are not config). Null when `previous` was not compiled from this very
+ * config object: the caller compiles in full.
  */
 export function recompileServers(
   previous: RoutingTable,
   config: UpstreamsConfig,
   endpoints: EndpointLookup,
-  changed: (ref: ServiceRef) => boolean,
+  changed: ChangedServices,
 ): RoutingTable | null {
-  if (compiledFrom.get(previous) !== config) return null;
-  // One object per address and transport, as compile makes them: the table's distinct servers by key.
-  const byKey = new Map(previous.servers.map((server) => [serverKey(server), server]));
-  const used = new Set<UpstreamServer>();
-  const servers: UpstreamServer[] = [];
-  const use = (server: UpstreamServer) => {
-    if (used.has(server)) return;
-    used.add(server);
-    servers.push(server);
-  };
-  const routes: Route[] = [];
-  let index = 0;
-  for (const host of config.hosts) {
-    for (const path of host.paths) {
-      const before = previous.routes[index++] as Route;
-      const affected =
-        (path.service != null && changed(path.service)) ||
-        (path.canary?.service != null && changed(path.canary.service)) ||
-        (path.mirrors?.some((mirror) => changed(mirror.service)) ?? false);
-      if (!affected) {
-        for (const server of before.servers) use(server);
-        for (const mirror of before.mirrors ?? []) for (const server of mirror.servers) use(server);
-        routes.push(before);
-        continue;
-      }
-      // Every endpoint answer this route is built from, mirrors' included: a later compile reuses
-      // the route only while each answer is still the same (compileRoutingTable's previous).
-      const { lookup, answers } = recordingLookups(endpoints);
-      const { addresses, canaryFrom } = routeAddresses(path, lookup);
-      const serverOf = (address: ServerAddress) => {
-        const server = sharedServer(address, upstreamTransport(path, address), byKey);
-        use(server);
-        return server;
-      };
-      const routeServers = addresses.map(serverOf);
-      const route: Route = Object.freeze({
-        ...before,
-        servers: Object.freeze(routeServers),
-        mirrors: mirrorsOf(path, lookup, serverOf),
-        ...compileBackendPolicies(path, addresses, canaryFrom),
-      });
-      endpointsUsed.set(route, answers);
-      routes.push(route);
+  const compiled = compiledTables.get(previous);
+  if (compiled === undefined || compiled.config !== config) return null;
+  const index = servicesIndex(config, changed.keyOf);
+  const touched = new Set<number>();
+  for (const key of changed.keys) for (const position of index.get(key) ?? []) touched.add(position);
+  const isChanged = (ref: ServiceRef) => changed.keys.has(changed.keyOf(ref));
+  let byKey: Map<string, UpstreamServer> | null = null;
+  const hosts =
+    touched.size === 0
+      ? compiled.hosts
+      : compiled.hosts.map((host, position) => {
+          if (!touched.has(position)) return host;
+          const routes = host.host.paths.map((path, at) => {
+            const before = host.routes[at] as Route;
+            if (!pathRefs(path).some(isChanged)) return before;
+            // Every endpoint answer this route is built from, mirrors' included: a later compile
+            // reuses the route only while each answer is still the same (compileRoutingTable).
+            const { lookup, answers } = recordingLookups(endpoints);
+            const { addresses, canaryFrom } = routeAddresses(path, lookup);
+            byKey ??= serversByKey(previous);
+            const servers = byKey;
+            const serverOf = (address: ServerAddress) =>
+              sharedServer(address, upstreamTransport(path, address), servers);
+            const route: Route = Object.freeze({
+              ...before,
+              servers: Object.freeze(addresses.map(serverOf)),
+              mirrors: mirrorsOf(path, lookup, serverOf),
+              ...compileBackendPolicies(path, addresses, canaryFrom),
+            });
+            endpointsUsed.set(route, answers);
+            return route;
+          });
+          return { host: host.host, routes: Object.freeze(routes) };
+        });
+  // Every Service whose answer differs from the ones `previous` was built with is in `changed` (the
+  // caller's contract): the table stands for the lookup's snapshot now.
+  return assemble(
+    config,
+    previous.sourceHash,
+    hosts,
+    compiled.frozenCopies,
+    compiled.repeated,
+    endpoints.snapshot?.(),
+    {
+      previous,
+      changed: compiled.repeated.size === 0 ? [...touched] : null,
+    },
+  );
+}
+
+/**
+ * The Services of a path: its `service:`, a canary's and its mirrors' (whose endpoints it is built
+ * from; sources/kubernetes/use.ts pathServiceRefs lists the same for the watches).
+ */
+function pathRefs(path: PathConfig): ServiceRef[] {
+  const refs: ServiceRef[] = [];
+  if (path.service) refs.push(path.service);
+  if (path.canary?.service) refs.push(path.canary.service);
+  for (const mirror of path.mirrors ?? []) refs.push(mirror.service);
+  return refs;
+}
+
+/** Service key → the positions (in config.hosts) of the hosts naming it; made once per config and keyOf. */
+function servicesIndex(
+  config: UpstreamsConfig,
+  keyOf: (ref: ServiceRef) => string,
+): ReadonlyMap<string, readonly number[]> {
+  const known = servicesIndexes.get(config);
+  if (known !== undefined && known.keyOf === keyOf) return known.index;
+  const index = new Map<string, number[]>();
+  config.hosts.forEach((host, position) => {
+    for (const key of hostServiceKeys(host, keyOf)) {
+      const positions = index.get(key);
+      if (positions === undefined) index.set(key, [position]);
+      else if (positions[positions.length - 1] !== position) positions.push(position);
+    }
+  });
+  servicesIndexes.set(config, { keyOf, index });
+  return index;
+}
+
+/**
+ * The Services index of a config whose hosts are those of `prior`'s config but at the `changed`
+ * positions, made from `prior`'s index when it has one (recompileServers made it): a copy with the
+ * changed hosts' entries moved, so that the next endpoint change does not index every path again.
+ */
+function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: readonly number[]): void {
+  const known = servicesIndexes.get(prior.config);
+  if (known === undefined) return;
+  const { keyOf } = known;
+  const index = new Map(known.index);
+  for (const position of changed) {
+    const before = hostServiceKeys((prior.hosts[position] as CompiledHost).host, keyOf);
+    const after = hostServiceKeys(config.hosts[position] as HostConfig, keyOf);
+    if (before === after) continue;
+    for (const key of before) {
+      const positions = (index.get(key) ?? []).filter((item) => item !== position);
+      if (positions.length === 0) index.delete(key);
+      else index.set(key, positions);
+    }
+    for (const key of after) {
+      const positions = index.get(key) ?? [];
+      if (!positions.includes(position)) index.set(key, [...positions, position]);
     }
   }
-  const table: RoutingTable = Object.freeze({
-    get hash() {
-      return identityOf(config);
-    },
-    sourceHash: previous.sourceHash,
-    routes: Object.freeze(routes),
-    servers: Object.freeze(servers),
-    match: buildMatcher(routes),
-  });
-  compiledFrom.set(table, config);
-  const compiled = compiledPaths.get(previous);
-  if (compiled !== undefined) compiledPaths.set(table, compiled);
-  return table;
+  servicesIndexes.set(config, { keyOf, index });
 }
+
+const servicesIndexes = new WeakMap<
+  UpstreamsConfig,
+  { keyOf: (ref: ServiceRef) => string; index: ReadonlyMap<string, readonly number[]> }
+>();
+
+/** The Service keys a host's paths name, kept per host object (hosts are never changed once made). */
+function hostServiceKeys(host: HostConfig, keyOf: (ref: ServiceRef) => string): readonly string[] {
+  const known = hostKeys.get(host);
+  if (known !== undefined && known.keyOf === keyOf) return known.keys;
+  const keys = host.paths.flatMap((path) => pathRefs(path).map(keyOf));
+  hostKeys.set(host, { keyOf, keys });
+  return keys;
+}
+
+const hostKeys = new WeakMap<HostConfig, { keyOf: (ref: ServiceRef) => string; keys: readonly string[] }>();
 
 /**
  * The ready servers of a `service:` reference, as the Kubernetes source last saw them
  * (docs/kubernetes.md). Passing the same answers gives the same table: compile stays pure.
  */
-export type EndpointLookup = (ref: ServiceRef) => readonly ServerAddress[];
+export type EndpointLookup = ((ref: ServiceRef) => readonly ServerAddress[]) & {
+  /**
+   * The version of every answer: while it returns the same object, every reference gets the same
+   * answer (the same array) as before, so a compile keeps routes without asking again. Absent: each
+   * kept route's answers are asked again.
+   */
+  readonly snapshot?: () => object;
+};
 
 const noEndpoints: EndpointLookup = () => [];
 

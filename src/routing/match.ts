@@ -29,6 +29,8 @@ type Slot = Route | readonly Route[];
 
 /** One host's prefixes. */
 interface HostRoutes {
+  /** The routes these maps were built from (a later build keeps the maps while they are the same). */
+  readonly routes: readonly Route[];
   readonly byPrefix: ReadonlyMap<string, Slot>;
   /** The route of `/` (it matches every path), if the host has one. */
   readonly root: Slot | null;
@@ -84,31 +86,50 @@ function addTo(map: Map<string, Slot>, key: string, route: Route): void {
   map.set(key, list);
 }
 
-/** Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). */
-export function buildMatcher(routes: readonly Route[]): RouteMatcher {
-  const grouped = groupByHost(routes);
+/**
+ * Builds the matcher for `routes` (each route's hostKey and prefix already normalised, unique). With
+ * the matcher of the previous table, a host whose routes are the very same objects in the same order
+ * keeps its prefix maps (routes are frozen): a change rebuilds only the hosts it touched.
+ */
+export function buildMatcher(routes: readonly Route[], previous: RouteMatcher | null = null): RouteMatcher {
+  const before = previous === null ? undefined : builtHosts.get(previous)?.hosts;
   const hosts = new Map<string, HostRoutes>();
   let wildcards = false;
-  for (const [hostKey, hostRoutes] of grouped) {
-    const byPrefix = new Map<string, Slot>();
-    const roots = new Map<string, Slot>();
-    let longest = 0;
-    let exact: Map<string, Slot> | null = null;
+  for (const [hostKey, hostRoutes] of groupByHost(routes)) {
     if (hostKey.startsWith('*.')) wildcards = true;
-    for (const route of hostRoutes) {
-      if (route.exact) {
-        exact ??= new Map();
-        addTo(exact, route.prefix, route);
-        continue;
-      }
-      // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
-      // held: keep that as the fallback rather than a map entry.
-      if (route.prefix.length === 1) addTo(roots, '/', route);
-      else addTo(byPrefix, route.prefix, route);
-      if (route.prefix.length > longest) longest = route.prefix.length;
-    }
-    hosts.set(hostKey, { byPrefix, root: roots.get('/') ?? null, longest, exact });
+    const kept = before?.get(hostKey);
+    hosts.set(
+      hostKey,
+      kept !== undefined && sameRoutes(kept.routes, hostRoutes) ? kept : hostMaps(hostRoutes),
+    );
   }
+  return matcherOf(hosts, wildcards);
+}
+
+/**
+ * The matcher of `previous` with the given hosts' routes replaced (a host key given no routes is
+ * left out): what buildMatcher would give for the table with those hosts changed, at the cost of
+ * those hosts (and one copy of the host map). Null when `previous` was not made here.
+ */
+export function withHostsRebuilt(
+  previous: RouteMatcher,
+  changed: Iterable<readonly [hostKey: string, routes: readonly Route[]]>,
+): RouteMatcher | null {
+  const before = builtHosts.get(previous);
+  if (before === undefined) return null;
+  const hosts = new Map(before.hosts);
+  // A wildcard key once there only makes lookups try wildcards: the answers stay the same.
+  let wildcards = before.wildcards;
+  for (const [hostKey, routes] of changed) {
+    if (hostKey.startsWith('*.')) wildcards = true;
+    if (routes.length === 0) hosts.delete(hostKey);
+    else hosts.set(hostKey, hostMaps(routes));
+  }
+  return matcherOf(hosts, wildcards);
+}
+
+/** The match function over per-host maps. */
+function matcherOf(hosts: ReadonlyMap<string, HostRoutes>, wildcards: boolean): RouteMatcher {
   const defaultRoutes = hosts.get(DEFAULT_HOST);
 
   /**
@@ -123,7 +144,7 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     return undefined;
   };
 
-  return function match(
+  const match: RouteMatcher = function match(
     host: string,
     path: string,
     request?: MatchRequest,
@@ -158,6 +179,41 @@ export function buildMatcher(routes: readonly Route[]): RouteMatcher {
     }
     return candidates.root === null ? null : pick(candidates.root, request, query, secure);
   };
+  builtHosts.set(match, { hosts, wildcards });
+  return match;
+}
+
+/** Each matcher's hosts: what the next buildMatcher or withHostsRebuilt may keep. */
+const builtHosts = new WeakMap<
+  RouteMatcher,
+  { hosts: ReadonlyMap<string, HostRoutes>; wildcards: boolean }
+>();
+
+function sameRoutes(a: readonly Route[], b: readonly Route[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
+}
+
+/** One host's lookup maps. */
+function hostMaps(hostRoutes: readonly Route[]): HostRoutes {
+  const byPrefix = new Map<string, Slot>();
+  const roots = new Map<string, Slot>();
+  let longest = 0;
+  let exact: Map<string, Slot> | null = null;
+  for (const route of hostRoutes) {
+    if (route.exact) {
+      exact ??= new Map();
+      addTo(exact, route.prefix, route);
+      continue;
+    }
+    // The scan returned a one-character prefix (only `/` is possible) for every path, whatever it
+    // held: keep that as the fallback rather than a map entry.
+    if (route.prefix.length === 1) addTo(roots, '/', route);
+    else addTo(byPrefix, route.prefix, route);
+    if (route.prefix.length > longest) longest = route.prefix.length;
+  }
+  return { routes: hostRoutes, byPrefix, root: roots.get('/') ?? null, longest, exact };
 }
 
 /**

@@ -509,12 +509,10 @@ describe("recompileServers: an endpoint change touches only its Services' routes
       const previous = compileRoutingTable(source, lookup(before));
       const after = new Map(before);
       after.set(changedService, ['10.9.0.1:8080', '10.0.0.9:80']);
-      const next = recompileServers(
-        previous,
-        source,
-        lookup(after),
-        (service) => service.name === changedService,
-      );
+      const next = recompileServers(previous, source, lookup(after), {
+        keys: new Set([changedService]),
+        keyOf: (service) => service.name,
+      });
       assert.ok(next !== null);
       assert.equal(shape(next), shape(compileRoutingTable(source, lookup(after))));
       for (const [index, route] of next.routes.entries()) {
@@ -541,7 +539,10 @@ describe("recompileServers: an endpoint change touches only its Services' routes
   it('refuses a table compiled from another config object: the caller compiles in full', () => {
     const previous = compileRoutingTable(source, lookup(before));
     assert.equal(
-      recompileServers(previous, { ...source }, lookup(before), () => true),
+      recompileServers(previous, { ...source }, lookup(before), {
+        keys: new Set(['web']),
+        keyOf: (service) => service.name,
+      }),
       null,
     );
   });

@@ -11,7 +11,14 @@ import type { UpstreamsApplier } from '../apply-upstreams.ts';
 import type { GatewayTranslation } from './gateway/translate.ts';
 import type { CertificatePem } from './ingress/certificates.ts';
 import type { IngressTranslation } from './ingress/translate.ts';
-import { type AgedClaim, byCreation, hostOwners, ownedHosts, withClaimedHosts } from './ownership.ts';
+import {
+  type AgedClaim,
+  byCreation,
+  type HostOwner,
+  hostOwners,
+  ownedHosts,
+  withClaimedHosts,
+} from './ownership.ts';
 import type { RebuildCause, RebuildOutcome } from './rebuilds.ts';
 import { type ConfigMapContent, UPSTREAMS_KEY } from './source.ts';
 
@@ -69,16 +76,57 @@ export function gatewayRoutes(translation: GatewayTranslation): SourceRoutes {
  * the hosts its namespace owns by every source's claims now (one translation may predate another's
  * latest claims); each adds only hosts not served yet; last, a host claimed but served by nobody
  * (its owner broken for now) is held closed. Pure: never changes its inputs.
+ *
+ * Called on every change with nearly the same inputs, it costs what changed plus one walk over the
+ * hosts (docs/benchmark.md, "Control plane at scale"): the owners are kept while upstreams.yaml's
+ * hosts and every source's claims are the same arrays, each host's ownership verdict while it is the
+ * same object with the same owner (ownedHosts), each closed host while its claim is the same object
+ * (withClaimedHosts), and the merged config itself while its hosts are the same objects in order.
  */
 export function mergeSources(base: UpstreamsConfig, sources: readonly SourceRoutes[]): UpstreamsConfig {
+  const { claims, owners } = ownersOf(base, sources);
+  let merged = base;
+  for (const source of sources) merged = withSourceHosts(merged, ownedHosts(source.hosts, owners));
+  const result = withClaimedHosts(merged, claims);
+  // The same hosts as the last merge of this base: the same config object, so that what is kept per
+  // config (the compile's table, the endpoint-only recompile) stays valid.
+  const last = lastMerge.get(base);
+  if (last !== undefined && sameItems(last.hosts, result.hosts)) return last;
+  lastMerge.set(base, result);
+  return result;
+}
+
+/** The last merge of each upstreams.yaml config. */
+const lastMerge = new WeakMap<UpstreamsConfig, UpstreamsConfig>();
+
+/**
+ * Every source's claims oldest first and the owners they give, kept per upstreams.yaml hosts array
+ * while every source's claims are the same arrays (neither is changed once made).
+ */
+const ownersKept = new WeakMap<
+  readonly HostConfig[],
+  {
+    claimLists: readonly (readonly AgedClaim[] | undefined)[];
+    claims: AgedClaim[];
+    owners: ReadonlyMap<string, HostOwner>;
+  }
+>();
+
+function ownersOf(
+  base: UpstreamsConfig,
+  sources: readonly SourceRoutes[],
+): { claims: AgedClaim[]; owners: ReadonlyMap<string, HostOwner> } {
+  const claimLists = sources.map((source) => source.claims);
+  const known = ownersKept.get(base.hosts);
+  if (known !== undefined && sameItems(known.claimLists, claimLists)) return known;
   const claims = byCreation(sources.flatMap((source) => source.claims ?? []));
   const owners = hostOwners(
     base.hosts.map((host) => host.name),
     claims,
   );
-  let merged = base;
-  for (const source of sources) merged = withSourceHosts(merged, ownedHosts(source.hosts, owners));
-  return withClaimedHosts(merged, claims);
+  const kept = { claimLists, claims, owners };
+  ownersKept.set(base.hosts, kept);
+  return kept;
 }
 
 /**
@@ -104,6 +152,12 @@ export function withSourceHosts(base: UpstreamsConfig, hosts: readonly HostConfi
 export function withReferencesChecked(config: UpstreamsConfig, main: MainConfig): UpstreamsConfig {
   let changed = false;
   const hosts = config.hosts.map((host) => {
+    // What the check reads besides the host: main.yaml's providers and the file named in messages.
+    const known = referencesChecked.get(host);
+    if (known !== undefined && known.main === main && known.file === config.file) {
+      if (known.result !== host) changed = true;
+      return known.result;
+    }
     let hostChanged = false;
     const paths = host.paths.map((path) => {
       if (!path.origin || path.unavailable || path.authorization?.oidc === undefined) return path;
@@ -114,12 +168,20 @@ export function withReferencesChecked(config: UpstreamsConfig, main: MainConfig)
       hostChanged = true;
       return { ...path, unavailable: issues.map((issue) => issue.message).join('; ') };
     });
+    const result = hostChanged ? { ...host, paths } : host;
+    referencesChecked.set(host, { main, file: config.file, result });
     if (!hostChanged) return host;
     changed = true;
-    return { ...host, paths };
+    return result;
   });
   return changed ? { ...config, hosts } : config;
 }
+
+/** Each host's withReferencesChecked result, with what else it read (hosts are never changed once made). */
+const referencesChecked = new WeakMap<
+  HostConfig,
+  { main: MainConfig; file: UpstreamsConfig['file']; result: HostConfig }
+>();
 
 /**
  * Why the merged config may not be compiled, or null: the compiled-size cap upstreams.yaml is held
@@ -127,13 +189,25 @@ export function withReferencesChecked(config: UpstreamsConfig, main: MainConfig)
  * that no number of Ingresses or routes can make a compile unbounded.
  */
 export function mergedConfigProblem(config: UpstreamsConfig): string | null {
-  const size = compiledSize(config);
+  let size = 0;
+  for (const host of config.hosts) {
+    // Kept per host object: a change to one host counts that host again, not every path.
+    let hostSize = hostSizes.get(host);
+    if (hostSize === undefined) {
+      hostSize = compiledSize({ ...config, hosts: [host] });
+      hostSizes.set(host, hostSize);
+    }
+    size += hostSize;
+  }
   if (size <= MAX_COMPILED_SIZE) return null;
   return (
     `the routing table with the Kubernetes routes would hold ${size} route servers ` +
     `(hosts × paths × servers), more than ${MAX_COMPILED_SIZE}`
   );
 }
+
+/** Each host's share of compiledSize. */
+const hostSizes = new WeakMap<HostConfig, number>();
 
 export interface KubernetesMergeOptions {
   main: MainConfig;
@@ -192,7 +266,11 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
   // endpoint change can keep it and recompile only its servers).
   const served = new Map<
     SourceName,
-    { routes: SourceRoutes; paths: ReadonlyMap<string, PathConfig>; certificates: string; claims: string }
+    {
+      routes: SourceRoutes;
+      hosts: ReadonlyMap<string, ServedHost>;
+      certificates: string;
+    }
   >();
   // Every source's routes in order, once each translated (null before): a new array on each change.
   let latest: readonly SourceRoutes[] | null = null;
@@ -285,27 +363,36 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       // The hosts one source names are claims the other must respect, and the reverse
       // (docs/gateway-api.md#host-ownership). Claims depend on each source's own objects only, so
       // telling the other source when they change settles after one round.
-      const claims = JSON.stringify(routes.claims ?? []);
+      const claimsChanged =
+        before === undefined || !sameClaims(before.routes.claims ?? [], routes.claims ?? []);
       // Most changes (any Service in a watched namespace, an unrelated annotation) leave the routes
       // and certificates as they were: no new table, no broadcast to workers, no log line. Claims
       // too: a host claimed but not served is held closed (withClaimedHosts). A path equal to one
       // served already keeps the object served, so the compile keeps its route (routing/compile.ts).
-      const interned = internHosts(routes.hosts, before);
+      const interned = internHosts(routes.hosts, before?.hosts);
       const certificates = JSON.stringify(routes.certificates);
       const change = {
-        claims: claims !== before?.claims,
+        claims: claimsChanged,
         served:
           before === undefined ||
           !sameItems(interned.hosts, before.routes.hosts) ||
           certificates !== before.certificates ||
-          claims !== before.claims,
+          claimsChanged,
       };
-      if (!change.served) return change;
+      if (!change.served) {
+        // The translation's host objects, so that the next one that keeps them is checked by identity.
+        if (before !== undefined) before.hosts = interned.served;
+        return change;
+      }
       served.set(source, {
-        routes: { ...routes, hosts: interned.hosts },
-        paths: interned.paths,
+        // Equal claims keep the array served: the owners computed from it are kept (mergeSources).
+        routes: {
+          ...routes,
+          hosts: interned.hosts,
+          claims: claimsChanged ? (routes.claims ?? []) : (before.routes.claims ?? []),
+        },
+        hosts: interned.served,
         certificates,
-        claims,
       });
       // Until every source listed its objects, the others' claims are unknown: serve none yet.
       const all = options.sources.map((name) => served.get(name)?.routes);
@@ -325,7 +412,7 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       // their servers, the rest stays.
       const routesKept = cause.sources.size === 0 || refusal !== null;
       const partial = routesKept
-        ? recompileServers(runtime.table(), config, endpointsOf, (ref) => cause.services.has(keyOf(ref)))
+        ? recompileServers(runtime.table(), config, endpointsOf, { keys: cause.services, keyOf })
         : null;
       // A refused change and no endpoint change: the table serving is the one to keep.
       if (partial !== null && cause.services.size === 0) return null;
@@ -343,31 +430,112 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
   };
 }
 
+/** What one source serves on one host: the host object served and the translation's it came from. */
+export interface ServedHost {
+  /** The translation's host object this was interned from. */
+  readonly from: HostConfig;
+  /** The host served (its paths interned). */
+  readonly host: HostConfig;
+  /** The paths served, by content key (made when a new path object needs it). */
+  byKey?: Map<string, PathConfig>;
+  /** The paths served, as a set (made when first asked). */
+  paths?: Set<PathConfig>;
+}
+
 /**
  * A translation's hosts with every path equal in content to one the source served last (on the same
  * host) replaced by that object, and a host whose paths are all the ones it served, in order, by
- * that host object: a translation builds new objects every time, and what did not change must stay
- * the same object for the compile to keep its route and the health checker to skip it. Equal means
- * the same contentKey, which tells apart everything a compile reads.
+ * that host object: what did not change must stay the same object for the compile to keep its route
+ * and the health checker to skip it. Equal means the same contentKey, which tells apart everything
+ * a compile reads.
+ *
+ * A translation that keeps its objects (docs/benchmark.md, "Control plane at scale": an unchanged
+ * Ingress or route gives the very same PathConfig, never changed once returned) costs identity
+ * checks only: the translation's host object served last is kept as it was, and a path object the
+ * host serves already is kept without its content key; only new path objects are keyed (once each,
+ * contentKeyOf).
  */
 export function internHosts(
   hosts: readonly HostConfig[],
-  before: { routes: SourceRoutes; paths: ReadonlyMap<string, PathConfig> } | undefined,
-): { hosts: HostConfig[]; paths: Map<string, PathConfig> } {
-  const paths = new Map<string, PathConfig>();
-  const hostsBefore = new Map((before?.routes.hosts ?? []).map((host) => [host.name, host]));
+  before: ReadonlyMap<string, ServedHost> | undefined,
+): { hosts: HostConfig[]; served: Map<string, ServedHost> } {
+  const served = new Map<string, ServedHost>();
   const interned = hosts.map((host) => {
+    const previous = before?.get(host.name);
+    if (previous !== undefined && previous.from === host) {
+      served.set(host.name, previous);
+      return previous.host;
+    }
+    // Paths of this translation keyed on this host: the first object of each content wins, as the
+    // served one does.
+    let fresh: Map<string, PathConfig> | null = null;
     const kept = host.paths.map((path) => {
-      const key = `${host.name}\n${contentKey(path)}`;
-      const known = paths.get(key) ?? before?.paths.get(key) ?? path;
-      paths.set(key, known);
-      return known;
+      if (previous !== undefined && servedPaths(previous).has(path)) return path;
+      // Kept per object only once served: a new object equal to a served one is dropped at once.
+      const key = contentKeys.get(path) ?? contentKey(path);
+      const known = fresh?.get(key) ?? (previous === undefined ? undefined : servedByKey(previous).get(key));
+      if (known !== undefined) return known;
+      contentKeys.set(path, key);
+      fresh ??= new Map();
+      fresh.set(key, path);
+      return path;
     });
-    const previous = hostsBefore.get(host.name);
-    if (previous !== undefined && sameItems(previous.paths, kept)) return previous;
-    return sameItems(host.paths, kept) ? host : { ...host, paths: kept };
+    const result =
+      previous !== undefined && sameItems(previous.host.paths, kept)
+        ? previous.host
+        : sameItems(host.paths, kept)
+          ? host
+          : { ...host, paths: kept };
+    served.set(
+      host.name,
+      result === previous?.host ? { ...previous, from: host } : { from: host, host: result },
+    );
+    return result;
   });
-  return { hosts: interned, paths };
+  return { hosts: interned, served };
+}
+
+function servedPaths(entry: ServedHost): Set<PathConfig> {
+  entry.paths ??= new Set(entry.host.paths);
+  return entry.paths;
+}
+
+function servedByKey(entry: ServedHost): Map<string, PathConfig> {
+  if (entry.byKey === undefined) {
+    entry.byKey = new Map();
+    for (const path of entry.host.paths)
+      if (!entry.byKey.has(contentKeyOf(path))) entry.byKey.set(contentKeyOf(path), path);
+  }
+  return entry.byKey;
+}
+
+/** contentKey, kept per path object: paths are never changed once made. */
+function contentKeyOf(path: PathConfig): string {
+  let key = contentKeys.get(path);
+  if (key === undefined) {
+    key = contentKey(path);
+    contentKeys.set(path, key);
+  }
+  return key;
+}
+
+const contentKeys = new WeakMap<PathConfig, string>();
+
+/**
+ * The same claims in the same order: what the merge reads of each (namespace, object, hosts, age)
+ * equal, compared field by field (the same objects at once) rather than serialized on every change.
+ */
+function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) {
+    const x = a[index] as AgedClaim;
+    const y = b[index] as AgedClaim;
+    if (x === y) continue;
+    if (x.namespace !== y.namespace || x.ingress !== y.ingress || !Object.is(x.created, y.created))
+      return false;
+    if (!sameItems(x.hosts, y.hosts)) return false;
+  }
+  return true;
 }
 
 /** Same length, same objects in the same order. */

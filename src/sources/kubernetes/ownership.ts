@@ -66,12 +66,47 @@ export function ownedHosts(
   hosts: readonly HostConfig[],
   owners: ReadonlyMap<string, HostOwner>,
 ): readonly HostConfig[] {
-  const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
-  const owned = hosts.filter((host) =>
-    host.paths.every((path) => mayServeHost(owners.get(host.name), namespaceOf(path.origin))),
-  );
+  const owned = hosts.filter((host) => {
+    // The same owners map as last time for this host: the same verdict, without looking it up.
+    const known = ownership.get(host);
+    if (known !== undefined && known.owners === owners) return known.owns;
+    return ownsHost(host, owners.get(host.name), owners);
+  });
   return owned.length === hosts.length ? hosts : owned;
 }
+
+/**
+ * True when every path of the host may be served by its owner. Kept per host object with the owner's
+ * kind and namespace (all mayServeHost reads): a change to one host checks that host's paths only.
+ */
+function ownsHost(
+  host: HostConfig,
+  owner: HostOwner | undefined,
+  owners: ReadonlyMap<string, HostOwner>,
+): boolean {
+  const kind = owner?.kind;
+  const namespace = owner?.kind === 'namespace' ? owner.namespace : undefined;
+  const known = ownership.get(host);
+  let owns: boolean;
+  if (known !== undefined && known.kind === kind && known.namespace === namespace) owns = known.owns;
+  else {
+    const namespaceOf = (origin: string | null | undefined) => origin?.split('/')[1] ?? '';
+    owns = host.paths.every((path) => mayServeHost(owner, namespaceOf(path.origin)));
+  }
+  ownership.set(host, { owners, kind, namespace, owns });
+  return owns;
+}
+
+const ownership = new WeakMap<
+  HostConfig,
+  {
+    /** The owners map the verdict was last given for. */
+    owners: ReadonlyMap<string, HostOwner>;
+    kind: HostOwner['kind'] | undefined;
+    namespace: string | undefined;
+    owns: boolean;
+  }
+>();
 
 /**
  * The config with a closed host added for every host a claim names that nothing serves: its owner
@@ -86,16 +121,68 @@ export function withClaimedHosts(
   config: UpstreamsConfig,
   claimsOldestFirst: readonly HostClaim[],
 ): UpstreamsConfig {
-  const present = new Set(config.hosts.map((host) => host.name));
+  const held = heldHosts(config.hosts, claimsOldestFirst);
+  return held.length === 0 ? config : { ...config, hosts: [...config.hosts, ...held] };
+}
+
+/**
+ * The closed hosts to add: kept while the claims are the same array and the hosts served have the
+ * same names in the same order (the same objects, mostly), so a change to one host's paths does
+ * not gather every host name again.
+ */
+function heldHosts(hosts: readonly HostConfig[], claims: readonly HostClaim[]): readonly HostConfig[] {
+  const last = heldKept.get(claims);
+  if (last !== undefined && sameNames(last.hosts, hosts)) {
+    heldKept.set(claims, { hosts, held: last.held });
+    return last.held;
+  }
+  const present = new Set(hosts.map((host) => host.name));
   const held: HostConfig[] = [];
-  for (const claim of claimsOldestFirst)
+  for (const claim of claims)
     for (const host of claim.hosts) {
       if (host === DEFAULT_HOST || present.has(host)) continue;
       present.add(host);
-      held.push({ name: host, paths: [closedPath(claim.ingress)] });
+      held.push(closedHost(claim, host));
     }
-  return held.length === 0 ? config : { ...config, hosts: [...config.hosts, ...held] };
+  heldKept.set(claims, { hosts, held });
+  return held;
 }
+
+/** Per claims array (never changed once made): the hosts served last time and the closed hosts added. */
+const heldKept = new WeakMap<
+  readonly HostClaim[],
+  { hosts: readonly HostConfig[]; held: readonly HostConfig[] }
+>();
+
+function sameNames(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) {
+    const x = a[index] as HostConfig;
+    const y = b[index] as HostConfig;
+    if (x !== y && x.name !== y.name) return false;
+  }
+  return true;
+}
+
+/**
+ * The closed host of a claim, the same object while the claim is (claims are never changed once
+ * made): the compile keeps its route instead of compiling a new closed path on every change.
+ */
+function closedHost(claim: HostClaim, name: string): HostConfig {
+  let hosts = closedHosts.get(claim);
+  if (hosts === undefined) {
+    hosts = new Map();
+    closedHosts.set(claim, hosts);
+  }
+  let host = hosts.get(name);
+  if (host === undefined) {
+    host = { name, paths: [closedPath(claim.ingress)] };
+    hosts.set(name, host);
+  }
+  return host;
+}
+
+const closedHosts = new WeakMap<HostClaim, Map<string, HostConfig>>();
 
 /** `/` with no server (503 `no_ready_endpoints`), labelled with the object that owns the host. */
 function closedPath(claimant: string): PathConfig {

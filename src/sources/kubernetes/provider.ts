@@ -92,14 +92,19 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
   // changed once made), and a Service without servers answers the same empty list each time, so that
   // a compile can tell an unchanged answer by identity (routing/compile.ts keeps those routes).
   const refKeys = new WeakMap<ServiceRef, string>();
-  const endpointsOf: EndpointLookup = (ref) => {
-    let key = refKeys.get(ref);
-    if (key === undefined) {
-      key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
-      refKeys.set(ref, key);
-    }
-    return endpoints.get(key) ?? NO_SERVERS;
-  };
+  // Each snapshot is a new Map never changed after (source.ts): the same snapshot, the same answers,
+  // so a compile keeps whole hosts without asking for each of their Services again.
+  const endpointsOf: EndpointLookup = Object.assign(
+    (ref: ServiceRef) => {
+      let key = refKeys.get(ref);
+      if (key === undefined) {
+        key = serviceRefKey(resolveServiceRef(ref, connection.namespace));
+        refKeys.set(ref, key);
+      }
+      return endpoints.get(key) ?? NO_SERVERS;
+    },
+    { snapshot: () => endpoints },
+  );
   const ingressClass = main.kubernetes?.ingressClass;
   const gatewayClass = main.kubernetes?.gatewayClass;
   // upstreams.yaml, the translations and their validation meet in merge.ts alone.
@@ -148,12 +153,25 @@ export function startKubernetesProvider(options: KubernetesProviderOptions): Kub
     }
     return text;
   };
-  let watched: string | null = null;
+  // The hosts last handed over, with their Services: a host that is the same object is skipped
+  // without a look at its paths, a changed one compares its Services' text.
+  let watched: { hosts: readonly HostConfig[]; named: readonly string[] } | null = null;
+  const sameServices = (hosts: readonly HostConfig[]) => {
+    if (watched === null || watched.hosts.length !== hosts.length) return false;
+    for (let index = 0; index < hosts.length; index++) {
+      const host = hosts[index] as HostConfig;
+      if (host !== watched.hosts[index] && servicesOfHost(host) !== watched.named[index]) return false;
+    }
+    return true;
+  };
   const watchServicesOf = (config: UpstreamsConfig) => {
     const effective = merge.effective(config);
-    const named = effective.hosts.map(servicesOfHost).join('\n');
-    if (named === watched) return;
-    watched = named;
+    if (sameServices(effective.hosts)) {
+      // Same Services: keep the new host objects, so that the next change skips them by identity.
+      if (watched !== null) watched = { hosts: effective.hosts, named: watched.named };
+      return;
+    }
+    watched = { hosts: effective.hosts, named: effective.hosts.map(servicesOfHost) };
     source.watchServices(serviceRefs(effective).map((ref) => resolveServiceRef(ref, connection.namespace)));
   };
   let ingress: IngressSource | null = null;
