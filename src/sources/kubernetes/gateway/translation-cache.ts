@@ -27,6 +27,9 @@ import type { RouteContext } from './rule-types.ts';
 export class GatewayTranslationCache {
   #routes = new Map<HttpRoute, RouteEntry>();
   #nextRoutes = new Map<HttpRoute, RouteEntry>();
+  /** The same entries by `kind namespace/name`: an edited route's last translation. */
+  #named = new Map<string, RouteEntry>();
+  #nextNamed = new Map<string, RouteEntry>();
   #gateways = new Map<Gateway, GatewayEntry>();
   #nextGateways = new Map<Gateway, GatewayEntry>();
   #policies = new Map<TollgatePolicy, PolicyEntry>();
@@ -42,6 +45,7 @@ export class GatewayTranslationCache {
   /** A translation starts: what it does not use is dropped at commit. */
   begin(): void {
     this.#nextRoutes = new Map();
+    this.#nextNamed = new Map();
     this.#nextGateways = new Map();
     this.#nextPolicies = new Map();
     this.#nextClaims = new Map();
@@ -50,6 +54,7 @@ export class GatewayTranslationCache {
   /** The translation ended without an error: keep what it used. */
   commit(): void {
     this.#routes = this.#nextRoutes;
+    this.#named = this.#nextNamed;
     this.#gateways = this.#nextGateways;
     this.#policies = this.#nextPolicies;
     this.#claims = this.#nextClaims;
@@ -123,6 +128,7 @@ export class GatewayTranslationCache {
     if (before !== undefined && before.kind === kind && stillReads(before.reads, context)) {
       const entry = before.age === age ? before : restamped(before, age);
       this.#nextRoutes.set(route, entry);
+      this.#nextNamed.set(`${kind} ${entry.outcome.namespace}/${entry.outcome.name}`, entry);
       return entry;
     }
     const reads: RouteReads = { gateways: new Map(), namespaces: new Map(), services: new Map(), grants: [] };
@@ -136,8 +142,11 @@ export class GatewayTranslationCache {
         return answer;
       },
     };
-    const entry: RouteEntry = { kind, age, reads, outcome: translate(route, kind, age, recorded) };
+    const outcome = translate(route, kind, age, recorded);
+    const named = `${kind} ${outcome.namespace}/${outcome.name}`;
+    const entry: RouteEntry = { kind, age, reads, outcome: this.#samePaths(named, outcome) };
     this.#nextRoutes.set(route, entry);
+    this.#nextNamed.set(named, entry);
     return entry;
   }
 
@@ -166,6 +175,24 @@ export class GatewayTranslationCache {
         : { namespace, ingress: claimant, hosts, created };
     this.#nextClaims.set(claimant, claim);
     return claim;
+  }
+
+  /**
+   * A route translated again (it changed, or something it read did) whose paths came out equal to
+   * those its last translation gave: those paths, the very objects. A status written to the route,
+   * or a Gateway change that leaves its listeners as they were, then costs the merge nothing.
+   */
+  #samePaths(named: string, outcome: RouteOutcome): RouteOutcome {
+    const before = this.#named.get(named)?.outcome.entries;
+    if (before === undefined || before.length === 0) return outcome;
+    let kept = 0;
+    const entries = outcome.entries.map((item, index) => {
+      const old = before[index];
+      if (old === undefined || old.host !== item.host || !isDeepStrictEqual(old.path, item.path)) return item;
+      kept += 1;
+      return { ...item, path: old.path };
+    });
+    return kept === 0 ? outcome : { ...outcome, entries };
   }
 
   /**
@@ -223,7 +250,10 @@ export class GatewayTranslationCache {
       return before.built;
     }
     const secrets = new Map<string, V1Secret | undefined>();
-    const built = buildPolicy(policy, { ...context, secrets: recording(context.secrets, secrets) });
+    const rebuilt = buildPolicy(policy, { ...context, secrets: recording(context.secrets, secrets) });
+    // Built again to the same settings (a ReferenceGrant it does not use changed): the same object,
+    // so the paths it patched stay the same objects too.
+    const built = before !== undefined && isDeepStrictEqual(before.built, rebuilt) ? before.built : rebuilt;
     const entry: PolicyEntry = {
       grants: context.grants,
       oidcProviders: context.oidcProviders,
