@@ -82,6 +82,8 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   /** The routes on tollgate_gateway_routes, with their `accepted` label. */
   let gauged: Map<string, { kind: string; namespace: string; name: string; accepted: string }> | null = null;
   const missingKinds = new Set<string>();
+  /** One list for every translation: a policy's cached build compares it by identity. */
+  const oidcProviders = options.oidcProviders ?? [];
   /** Each route, Gateway and policy translated, kept while what it read is the same (translation-cache.ts). */
   const cache = new GatewayTranslationCache();
   /** The Services by `namespace/name`, rebuilt only when a Services watch brought new objects. */
@@ -238,7 +240,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       ...options.claims(),
       addresses: publishedAddresses(),
       reachesTollgate: options.reachesTollgate,
-      oidcProviders: options.oidcProviders ?? [],
+      oidcProviders,
     };
     try {
       return translateGateways(input, cache);
