@@ -232,7 +232,7 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
     services: input.services,
     permits: (reference) => referencePermitted(input.grants, reference),
   };
-  const all = inAgeOrder(input);
+  const all = inAgeOrder(input, cache);
   const translated = all.map(({ route, kind }, age) => {
     try {
       return cache.route(route, kind, age, context, translateRoute);
@@ -244,11 +244,11 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
   // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host. A
   // route claims the hosts it names, not those it serves now (docs/gateway-api.md#host-ownership).
   const routeClaims: AgedClaim[] = all.map(({ route, created }, index) => {
-    const { outcome } = translated[index] as RouteEntry;
+    const entry = translated[index] as RouteEntry;
     return cache.claim(
+      entry,
       route.metadata?.namespace ?? 'default',
-      `${outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
-      outcome.claims,
+      () => `${entry.outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
       created,
     );
   });
@@ -271,7 +271,7 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
     cache.policyMemo(),
   );
   // Policy status comes from the table just built; a path without its policy is closed there.
-  const checked = policiesInForce(attachment, cache.hosts(hostsOf(governed)), governed);
+  const checked = policiesInForce(attachment, cache.hosts(governed, inPrecedence), governed);
   const policies = checked.policies.filter(policyIsOurs(input, gatewayMap, routes));
   const certificates = certificatesOf(gateways, governed);
 
@@ -302,11 +302,13 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
 /** Every route, oldest first (byAge's order: creationTimestamp, then namespace/name), each time read once. */
 function inAgeOrder(
   input: Pick<GatewayInput, 'httpRoutes' | 'grpcRoutes'>,
+  cache: GatewayTranslationCache,
 ): Array<{ route: HttpRoute; kind: RouteKind; created: number; key: string }> {
+  const read = (route: HttpRoute) => ({ created: createdAt(route), key: keyOf(route) });
   const all = [
-    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const })),
-    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const })),
-  ].map((item) => ({ ...item, created: createdAt(item.route), key: keyOf(item.route) }));
+    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const, ...cache.ageOf(route, read) })),
+    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const, ...cache.ageOf(route, read) })),
+  ];
   return all.sort((a, b) => olderFirst(a.created, b.created) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
 }
 
@@ -432,32 +434,22 @@ function malformedRoute(route: HttpRoute, kind: RouteKind, message: string): Rou
 }
 
 /**
- * Entries grouped by host, each host's paths in Gateway API precedence order: where several share a
- * path the matcher takes the first whose conditions hold, so the order here is the precedence
- * (method, then more header matches, then more query matches, then the oldest route, then rule order).
- * The same path with the same conditions twice: the first (oldest) wins, the other is never reached.
+ * One host's entries in Gateway API precedence order: where several share a path the matcher takes
+ * the first whose conditions hold, so the order here is the precedence (method, then more header
+ * matches, then more query matches, then the oldest route, then rule order). The same path with the
+ * same conditions twice: the first (oldest) wins, the other is never reached.
  */
-function hostsOf(entries: readonly PathEntry[]): HostConfig[] {
-  const byHost = new Map<string, PathEntry[]>();
-  for (const entry of entries) {
-    const list = byHost.get(entry.host) ?? [];
-    byHost.set(entry.host, list);
-    list.push(entry);
-  }
-  const hosts: HostConfig[] = [];
-  for (const [name, list] of byHost) {
-    list.sort(
+function inPrecedence(group: readonly PathEntry[]): PathConfig[] {
+  return [...group]
+    .sort(
       (a, b) =>
         b.rank.method - a.rank.method ||
         b.rank.headers - a.rank.headers ||
         b.rank.query - a.rank.query ||
         a.rank.age - b.rank.age ||
         a.rank.match - b.rank.match,
-    );
-    const paths: PathConfig[] = list.map((entry) => entry.path);
-    hosts.push({ name, paths });
-  }
-  return hosts;
+    )
+    .map((entry) => entry.path);
 }
 
 /**
@@ -468,17 +460,23 @@ function certificatesOf(
   gateways: readonly ResolvedGateway[],
   entries: readonly PathEntry[],
 ): GatewayCertificate[] {
-  // The hosts given through each listener (`gateway listener`), in entry order: one pass.
+  // The hosts given through each listener with a certificate (`gateway listener`), in entry order.
+  const serving = new Set<string>();
+  for (const gateway of gateways)
+    if (gateway.listeners.some((listener) => listener.certificate !== null && listener.usable))
+      serving.add(`${gateway.namespace}/${gateway.name}`);
   const given = new Map<string, string[]>();
-  for (const entry of entries) {
-    if (entry.host === DEFAULT_HOST) continue;
-    for (const via of entry.gateways) {
-      const key = `${via.gateway} ${via.listener}`;
-      const hosts = given.get(key) ?? [];
-      given.set(key, hosts);
-      hosts.push(entry.host);
+  if (serving.size > 0)
+    for (const entry of entries) {
+      if (entry.host === DEFAULT_HOST) continue;
+      for (const via of entry.gateways) {
+        if (!serving.has(via.gateway)) continue;
+        const key = `${via.gateway} ${via.listener}`;
+        const hosts = given.get(key) ?? [];
+        given.set(key, hosts);
+        hosts.push(entry.host);
+      }
     }
-  }
   const certificates: GatewayCertificate[] = [];
   for (const gateway of gateways) {
     for (const listener of gateway.listeners) {

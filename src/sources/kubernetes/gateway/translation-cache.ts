@@ -36,10 +36,11 @@ export class GatewayTranslationCache {
   #nextPolicies = new Map<TollgatePolicy, PolicyEntry>();
   /** The Gateways as routes read them (conflicts marked), by `namespace/name`: kept while equal. */
   #views: { resolved: readonly ResolvedGateway[]; views: ResolvedGateway[] } | null = null;
-  #hosts = new Map<string, HostConfig>();
+  #hosts = new Map<string, { group: PathEntry[]; host: HostConfig }>();
   #claims = new Map<string, AgedClaim>();
   #nextClaims = new Map<string, AgedClaim>();
   #owners: OwnersEntry | null = null;
+  readonly #ages = new WeakMap<HttpRoute, { created: number; key: string }>();
   readonly #patched = new WeakMap<PathConfig, { built: BuiltPolicy; path: PathConfig }>();
 
   /** A translation starts: what it does not use is dropped at commit. */
@@ -124,27 +125,48 @@ export class GatewayTranslationCache {
     context: RouteContext,
     translate: (route: HttpRoute, kind: RouteKind, age: number, context: RouteContext) => RouteOutcome,
   ): RouteEntry {
-    const before = this.#routes.get(route);
+    // The same object; else the same route written again with what a translation reads of it
+    // unchanged (a status write, ours at every change of it, gives a new object).
+    let before = this.#routes.get(route);
+    const named =
+      before?.named ?? `${kind} ${route.metadata?.namespace ?? 'default'}/${route.metadata?.name ?? ''}`;
+    if (before === undefined) {
+      const last = this.#named.get(named);
+      if (last !== undefined && sameTranslatable(last.route, route)) before = last;
+    }
     if (before !== undefined && before.kind === kind && stillReads(before.reads, context)) {
-      const entry = before.age === age ? before : restamped(before, age);
+      const entry =
+        before.route === route && before.age === age
+          ? before
+          : { ...(before.age === age ? before : restamped(before, age)), route };
       this.#nextRoutes.set(route, entry);
-      this.#nextNamed.set(`${kind} ${entry.outcome.namespace}/${entry.outcome.name}`, entry);
+      this.#nextNamed.set(named, entry);
       return entry;
     }
-    const reads: RouteReads = { gateways: new Map(), namespaces: new Map(), services: new Map(), grants: [] };
+    const seen = {
+      gateways: new Map<string, ResolvedGateway | undefined>(),
+      namespaces: new Map<string, Readonly<Record<string, string>> | undefined>(),
+      services: new Map<string, V1Service | undefined>(),
+    };
+    const grants: RouteReads['grants'] = [];
     const recorded: RouteContext = {
-      gateways: recording(context.gateways, reads.gateways),
-      namespaces: recording(context.namespaces, reads.namespaces),
-      services: recording(context.services, reads.services),
+      gateways: recording(context.gateways, seen.gateways),
+      namespaces: recording(context.namespaces, seen.namespaces),
+      services: recording(context.services, seen.services),
       permits: (reference) => {
         const answer = context.permits(reference);
-        reads.grants.push({ reference, answer });
+        grants.push({ reference, answer });
         return answer;
       },
     };
     const outcome = translate(route, kind, age, recorded);
-    const named = `${kind} ${outcome.namespace}/${outcome.name}`;
-    const entry: RouteEntry = { kind, age, reads, outcome: this.#samePaths(named, outcome) };
+    const reads: RouteReads = {
+      gateways: [...seen.gateways],
+      namespaces: [...seen.namespaces],
+      services: [...seen.services],
+      grants,
+    };
+    const entry: RouteEntry = { route, named, kind, age, reads, outcome: this.#samePaths(named, outcome) };
     this.#nextRoutes.set(route, entry);
     this.#nextNamed.set(named, entry);
     return entry;
@@ -153,10 +175,12 @@ export class GatewayTranslationCache {
   /** A route's translation made without the cache (a malformed route): used once, kept nowhere. */
   uncached(kind: RouteKind, age: number, outcome: RouteOutcome): RouteEntry {
     return {
+      route: null,
+      named: '',
       kind,
       age,
       outcome,
-      reads: { gateways: new Map(), namespaces: new Map(), services: new Map(), grants: [] },
+      reads: { gateways: [], namespaces: [], services: [], grants: [] },
     };
   }
 
@@ -164,16 +188,30 @@ export class GatewayTranslationCache {
    * A route's claim on its hosts (`claimant`: its kind and name), the object of the last translation
    * while it says the same: the owners are then reused (owners) when no claim changed.
    */
-  claim(namespace: string, claimant: string, hosts: readonly string[], created: number): AgedClaim {
-    const before = this.#claims.get(claimant);
+  claim(entry: RouteEntry, namespace: string, claimant: () => string, created: number): AgedClaim {
+    const hosts = entry.outcome.claims;
+    const own = entry.claim;
+    if (
+      own !== undefined &&
+      own.namespace === namespace &&
+      own.created === created &&
+      sameItems(own.hosts, hosts)
+    ) {
+      this.#nextClaims.set(own.ingress, own);
+      return own;
+    }
+    const name = claimant();
+    const before = this.#claims.get(name);
     const claim =
       before !== undefined &&
       before.namespace === namespace &&
       before.created === created &&
       sameItems(before.hosts, hosts)
         ? before
-        : { namespace, ingress: claimant, hosts, created };
-    this.#nextClaims.set(claimant, claim);
+        : { namespace, ingress: name, hosts, created };
+    // The entry is the cache's own: what it derives is kept on it.
+    entry.claim = claim;
+    this.#nextClaims.set(name, claim);
     return claim;
   }
 
@@ -193,6 +231,16 @@ export class GatewayTranslationCache {
       return { ...item, path: old.path };
     });
     return kept === 0 ? outcome : { ...outcome, entries };
+  }
+
+  /** A route's creation time (ms) and `namespace/name`, read once per object: what age order sorts by. */
+  ageOf(route: HttpRoute, read: (route: HttpRoute) => { created: number; key: string }) {
+    let age = this.#ages.get(route);
+    if (age === undefined) {
+      age = read(route);
+      this.#ages.set(route, age);
+    }
+    return age;
   }
 
   /**
@@ -266,24 +314,60 @@ export class GatewayTranslationCache {
   }
 
   /**
-   * A host of the table: the HostConfig of the last translation while its paths are the same objects
-   * in the same order. Hosts gone are dropped.
+   * The table's hosts: `entries` grouped by host, each host's paths in the order `ordered` gives. A
+   * host whose entries are the same paths with the same ranks, in the same order, as last time is
+   * the HostConfig of the last translation, not ordered again. Hosts gone are dropped.
    */
-  hosts(built: ReadonlyArray<{ name: string; paths: PathConfig[] }>): HostConfig[] {
-    const next = new Map<string, HostConfig>();
-    const hosts = built.map((host) => {
-      const before = this.#hosts.get(host.name);
-      const kept = before !== undefined && sameItems(before.paths, host.paths) ? before : host;
-      next.set(host.name, kept);
-      return kept;
-    });
+  hosts(entries: readonly PathEntry[], ordered: (group: readonly PathEntry[]) => PathConfig[]): HostConfig[] {
+    const byHost = new Map<string, PathEntry[]>();
+    for (const entry of entries) {
+      const group = byHost.get(entry.host);
+      if (group === undefined) byHost.set(entry.host, [entry]);
+      else group.push(entry);
+    }
+    const next = new Map<string, { group: PathEntry[]; host: HostConfig }>();
+    const hosts: HostConfig[] = [];
+    for (const [name, group] of byHost) {
+      const before = this.#hosts.get(name);
+      const host =
+        before !== undefined && sameGroup(before.group, group)
+          ? before.host
+          : { name, paths: ordered(group) };
+      next.set(name, { group, host });
+      hosts.push(host);
+    }
     this.#hosts = next;
     return hosts;
   }
 }
 
+/** The same paths with the same ranks in the same order: they order the same. */
+function sameGroup(a: readonly PathEntry[], b: readonly PathEntry[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index += 1) {
+    const x = a[index] as PathEntry;
+    const y = b[index] as PathEntry;
+    if (
+      x.path !== y.path ||
+      x.rank.method !== y.rank.method ||
+      x.rank.headers !== y.rank.headers ||
+      x.rank.query !== y.rank.query ||
+      x.rank.age !== y.rank.age ||
+      x.rank.match !== y.rank.match
+    )
+      return false;
+  }
+  return true;
+}
+
 /** One route's translation and what it read. */
 export interface RouteEntry {
+  /** The object translated (or one translated the same: sameTranslatable). */
+  route: HttpRoute | null;
+  /** `kind namespace/name`. */
+  named: string;
+  /** Its claim on its hosts, as last handed to the owners (claim). */
+  claim?: AgedClaim;
   kind: RouteKind;
   age: number;
   outcome: RouteOutcome;
@@ -300,10 +384,11 @@ export interface RouteEntry {
   status?: { gatewayNames: readonly string[] | null; parents: RouteOutcome['parents']; desired: object };
 }
 
+/** Each key read and what it gave (undefined: absent); each grant check and its answer. */
 interface RouteReads {
-  gateways: Map<string, ResolvedGateway | undefined>;
-  namespaces: Map<string, Readonly<Record<string, string>> | undefined>;
-  services: Map<string, V1Service | undefined>;
+  gateways: ReadonlyArray<readonly [string, ResolvedGateway | undefined]>;
+  namespaces: ReadonlyArray<readonly [string, Readonly<Record<string, string>> | undefined]>;
+  services: ReadonlyArray<readonly [string, V1Service | undefined]>;
   grants: Array<{ reference: Reference; answer: boolean }>;
 }
 
@@ -331,12 +416,26 @@ interface OwnersEntry {
 
 /** True when every read gives the same answer now. Namespace labels are compared by value. */
 function stillReads(reads: RouteReads, context: RouteContext): boolean {
-  if (!sameReads(context.gateways, reads.gateways) || !sameReads(context.services, reads.services))
-    return false;
+  for (const [key, value] of reads.gateways) if (context.gateways.get(key) !== value) return false;
+  for (const [key, value] of reads.services) if (context.services.get(key) !== value) return false;
   for (const [name, labels] of reads.namespaces)
     if (!sameLabels(context.namespaces.get(name), labels)) return false;
   for (const { reference, answer } of reads.grants) if (context.permits(reference) !== answer) return false;
   return true;
+}
+
+/**
+ * True when a translation reads the same of both objects (routes.ts translateRoute: namespace, name,
+ * generation and spec); status, resourceVersion, managedFields may differ.
+ */
+function sameTranslatable(a: HttpRoute | null, b: HttpRoute): boolean {
+  return (
+    a !== null &&
+    a.metadata?.namespace === b.metadata?.namespace &&
+    a.metadata?.name === b.metadata?.name &&
+    a.metadata?.generation === b.metadata?.generation &&
+    isDeepStrictEqual(a.spec, b.spec)
+  );
 }
 
 function sameLabels(
