@@ -87,6 +87,10 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   /** Each route, Gateway and policy translated, kept while what it read is the same (translation-cache.ts). */
   const cache = new GatewayTranslationCache();
   /** The Services by `namespace/name`, rebuilt only when a Services watch brought new objects. */
+  let namespaceIndex: {
+    objects: readonly V1Namespace[];
+    labels: Map<string, Readonly<Record<string, string>>>;
+  } | null = null;
   let serviceIndex: { lists: ReadonlyArray<readonly Stored[]>; services: Map<string, V1Service> } | null =
     null;
   const loop = createTranslationLoop<GatewayTranslation>({
@@ -231,9 +235,7 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       httpRoutes: objectsOf<HttpRoute>('httproutes'),
       grpcRoutes: objectsOf<HttpRoute>('grpcroutes'),
       grants: objectsOf<ReferenceGrant>('referencegrants'),
-      namespaces: new Map(
-        namespaceObjects.map((item) => [item.metadata?.name ?? '', item.metadata?.labels ?? {}]),
-      ),
+      namespaces: namespacesNow(),
       services: servicesNow(),
       secrets,
       configMaps: configMapWatches.current(),
@@ -249,6 +251,18 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       logger.error({ err: error }, 'gateway api translation failed; the previous routes keep serving');
       return null;
     }
+  }
+
+  /** Namespace labels by name: the last map while the Namespaces watch holds the same list. */
+  function namespacesNow(): GatewayInput['namespaces'] {
+    if (namespaceIndex?.objects !== namespaceObjects)
+      namespaceIndex = {
+        objects: namespaceObjects,
+        labels: new Map(
+          namespaceObjects.map((item) => [item.metadata?.name ?? '', item.metadata?.labels ?? {}]),
+        ),
+      };
+    return namespaceIndex.labels;
   }
 
   /** The Services by `namespace/name`: the last index while every Services watch holds the same list. */

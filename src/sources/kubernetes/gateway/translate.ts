@@ -42,7 +42,11 @@ import type { RouteContext } from './rule-types.ts';
 import { withConflicts } from './shared-ports.ts';
 import { GatewayTranslationCache, type RouteEntry } from './translation-cache.ts';
 
-/** Everything a translation reads: objects as the API gave them, nothing fetched here. */
+/**
+ * Everything a translation reads: objects as the API gave them, nothing fetched here. Neither the
+ * objects nor the maps and lists are changed once given (a translation cache compares them by
+ * identity: translation-cache.ts); a change is a new object, map or list.
+ */
 export interface GatewayInput {
   /** main.yaml `kubernetes.gateway_class`. */
   className: string;
@@ -225,13 +229,14 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
     });
   // Listeners that would take each other's requests on Tollgate's shared ports: the newer is refused.
   const gateways = cache.views(resolved, withConflicts);
-  const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
+  const gatewayMap = cache.gatewayMap(gateways);
   const context: RouteContext = {
     gateways: gatewayMap,
     namespaces: input.namespaces,
     services: input.services,
     permits: (reference) => referencePermitted(input.grants, reference),
   };
+  cache.observe(context, input.grants);
   const all = inAgeOrder(input, cache);
   const translated = all.map(({ route, kind }, age) => {
     try {

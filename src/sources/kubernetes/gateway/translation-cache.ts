@@ -43,6 +43,44 @@ export class GatewayTranslationCache {
   readonly #ages = new WeakMap<HttpRoute, { created: number; key: string }>();
   readonly #patched = new WeakMap<PathConfig, { built: BuiltPolicy; path: PathConfig }>();
 
+  /** What routes read through, as last observed, and a count bumped each time one of them changed. */
+  #lookups: (Omit<RouteContext, 'permits'> & { grants: readonly ReferenceGrant[] }) | null = null;
+  #epochs: Epochs = { gateways: 0, namespaces: 0, services: 0, grants: 0 };
+
+  /**
+   * What this translation's routes read through. A lookup that is the very object of the last
+   * translation (the source keeps its maps while nothing in them changed: they are never changed in
+   * place once given) answers as it did, so a route checked against it then need not be checked
+   * again; the grants, a new list every time, are compared item by item.
+   */
+  observe(context: RouteContext, grants: readonly ReferenceGrant[]): void {
+    const last = this.#lookups;
+    const before = this.#epochs;
+    const epochs = {
+      gateways: before.gateways + (last?.gateways === context.gateways ? 0 : 1),
+      namespaces: before.namespaces + (last?.namespaces === context.namespaces ? 0 : 1),
+      services: before.services + (last?.services === context.services ? 0 : 1),
+      grants: before.grants + (last !== null && sameItems(last.grants, grants) ? 0 : 1),
+    };
+    // Nothing changed: the same object, which every entry checked against it holds (#stillReads).
+    if (!isDeepStrictEqual(epochs, before)) this.#epochs = epochs;
+    this.#lookups = {
+      gateways: context.gateways,
+      namespaces: context.namespaces,
+      services: context.services,
+      grants,
+    };
+  }
+
+  /** The Gateways by `namespace/name`: the same map while the Gateways are the same objects. */
+  gatewayMap(views: readonly ResolvedGateway[]): ReadonlyMap<string, ResolvedGateway> {
+    if (this.#gatewayMap?.views !== views)
+      this.#gatewayMap = { views, map: new Map(views.map((gateway) => [keyOfGateway(gateway), gateway])) };
+    return this.#gatewayMap.map;
+  }
+
+  #gatewayMap: { views: readonly ResolvedGateway[]; map: ReadonlyMap<string, ResolvedGateway> } | null = null;
+
   /** A translation starts: what it does not use is dropped at commit. */
   begin(): void {
     this.#nextRoutes = new Map();
@@ -134,7 +172,7 @@ export class GatewayTranslationCache {
       const last = this.#named.get(named);
       if (last !== undefined && sameTranslatable(last.route, route)) before = last;
     }
-    if (before !== undefined && before.kind === kind && stillReads(before.reads, context)) {
+    if (before !== undefined && before.kind === kind && this.#stillReads(before, context)) {
       const entry =
         before.route === route && before.age === age
           ? before
@@ -166,7 +204,15 @@ export class GatewayTranslationCache {
       services: [...seen.services],
       grants,
     };
-    const entry: RouteEntry = { route, named, kind, age, reads, outcome: this.#samePaths(named, outcome) };
+    const entry: RouteEntry = {
+      route,
+      named,
+      kind,
+      age,
+      reads,
+      checked: this.#epochs,
+      outcome: this.#samePaths(named, outcome),
+    };
     this.#nextRoutes.set(route, entry);
     this.#nextNamed.set(named, entry);
     return entry;
@@ -181,6 +227,7 @@ export class GatewayTranslationCache {
       age,
       outcome,
       reads: { gateways: [], namespaces: [], services: [], grants: [] },
+      checked: this.#epochs,
     };
   }
 
@@ -213,6 +260,16 @@ export class GatewayTranslationCache {
     entry.claim = claim;
     this.#nextClaims.set(name, claim);
     return claim;
+  }
+
+  /** True when every read of the entry gives the same answer now (checked only where a lookup changed). */
+  #stillReads(entry: RouteEntry, context: RouteContext): boolean {
+    const now = this.#epochs;
+    if (entry.checked === now) return true;
+    if (!stillReads(entry.reads, context, entry.checked, now)) return false;
+    // The entry is the cache's own: its reads hold against these lookups too.
+    entry.checked = now;
+    return true;
   }
 
   /**
@@ -257,7 +314,7 @@ export class GatewayTranslationCache {
     if (
       last !== null &&
       sameItems(last.fileHosts, fileHosts) &&
-      sameItems(last.ingressClaims, ingressClaims) &&
+      sameClaims(last.ingressClaims, ingressClaims) &&
       sameItems(last.routeClaims, routeClaims)
     )
       return last.owners;
@@ -341,6 +398,25 @@ export class GatewayTranslationCache {
   }
 }
 
+/** The same claims in the same order (each the same object, or saying the same). */
+function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index += 1) {
+    const x = a[index] as AgedClaim;
+    const y = b[index] as AgedClaim;
+    if (
+      x !== y &&
+      (x.namespace !== y.namespace ||
+        x.ingress !== y.ingress ||
+        x.created !== y.created ||
+        !sameItems(x.hosts, y.hosts))
+    )
+      return false;
+  }
+  return true;
+}
+
 /** The same paths with the same ranks in the same order: they order the same. */
 function sameGroup(a: readonly PathEntry[], b: readonly PathEntry[]): boolean {
   if (a.length !== b.length) return false;
@@ -366,6 +442,8 @@ export interface RouteEntry {
   route: HttpRoute | null;
   /** `kind namespace/name`. */
   named: string;
+  /** The lookups (their epochs) its reads were last found to hold against. */
+  checked: Epochs;
   /** Its claim on its hosts, as last handed to the owners (claim). */
   claim?: AgedClaim;
   kind: RouteKind;
@@ -415,13 +493,25 @@ interface OwnersEntry {
 }
 
 /** True when every read gives the same answer now. Namespace labels are compared by value. */
-function stillReads(reads: RouteReads, context: RouteContext): boolean {
-  for (const [key, value] of reads.gateways) if (context.gateways.get(key) !== value) return false;
-  for (const [key, value] of reads.services) if (context.services.get(key) !== value) return false;
-  for (const [name, labels] of reads.namespaces)
-    if (!sameLabels(context.namespaces.get(name), labels)) return false;
-  for (const { reference, answer } of reads.grants) if (context.permits(reference) !== answer) return false;
+function stillReads(reads: RouteReads, context: RouteContext, checked: Epochs, now: Epochs): boolean {
+  if (checked.gateways !== now.gateways)
+    for (const [key, value] of reads.gateways) if (context.gateways.get(key) !== value) return false;
+  if (checked.services !== now.services)
+    for (const [key, value] of reads.services) if (context.services.get(key) !== value) return false;
+  if (checked.namespaces !== now.namespaces)
+    for (const [name, labels] of reads.namespaces)
+      if (!sameLabels(context.namespaces.get(name), labels)) return false;
+  if (checked.grants !== now.grants)
+    for (const { reference, answer } of reads.grants) if (context.permits(reference) !== answer) return false;
   return true;
+}
+
+/** Per lookup of RouteContext, how many times it changed. */
+interface Epochs {
+  gateways: number;
+  namespaces: number;
+  services: number;
+  grants: number;
 }
 
 /**
