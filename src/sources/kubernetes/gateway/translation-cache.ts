@@ -40,7 +40,8 @@ export class GatewayTranslationCache {
   #claims = new Map<string, AgedClaim>();
   #nextClaims = new Map<string, AgedClaim>();
   #owners: OwnersEntry | null = null;
-  readonly #ages = new WeakMap<HttpRoute, { created: number; key: string }>();
+  #ages = new Map<HttpRoute, { created: number; key: string }>();
+  #nextAges = new Map<HttpRoute, { created: number; key: string }>();
   readonly #patched = new WeakMap<PathConfig, { built: BuiltPolicy; path: PathConfig }>();
 
   /** What routes read through, as last observed, and a count bumped each time one of them changed. */
@@ -85,6 +86,7 @@ export class GatewayTranslationCache {
   begin(): void {
     this.#nextRoutes = new Map();
     this.#nextNamed = new Map();
+    this.#nextAges = new Map();
     this.#nextGateways = new Map();
     this.#nextPolicies = new Map();
     this.#nextClaims = new Map();
@@ -94,6 +96,7 @@ export class GatewayTranslationCache {
   commit(): void {
     this.#routes = this.#nextRoutes;
     this.#named = this.#nextNamed;
+    this.#ages = this.#nextAges;
     this.#gateways = this.#nextGateways;
     this.#policies = this.#nextPolicies;
     this.#claims = this.#nextClaims;
@@ -181,28 +184,13 @@ export class GatewayTranslationCache {
       this.#nextNamed.set(named, entry);
       return entry;
     }
-    const seen = {
-      gateways: new Map<string, ResolvedGateway | undefined>(),
-      namespaces: new Map<string, Readonly<Record<string, string>> | undefined>(),
-      services: new Map<string, V1Service | undefined>(),
-    };
-    const grants: RouteReads['grants'] = [];
-    const recorded: RouteContext = {
-      gateways: recording(context.gateways, seen.gateways),
-      namespaces: recording(context.namespaces, seen.namespaces),
-      services: recording(context.services, seen.services),
-      permits: (reference) => {
-        const answer = context.permits(reference);
-        grants.push({ reference, answer });
-        return answer;
-      },
-    };
+    const recorded = new RecordingContext(context);
     const outcome = translate(route, kind, age, recorded);
     const reads: RouteReads = {
-      gateways: [...seen.gateways],
-      namespaces: [...seen.namespaces],
-      services: [...seen.services],
-      grants,
+      gateways: recorded.gateways.seen,
+      namespaces: recorded.namespaces.seen,
+      services: recorded.services.seen,
+      grants: recorded.grants,
     };
     const entry: RouteEntry = {
       route,
@@ -292,11 +280,8 @@ export class GatewayTranslationCache {
 
   /** A route's creation time (ms) and `namespace/name`, read once per object: what age order sorts by. */
   ageOf(route: HttpRoute, read: (route: HttpRoute) => { created: number; key: string }) {
-    let age = this.#ages.get(route);
-    if (age === undefined) {
-      age = read(route);
-      this.#ages.set(route, age);
-    }
+    const age = this.#ages.get(route) ?? read(route);
+    this.#nextAges.set(route, age);
     return age;
   }
 
@@ -490,6 +475,48 @@ interface OwnersEntry {
   ingressClaims: readonly AgedClaim[];
   routeClaims: readonly AgedClaim[];
   owners: ReadonlyMap<string, HostOwner>;
+}
+
+/** A lookup noting each key read and what it gave (a route reads a handful: a list, no map). */
+class RecordingLookup<V> implements Lookup<V> {
+  readonly seen: Array<readonly [string, V | undefined]> = [];
+  readonly #source: Lookup<V>;
+
+  constructor(source: Lookup<V>) {
+    this.#source = source;
+  }
+
+  get(key: string): V | undefined {
+    const value = this.#source.get(key);
+    if (!this.seen.some(([known]) => known === key)) this.seen.push([key, value]);
+    return value;
+  }
+
+  has(key: string): boolean {
+    return this.get(key) !== undefined;
+  }
+}
+
+/** A route's context recording every read (prototype methods: no closures per route). */
+class RecordingContext implements RouteContext {
+  readonly gateways: RecordingLookup<ResolvedGateway>;
+  readonly namespaces: RecordingLookup<Readonly<Record<string, string>>>;
+  readonly services: RecordingLookup<V1Service>;
+  readonly grants: Array<{ reference: Reference; answer: boolean }> = [];
+  readonly #context: RouteContext;
+
+  constructor(context: RouteContext) {
+    this.#context = context;
+    this.gateways = new RecordingLookup(context.gateways);
+    this.namespaces = new RecordingLookup(context.namespaces);
+    this.services = new RecordingLookup(context.services);
+  }
+
+  permits(reference: Reference): boolean {
+    const answer = this.#context.permits(reference);
+    this.grants.push({ reference, answer });
+    return answer;
+  }
 }
 
 /** True when every read gives the same answer now. Namespace labels are compared by value. */
