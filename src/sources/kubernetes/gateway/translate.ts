@@ -275,8 +275,14 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
     input,
     cache.policyMemo(),
   );
-  // Policy status comes from the table just built; a path without its policy is closed there.
-  const checked = policiesInForce(attachment, cache.hosts(governed, inPrecedence), governed);
+  // Policy status comes from the table just built; a path without its policy is closed there. No
+  // target held: no path is governed, and every path of the table is an entry's (cache.hosts built
+  // it from them), so the walk would find nothing; the policies' status is read all the same.
+  const table = cache.hosts(governed, inPrecedence);
+  const checked =
+    attachment.holders.length === 0
+      ? { policies: policiesInForce(attachment, [], []).policies, hosts: table }
+      : policiesInForce(attachment, table, governed);
   const policies = checked.policies.filter(policyIsOurs(input, gatewayMap, routes));
   const certificates = certificatesOf(gateways, governed);
 
