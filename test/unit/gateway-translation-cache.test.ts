@@ -339,6 +339,33 @@ describe('gateway translation cache: a route keeps its paths until something it 
     }));
     assert.deepEqual(rewritten.renewed, []);
   });
+
+  it('a route written again with a new status only is not translated again: the same outcome and status objects', () => {
+    const cache = new GatewayTranslationCache();
+    const input = baseInput();
+    const first = translateGateways(input, cache);
+    const written = input.httpRoutes.map((item) => ({
+      ...structuredClone(item),
+      status: { parents: [] },
+      metadata: { ...structuredClone(item.metadata), resourceVersion: 'after-status-write' },
+    }));
+    const second = translateGateways({ ...input, httpRoutes: written }, cache);
+    assert.deepStrictEqual(second, translateGateways({ ...input, httpRoutes: written }));
+    for (const [index, route] of first.routes.entries())
+      assert.equal(second.routes[index], route, route.name);
+    const statusOf = (t: GatewayTranslation) => t.statuses.find((item) => item.name === 'r-cross');
+    assert.equal(statusOf(second), statusOf(first));
+    // A new generation is a new spec as far as the cache knows: translated again.
+    const bumped = written.map((item) =>
+      item.metadata?.name === 'r-local' ? { ...item, metadata: { ...item.metadata, generation: 2 } } : item,
+    );
+    const third = translateGateways({ ...input, httpRoutes: bumped }, cache);
+    assert.notEqual(
+      third.routes.find((route) => route.name === 'r-local'),
+      second.routes.find((route) => route.name === 'r-local'),
+    );
+    assert.deepStrictEqual(third, translateGateways({ ...input, httpRoutes: bumped }));
+  });
 });
 
 // ---- the property: over sequences of edits, the cached translation is the translation from scratch ----
