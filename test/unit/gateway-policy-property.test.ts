@@ -255,7 +255,7 @@ function check(world: World): void {
   const objects = objectsOf(world);
   const translation = translateGateways(inputOf(objects));
   const entryOf = new Map<PathConfig, PathEntry>(
-    translation.routes.flatMap((route) => route.entries.map((entry) => [entry.path, entry] as const)),
+    (translation.served ?? []).map((entry) => [entry.path, entry] as const),
   );
   const accepted = new Set(
     translation.statuses
@@ -360,7 +360,7 @@ describe('TollgatePolicy: what is reported Accepted is in force (property)', () 
       policies: [],
     });
     const translation = translateGateways(inputOf(world));
-    const entries = translation.routes.flatMap((route) => route.entries);
+    const entries = translation.served ?? [];
     const path = translation.hosts[0]?.paths[0] as PathConfig;
     assert.equal(path.unavailable, null);
     const draft = {
@@ -378,8 +378,11 @@ describe('TollgatePolicy: what is reported Accepted is in force (property)', () 
       drafts: [draft],
       holders: [{ draft, target: { level: 'route', kind: 'HTTPRoute', route: `${NS}/route-0` } }],
     };
-    const [outcome] = policiesInForce(attachment, translation.hosts, entries);
-    assert.match(String(path.unavailable), /web-auth is not in force/);
+    const checked = policiesInForce(attachment, translation.hosts, entries);
+    const [outcome] = checked.policies;
+    // A copy of the table, the path closed in it; the table given is left as it was.
+    assert.match(String(checked.hosts[0]?.paths[0]?.unavailable), /web-auth is not in force/);
+    assert.equal(path.unavailable, null);
     const accepted = outcome?.conditions.find((item) => item.type === 'Accepted');
     assert.equal(accepted?.status, 'False');
     assert.match(
@@ -411,8 +414,8 @@ describe('TollgatePolicy: what is reported Accepted is in force (property)', () 
     assert.ok(host);
     // A copy, as a later step that cloned the table would leave it.
     const copy = structuredClone(host.paths[0]) as PathConfig;
-    const [outcome] = policiesInForce({ drafts: [], holders: [] }, [{ ...host, paths: [copy] }], []);
-    assert.equal(outcome, undefined);
-    assert.match(String(copy.unavailable), /cannot be traced/);
+    const checked = policiesInForce({ drafts: [], holders: [] }, [{ ...host, paths: [copy] }], []);
+    assert.equal(checked.policies[0], undefined);
+    assert.match(String(checked.hosts[0]?.paths[0]?.unavailable), /cannot be traced/);
   });
 });

@@ -1,5 +1,4 @@
 import type { CanaryConfig, MirrorConfig, PathConfig } from '../../../config/types.ts';
-import { referencePermitted } from './grants.ts';
 import type { RouteKind } from './listeners.ts';
 import { type BackendRef, GATEWAY_GROUP } from './objects.ts';
 import type { Refusal, RouteContext } from './rule-types.ts';
@@ -143,7 +142,7 @@ function serviceOf(
   const target = ref.namespace ?? namespace;
   const key = `${target}/${ref.name ?? ''}`;
   if (
-    !referencePermitted(context.grants, {
+    !context.permits({
       from: { group: GATEWAY_GROUP, kind, namespace },
       to: { group: '', kind: 'Service', namespace: target, name: ref.name ?? '' },
     })

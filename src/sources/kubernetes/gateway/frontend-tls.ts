@@ -4,6 +4,7 @@ import type { ClientCheckPem } from '../ingress/certificates.ts';
 import { decodeSecret } from '../secret-data.ts';
 import { referencePermitted } from './grants.ts';
 import { type FrontendTlsSettings, GATEWAY_GROUP, type Gateway, type ReferenceGrant } from './objects.ts';
+import type { Lookup } from './reads.ts';
 
 /**
  * Gateway API client-certificate validation (`Gateway.spec.tls.frontend`, GEP-91;
@@ -16,8 +17,8 @@ import { type FrontendTlsSettings, GATEWAY_GROUP, type Gateway, type ReferenceGr
 
 /** What a translation reads: the objects by `namespace/name`. */
 export interface CaObjects {
-  secrets: ReadonlyMap<string, V1Secret>;
-  configMaps: ReadonlyMap<string, V1ConfigMap>;
+  secrets: Lookup<V1Secret>;
+  configMaps: Lookup<V1ConfigMap>;
 }
 
 /**

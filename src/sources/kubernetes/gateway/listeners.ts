@@ -21,6 +21,7 @@ import {
   parametersProblem,
   type ReferenceGrant,
 } from './objects.ts';
+import type { Lookup } from './reads.ts';
 
 /** The listener `Accepted` reason of a frontend validation none of whose CA references resolves. */
 const NO_VALID_CA = 'NoValidCACertificate';
@@ -128,7 +129,7 @@ export function gatewayConfigMaps(gateway: Gateway): string[] {
  */
 export function resolveGateway(
   gateway: Gateway,
-  secrets: ReadonlyMap<string, V1Secret>,
+  secrets: Lookup<V1Secret>,
   grants: readonly ReferenceGrant[],
   configMaps: CaObjects['configMaps'] = new Map(),
 ): ResolvedGateway {
@@ -192,7 +193,7 @@ function resolveListener(
   name: string,
   namespace: string,
   generation: number | undefined,
-  secrets: ReadonlyMap<string, V1Secret>,
+  secrets: Lookup<V1Secret>,
   grants: readonly ReferenceGrant[],
   frontend: FrontendValidation,
 ): Omit<ResolvedListener, 'gateway' | 'gatewayNamespace'> {
@@ -306,7 +307,7 @@ function resolveListener(
 function certificateOf(
   ref: { group?: string; kind?: string; name?: string; namespace?: string },
   namespace: string,
-  secrets: ReadonlyMap<string, V1Secret>,
+  secrets: Lookup<V1Secret>,
   grants: readonly ReferenceGrant[],
 ): { secret: string; certificate: string; key: string } | { problem: { reason: string; message: string } } {
   const invalid = (message: string) => ({ problem: { reason: 'InvalidCertificateRef', message } });
@@ -333,14 +334,18 @@ function certificateOf(
   return { secret: key, ...pair };
 }
 
-/** True when a route of `namespace` (with these labels) may attach to the listener. */
+/**
+ * True when a route of `namespace` may attach to the listener. Its labels are read only for a
+ * Selector (a route's cached translation depends on them only then: translation-cache.ts).
+ */
 export function namespaceAllowed(
   listener: ResolvedListener,
   namespace: string,
-  labels: Readonly<Record<string, string>> | undefined,
+  labelsOf: () => Readonly<Record<string, string>> | undefined,
 ): boolean {
   if (listener.from === 'All') return true;
   if (listener.from === 'Same') return namespace === listener.gatewayNamespace;
+  const labels = labelsOf();
   return labels !== undefined && selectorMatches(listener.selector, labels);
 }
 

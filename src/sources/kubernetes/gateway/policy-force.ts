@@ -115,15 +115,16 @@ export function carries(path: PathConfig, built: BuiltPolicy): boolean {
 
 /**
  * Checks the table built against the policies and derives their status from it. Runs on every
- * translation, in production: a path whose governing policy is not on it is closed here (503
- * auth_misconfigured) and the policy is reported `Accepted: False` with the paths named.
- * Mutates the table's paths (`unavailable`).
+ * translation, in production: a path whose governing policy is not on it is closed (503
+ * auth_misconfigured) and the policy is reported `Accepted: False` with the paths named. The table
+ * given is left as it is: `hosts` is the table to serve, each closed path a new object (with its
+ * host), every other host and path the one given.
  */
 export function policiesInForce(
   attachment: PolicyAttachment,
   hosts: readonly HostConfig[],
   entries: readonly PathEntry[],
-): PolicyOutcome[] {
+): { policies: PolicyOutcome[]; hosts: HostConfig[] } {
   const entryOf = new Map<PathConfig, PathEntry>(entries.map((entry) => [entry.path, entry]));
   const governed = new Map<PolicyDraft, number>();
   const notInForce = new Map<PolicyDraft, string[]>();
@@ -133,13 +134,19 @@ export function policiesInForce(
     map.set(draft, list);
     list.push(text);
   };
-  for (const host of hosts) {
-    for (const path of host.paths) {
+  const checked = hosts.map((host) => {
+    const copy: { paths: PathConfig[] | null } = { paths: null };
+    const close = (index: number, path: PathConfig, unavailable: string) => {
+      copy.paths ??= [...host.paths];
+      copy.paths[index] = { ...path, unavailable };
+    };
+    for (const [index, path] of host.paths.entries()) {
       const entry = entryOf.get(path);
       if (entry === undefined) {
         // Every path of this table comes from a route entry; one that cannot be traced to its route
         // cannot be checked either, so it is closed rather than served unchecked.
-        path.unavailable ??= 'this path cannot be traced to its route: its policies cannot be checked';
+        if (path.unavailable === null || path.unavailable === undefined)
+          close(index, path, 'this path cannot be traced to its route: its policies cannot be checked');
         continue;
       }
       const found = governing(attachment.holders, entry);
@@ -156,13 +163,15 @@ export function policiesInForce(
         governed.set(draft, (governed.get(draft) ?? 0) + 1);
         continue;
       }
-      path.unavailable = `TollgatePolicy ${draft.namespace}/${draft.name} is not in force on this path`;
+      close(index, path, `TollgatePolicy ${draft.namespace}/${draft.name} is not in force on this path`);
       note(notInForce, draft, where);
     }
-  }
-  return attachment.drafts.map((draft) =>
+    return copy.paths === null ? host : { ...host, paths: copy.paths };
+  });
+  const policies = attachment.drafts.map((draft) =>
     outcomeOf(draft, governed.get(draft) ?? 0, notInForce.get(draft) ?? [], shadowedOn.get(draft) ?? []),
   );
+  return { policies, hosts: checked };
 }
 
 function outcomeOf(

@@ -7,6 +7,7 @@ import { POLICY_KEYS as REQUEST_POLICY_KEYS, readPathPolicies } from '../../../p
 import { decodeSecret } from '../secret-data.ts';
 import { referencePermitted } from './grants.ts';
 import type { ObjectMeta, ReferenceGrant } from './objects.ts';
+import type { Lookup } from './reads.ts';
 
 /**
  * What a TollgatePolicy's spec says (docs/gateway-api.md#tollgatepolicy): each key besides
@@ -40,7 +41,7 @@ export interface BuiltPolicy {
 }
 
 export interface PolicyContext {
-  secrets: ReadonlyMap<string, V1Secret>;
+  secrets: Lookup<V1Secret>;
   grants: readonly ReferenceGrant[];
   reachesTollgate?: ((host: string, port: number) => boolean) | undefined;
   /** The names of main.yaml's `oidc_providers` (a `type: oidc` policy must name one). */

@@ -35,6 +35,10 @@ export interface ParentOutcome {
   conditions: Condition[];
 }
 
+/**
+ * One route's translation. Never changed once returned (translation-cache.ts shares it between
+ * translations): what later steps add (host ownership problems) goes into a copy.
+ */
 export interface RouteOutcome {
   kind: RouteKind;
   namespace: string;
@@ -55,6 +59,11 @@ export interface RouteOutcome {
   accepted: boolean;
   /** The names of its rules (a policy's sectionName names one). */
   ruleNames: string[];
+  /**
+   * The listeners it attaches to, once per attachment: translate.ts counts them into each
+   * listener's attachedRoutes (the resolved Gateways are shared between translations, never counted into).
+   */
+  attached: ResolvedListener[];
 }
 
 /**
@@ -83,6 +92,7 @@ export function translateRoute(
     claims: [],
     problems: [],
     accepted: false,
+    attached: [],
     ruleNames: (route.spec?.rules ?? []).flatMap((rule) => (rule.name ? [rule.name] : [])),
   };
   const ours = (route.spec?.parentRefs ?? []).filter(
@@ -152,7 +162,7 @@ export function translateRoute(
     const admitting = listeners.filter(
       (listener) =>
         listener.kinds.includes(kind) &&
-        namespaceAllowed(listener, namespace, context.namespaces.get(namespace)),
+        namespaceAllowed(listener, namespace, () => context.namespaces.get(namespace)),
     );
     // A route attaches to an accepted listener that is not programmed (its certificate is
     // missing): it is counted in attachedRoutes, and served once the listener is. Such a listener
@@ -164,7 +174,7 @@ export function translateRoute(
         gateway.listeners,
       );
       for (const host of hosts) claims.add(host);
-      if (!listener.usable && hosts.length > 0) listener.attachedRoutes += 1;
+      if (!listener.usable && hosts.length > 0) outcome.attached.push(listener);
     }
     const allowed = admitting.filter((listener) => listener.usable);
     const waiting = admitting.filter(
@@ -195,7 +205,7 @@ export function translateRoute(
       );
       if (hosts.length === 0) continue;
       matched = true;
-      listener.attachedRoutes += 1;
+      outcome.attached.push(listener);
       for (const host of hosts) {
         const via = hostsOf.get(host) ?? [];
         hostsOf.set(host, via);

@@ -10,8 +10,9 @@ import type {
 } from '../../../config/types.ts';
 import type { RouteConditions } from '../../../routing/conditions.ts';
 import type { RequestRedirectConfig } from '../../../routing/request-redirect.ts';
+import type { Reference } from './grants.ts';
 import type { ResolvedGateway } from './listeners.ts';
-import type { ReferenceGrant } from './objects.ts';
+import type { Lookup } from './reads.ts';
 
 /**
  * The shapes a route rule is built in, shared by rules.ts (which builds one), filters.ts and
@@ -19,14 +20,18 @@ import type { ReferenceGrant } from './objects.ts';
  * for its types.
  */
 
-/** What a route translation reads besides the route. */
+/**
+ * What a route translation reads besides the route: every read goes through here, so route-cache.ts
+ * can record them and reuse a route's translation while each gives the same answer.
+ */
 export interface RouteContext {
   /** Our Gateways, resolved, by `namespace/name`. */
-  gateways: ReadonlyMap<string, ResolvedGateway>;
+  gateways: Lookup<ResolvedGateway>;
   /** Namespace labels by name (allowedRoutes Selector). */
-  namespaces: ReadonlyMap<string, Readonly<Record<string, string>>>;
-  services: ReadonlyMap<string, V1Service>;
-  grants: readonly ReferenceGrant[];
+  namespaces: Lookup<Readonly<Record<string, string>>>;
+  services: Lookup<V1Service>;
+  /** The ReferenceGrant check (grants.ts referencePermitted) against the grants of now. */
+  permits(reference: Reference): boolean;
 }
 
 export interface BuiltRule {

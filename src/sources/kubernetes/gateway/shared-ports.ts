@@ -10,20 +10,22 @@ function servedOn(listener: ResolvedListener): string {
 }
 
 /**
- * Marks the listeners that would mix with an older one (docs/gateway-api.md#listener-conflicts).
- * One deployment serves all its Gateways on the same ports, so two listeners served on the same
- * port with the same hostname (both none included) would take each other's requests; and two
- * listeners declaring the same port with different protocols cannot both be what that port is.
- * `gateways` are oldest first: the older listener (then the earlier one of a Gateway) keeps serving,
- * the newer is `Conflicted` (HostnameConflict / ProtocolConflict), not accepted, and no route
- * attaches to it. Listeners refused for their own shape, and Gateways not accepted, claim nothing.
+ * The Gateways with the listeners that would mix with an older one marked
+ * (docs/gateway-api.md#listener-conflicts). One deployment serves all its Gateways on the same ports,
+ * so two listeners served on the same port with the same hostname (both none included) would take
+ * each other's requests; and two listeners declaring the same port with different protocols cannot
+ * both be what that port is. `gateways` are oldest first: the older listener (then the earlier one of
+ * a Gateway) keeps serving, the newer is `Conflicted` (HostnameConflict / ProtocolConflict), not
+ * accepted, and no route attaches to it. Listeners refused for their own shape, and Gateways not
+ * accepted, claim nothing. A copy: the resolved Gateways given are left as they are (they are shared
+ * between translations: translation-cache.ts).
  */
-export function markConflicts(gateways: readonly ResolvedGateway[]): void {
+export function withConflicts(gateways: readonly ResolvedGateway[]): ResolvedGateway[] {
   const held: ResolvedListener[] = [];
-  for (const gateway of gateways) {
-    if (gateway.invalidParameters !== null) continue;
-    for (const listener of gateway.listeners) {
-      if (!accepted(listener)) continue;
+  return gateways.map((gateway) => {
+    if (gateway.invalidParameters !== null) return gateway;
+    const listeners = gateway.listeners.map((listener) => {
+      if (!accepted(listener)) return listener;
       const protocol = held.find(
         (other) =>
           other.port !== null && other.port === listener.port && other.protocol !== listener.protocol,
@@ -34,30 +36,37 @@ export function markConflicts(gateways: readonly ResolvedGateway[]): void {
       const other = protocol ?? hostname;
       if (other === undefined) {
         held.push(listener);
-        listener.conditions.push(
-          condition(
-            'Conflicted',
-            false,
-            'NoConflicts',
-            'no other listener shares its port and hostname',
-            gateway.generation,
-          ),
-        );
-        continue;
+        return {
+          ...listener,
+          conditions: [
+            ...listener.conditions,
+            condition(
+              'Conflicted',
+              false,
+              'NoConflicts',
+              'no other listener shares its port and hostname',
+              gateway.generation,
+            ),
+          ],
+        };
       }
       const reason = protocol ? 'ProtocolConflict' : 'HostnameConflict';
       const message = protocol
         ? `port ${listener.port} is already ${other.protocol} for listener ${other.name} of Gateway ${other.gatewayNamespace}/${other.gateway}`
         : `listener ${other.name} of Gateway ${other.gatewayNamespace}/${other.gateway} is older and serves ${listener.hostname ?? 'every hostname'} on the same port (one deployment per Gateway: kubernetes.gateway_names)`;
-      listener.usable = false;
-      listener.conditions = [
-        condition('Accepted', false, reason, message, gateway.generation),
-        condition('Programmed', false, 'Invalid', message, gateway.generation),
-        ...listener.conditions.filter((item) => item.type === 'ResolvedRefs'),
-        condition('Conflicted', true, reason, message, gateway.generation),
-      ];
-    }
-  }
+      return {
+        ...listener,
+        usable: false,
+        conditions: [
+          condition('Accepted', false, reason, message, gateway.generation),
+          condition('Programmed', false, 'Invalid', message, gateway.generation),
+          ...listener.conditions.filter((item) => item.type === 'ResolvedRefs'),
+          condition('Conflicted', true, reason, message, gateway.generation),
+        ],
+      };
+    });
+    return { ...gateway, listeners };
+  });
 }
 
 function accepted(listener: ResolvedListener): boolean {

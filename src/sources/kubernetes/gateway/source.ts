@@ -35,6 +35,7 @@ import {
   secretsWanted,
   translateGateways,
 } from './translate.ts';
+import { GatewayTranslationCache } from './translation-cache.ts';
 
 export interface GatewaySourceOptions {
   kubeConfig: KubeConfig;
@@ -76,7 +77,22 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
   let reported = new Map<string, string>();
+  /** Per route reported: what its text was made from, so an unchanged route is not serialised again. */
+  let routeTexts = new Map<string, { accepted: boolean; problems: readonly string[]; text: string }>();
+  /** The routes on tollgate_gateway_routes, with their `accepted` label. */
+  let gauged: Map<string, { kind: string; namespace: string; name: string; accepted: string }> | null = null;
   const missingKinds = new Set<string>();
+  /** One list for every translation: a policy's cached build compares it by identity. */
+  const oidcProviders = options.oidcProviders ?? [];
+  /** Each route, Gateway and policy translated, kept while what it read is the same (translation-cache.ts). */
+  const cache = new GatewayTranslationCache();
+  /** The Services by `namespace/name`, rebuilt only when a Services watch brought new objects. */
+  let namespaceIndex: {
+    objects: readonly V1Namespace[];
+    labels: Map<string, Readonly<Record<string, string>>>;
+  } | null = null;
+  let serviceIndex: { lists: ReadonlyArray<readonly Stored[]>; services: Map<string, V1Service> } | null =
+    null;
   const loop = createTranslationLoop<GatewayTranslation>({
     kubeConfig,
     logger,
@@ -214,27 +230,22 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     configMapWatches.follow(new Set(configMapsWanted(base)));
     if (!secretWatches.synced || !configMapWatches.synced) return null;
     const secrets = secretWatches.current();
-    const services = new Map<string, V1Service>();
-    for (const service of objectsOf<V1Service>('services'))
-      services.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
     const input: GatewayInput = {
       ...base,
       httpRoutes: objectsOf<HttpRoute>('httproutes'),
       grpcRoutes: objectsOf<HttpRoute>('grpcroutes'),
       grants: objectsOf<ReferenceGrant>('referencegrants'),
-      namespaces: new Map(
-        namespaceObjects.map((item) => [item.metadata?.name ?? '', item.metadata?.labels ?? {}]),
-      ),
-      services,
+      namespaces: namespacesNow(),
+      services: servicesNow(),
       secrets,
       configMaps: configMapWatches.current(),
       ...options.claims(),
       addresses: publishedAddresses(),
       reachesTollgate: options.reachesTollgate,
-      oidcProviders: options.oidcProviders ?? [],
+      oidcProviders,
     };
     try {
-      return translateGateways(input);
+      return translateGateways(input, cache);
     } catch (error) {
       // A translation bug must not stop serving what is live: keep the last one, say so loudly.
       logger.error({ err: error }, 'gateway api translation failed; the previous routes keep serving');
@@ -242,10 +253,42 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     }
   }
 
+  /** Namespace labels by name: the last map while the Namespaces watch holds the same list. */
+  function namespacesNow(): GatewayInput['namespaces'] {
+    if (namespaceIndex?.objects !== namespaceObjects)
+      namespaceIndex = {
+        objects: namespaceObjects,
+        labels: new Map(
+          namespaceObjects.map((item) => [item.metadata?.name ?? '', item.metadata?.labels ?? {}]),
+        ),
+      };
+    return namespaceIndex.labels;
+  }
+
+  /** The Services by `namespace/name`: the last index while every Services watch holds the same list. */
+  function servicesNow(): Map<string, V1Service> {
+    const lists = [...stores.entries()]
+      .filter(([key]) => key.startsWith('services '))
+      .map(([, list]) => list);
+    if (
+      serviceIndex !== null &&
+      serviceIndex.lists.length === lists.length &&
+      serviceIndex.lists.every((list, index) => list === lists[index])
+    )
+      return serviceIndex.services;
+    const services = new Map<string, V1Service>();
+    for (const list of lists)
+      for (const service of list as readonly V1Service[])
+        services.set(`${service.metadata?.namespace}/${service.metadata?.name}`, service);
+    serviceIndex = { lists, services };
+    return services;
+  }
+
   /** Logs, Events and the gauge, for what changed since the last translation. */
   function report(translation: GatewayTranslation): void {
     const now = new Map<string, string>();
-    gatewayRoutes.reset();
+    const texts = new Map<string, { accepted: boolean; problems: readonly string[]; text: string }>();
+    const gauge = new Map<string, { kind: string; namespace: string; name: string; accepted: string }>();
     for (const problem of translation.malformed ?? []) {
       now.set(`malformed ${problem}`, problem);
       if (!reported.has(`malformed ${problem}`))
@@ -295,12 +338,26 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
     for (const route of translation.routes) {
       // A malformed route names no parent it could be told through: it still gets its Event.
       if (route.parents.length === 0 && route.problems.length === 0) continue;
-      gatewayRoutes.set(
-        { kind: route.kind, namespace: route.namespace, name: route.name, accepted: String(route.accepted) },
-        1,
-      );
       const key = `${route.kind} ${route.namespace}/${route.name}`;
-      const text = JSON.stringify([route.accepted, route.problems]);
+      const labels = gauged?.get(key);
+      gauge.set(
+        key,
+        labels !== undefined && labels.accepted === String(route.accepted)
+          ? labels
+          : {
+              kind: route.kind,
+              namespace: route.namespace,
+              name: route.name,
+              accepted: String(route.accepted),
+            },
+      );
+      // The same problems (the very list of an unchanged route's outcome): the same text, not serialised again.
+      const before = routeTexts.get(key);
+      const text =
+        before !== undefined && before.problems === route.problems && before.accepted === route.accepted
+          ? before.text
+          : JSON.stringify([route.accepted, route.problems]);
+      texts.set(key, { accepted: route.accepted, problems: route.problems, text });
       now.set(key, text);
       if (reported.get(key) === text) continue;
       if (route.problems.length > 0) {
@@ -352,6 +409,13 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       );
     }
     reported = now;
+    routeTexts = texts;
+    // tollgate_gateway_routes: each route gone (or whose `accepted` changed) off, each new one on;
+    // the first report starts from nothing, as the gauge then holds no route of this source.
+    if (gauged === null) gatewayRoutes.reset();
+    for (const [key, labels] of gauged ?? []) if (gauge.get(key) !== labels) gatewayRoutes.remove(labels);
+    for (const [key, labels] of gauge) if (gauged?.get(key) !== labels) gatewayRoutes.set(labels, 1);
+    gauged = gauge;
   }
 
   async function event(

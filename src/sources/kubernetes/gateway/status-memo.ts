@@ -26,11 +26,18 @@ export interface StatusMemo {
 const keyOf = (plural: string, namespace: string | undefined, name: string) =>
   `${plural}/${namespace ?? ''}/${name}`;
 
+interface Handed {
+  resourceVersion: string;
+  status: string;
+  /** The DesiredStatus it was made from: the same object again (an unchanged route) is not serialised. */
+  desired: DesiredStatus;
+}
+
 export function createStatusMemo(): StatusMemo {
-  let handed = new Map<string, { resourceVersion: string; status: string }>();
+  let handed = new Map<string, Handed>();
   return {
     changed(statuses, stored) {
-      const next = new Map<string, { resourceVersion: string; status: string }>();
+      const next = new Map<string, Handed>();
       const out: DesiredStatus[] = [];
       for (const desired of statuses) {
         const resourceVersion = stored(desired)?.metadata?.resourceVersion;
@@ -40,9 +47,12 @@ export function createStatusMemo(): StatusMemo {
           continue;
         }
         const key = keyOf(desired.resource, namespaceOf(desired), desired.name);
-        const status = JSON.stringify(desired.status);
         const before = handed.get(key);
-        next.set(key, { resourceVersion, status });
+        const status =
+          before?.desired === desired && before.desired.status === desired.status
+            ? before.status
+            : JSON.stringify(desired.status);
+        next.set(key, { resourceVersion, status, desired });
         if (before?.resourceVersion === resourceVersion && before.status === status) continue;
         out.push(desired);
       }

@@ -2,13 +2,21 @@ import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import type { ClientCheckPem } from '../ingress/certificates.ts';
-import { type AgedClaim, byCreation, hostOwners, hostOwnershipProblem } from '../ownership.ts';
+import { olderFirst } from '../older-first.ts';
+import {
+  type AgedClaim,
+  byCreation,
+  type HostOwner,
+  hostOwners,
+  hostOwnershipProblem,
+} from '../ownership.ts';
+import { referencePermitted } from './grants.ts';
 import {
   gatewayConfigMaps,
   gatewaySecrets,
   type ResolvedGateway,
+  type ResolvedListener,
   type RouteKind,
-  resolveGateway,
 } from './listeners.ts';
 import {
   byAge,
@@ -30,9 +38,15 @@ import {
   type TollgatePolicy,
 } from './policy.ts';
 import { type PathEntry, type RouteOutcome, translateRoute } from './routes.ts';
-import { markConflicts } from './shared-ports.ts';
+import type { RouteContext } from './rule-types.ts';
+import { withConflicts } from './shared-ports.ts';
+import { GatewayTranslationCache, type RouteEntry } from './translation-cache.ts';
 
-/** Everything a translation reads: objects as the API gave them, nothing fetched here. */
+/**
+ * Everything a translation reads: objects as the API gave them, nothing fetched here. Neither the
+ * objects nor the maps and lists are changed once given (a translation cache compares them by
+ * identity: translation-cache.ts); a change is a new object, map or list.
+ */
 export interface GatewayInput {
   /** main.yaml `kubernetes.gateway_class`. */
   className: string;
@@ -99,6 +113,11 @@ export interface GatewayTranslation {
   malformed?: string[];
   /** The hosts each route names, with its age: what the Ingresses must respect. */
   claims?: AgedClaim[];
+  /**
+   * The route entries the table was built from, host ownership and policies applied (a route's own
+   * `entries` are as it asked, shared between translations and never changed).
+   */
+  served?: readonly PathEntry[];
 }
 
 export const EMPTY_GATEWAY_TRANSLATION: GatewayTranslation = {
@@ -165,8 +184,23 @@ export function createdAt(object: { metadata?: { creationTimestamp?: string | Da
  * status every object should have (docs/gateway-api.md). Pure: the same objects give the same routes
  * and statuses, in every replica. One bad route, rule or listener is reported and left out; every
  * other one keeps serving. A route whose policy cannot be built keeps its paths, closed (503).
+ *
+ * `cache` (the source's, kept from translation to translation) makes an edit cost work in proportion
+ * to what changed: what it reuses is exactly what this translation would build, the very same
+ * objects (translation-cache.ts). Without one, everything is built anew. Nothing built is changed
+ * once made: every step after a route's translation copies what it changes.
  */
-export function translateGateways(input: GatewayInput): GatewayTranslation {
+export function translateGateways(
+  input: GatewayInput,
+  cache: GatewayTranslationCache = new GatewayTranslationCache(),
+): GatewayTranslation {
+  cache.begin();
+  const translation = translateWith(input, cache);
+  cache.commit();
+  return translation;
+}
+
+function translateWith(input: GatewayInput, cache: GatewayTranslationCache): GatewayTranslation {
   const statuses: DesiredStatus[] = [];
   const ours = classIsOurs(input);
   // Every class of Tollgate's controllerName gets a status, not only the configured one: another
@@ -180,11 +214,12 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
   // A malformed object (a list where an object belongs, …) is that object's problem alone: it is
   // left out and reported, and every other one is translated as usual.
   const malformed: string[] = [];
-  const gateways = ourGateways(input)
+  const configMaps = input.configMaps ?? new Map();
+  const resolved = ourGateways(input)
     .sort(byAge)
     .flatMap((gateway) => {
       try {
-        return [resolveGateway(gateway, input.secrets, input.grants, input.configMaps)];
+        return [cache.resolve(gateway, input.secrets, input.grants, configMaps)];
       } catch (error) {
         malformed.push(
           `Gateway ${gateway.metadata?.namespace}/${gateway.metadata?.name}: ${(error as Error).message}`,
@@ -193,71 +228,68 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       }
     });
   // Listeners that would take each other's requests on Tollgate's shared ports: the newer is refused.
-  markConflicts(gateways);
-  const gatewayMap = new Map(gateways.map((gateway) => [`${gateway.namespace}/${gateway.name}`, gateway]));
-  const context = {
+  const gateways = cache.views(resolved, withConflicts);
+  const gatewayMap = cache.gatewayMap(gateways);
+  const context: RouteContext = {
     gateways: gatewayMap,
     namespaces: input.namespaces,
     services: input.services,
-    grants: input.grants,
+    permits: (reference) => referencePermitted(input.grants, reference),
   };
-  const all: Array<{ route: HttpRoute; kind: RouteKind }> = [
-    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const })),
-    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const })),
-  ].sort((a, b) => byAge(a.route, b.route));
-  const routes = all.map(({ route, kind }, age) => {
+  cache.observe(context, input.grants);
+  const all = inAgeOrder(input, cache);
+  const translated = all.map(({ route, kind }, age) => {
     try {
-      return translateRoute(route, kind, age, context);
+      return cache.route(route, kind, age, context, translateRoute);
     } catch (error) {
-      return malformedRoute(route, kind, (error as Error).message);
+      return cache.uncached(kind, age, malformedRoute(route, kind, (error as Error).message));
     }
   });
 
   // Host ownership across upstreams.yaml, Ingresses and routes: the oldest claim owns a host. A
   // route claims the hosts it names, not those it serves now (docs/gateway-api.md#host-ownership).
-  const routeClaims: AgedClaim[] = all.map(({ route }, index) => ({
-    namespace: route.metadata?.namespace ?? 'default',
-    ingress: `${(routes[index] as RouteOutcome).kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
-    hosts: (routes[index] as RouteOutcome).claims,
-    created: createdAt(route),
-  }));
-  const owners = hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims]));
+  const routeClaims: AgedClaim[] = all.map(({ route, created }, index) => {
+    const entry = translated[index] as RouteEntry;
+    return cache.claim(
+      entry,
+      route.metadata?.namespace ?? 'default',
+      () => `${entry.outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
+      created,
+    );
+  });
+  const owners = cache.owners(input.fileHosts, input.ingressClaims, routeClaims, () =>
+    hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims])),
+  );
+  const routes: RouteOutcome[] = [];
   const entries: PathEntry[] = [];
-  for (const outcome of routes) {
-    const refused = new Set<string>();
-    for (const entry of outcome.entries) {
-      const problem = hostOwnershipProblem(entry.host, owners.get(entry.host), outcome.namespace);
-      if (problem === null) entries.push(entry);
-      else if (!refused.has(entry.host)) {
-        refused.add(entry.host);
-        outcome.problems.push(problem.replace('an Ingress of namespace', 'a route of namespace'));
-      }
-    }
+  for (const entry of translated) {
+    const owned = ownedOf(entry, owners);
+    routes.push(owned.outcome);
+    for (const item of owned.entries) entries.push(item);
   }
 
-  const attachment = applyPolicies(entries, routes, gateways, input);
-  const hosts = hostsOf(entries);
-  // Policy status comes from the table just built; a path without its policy is closed there.
-  const policies = policiesInForce(attachment, hosts, entries).filter((outcome) =>
-    policyIsOurs(outcome, input, gatewayMap, routes),
+  const { attachment, entries: governed } = applyPolicies(
+    entries,
+    routes,
+    gateways,
+    input,
+    cache.policyMemo(),
   );
-  const certificates = certificatesOf(gateways, entries);
+  // Policy status comes from the table just built; a path without its policy is closed there. No
+  // target held: no path is governed, and every path of the table is an entry's (cache.hosts built
+  // it from them), so the walk would find nothing; the policies' status is read all the same.
+  const table = cache.hosts(governed, inPrecedence);
+  const checked =
+    attachment.holders.length === 0
+      ? { policies: policiesInForce(attachment, [], []).policies, hosts: table }
+      : policiesInForce(attachment, table, governed);
+  const policies = checked.policies.filter(policyIsOurs(input, gatewayMap, routes));
+  const certificates = certificatesOf(gateways, governed);
 
-  for (const gateway of gateways) statuses.push(gatewayStatus(gateway, input));
-  for (const outcome of routes)
-    statuses.push({
-      resource: outcome.kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
-      namespace: outcome.namespace,
-      name: outcome.name,
-      ...(input.gatewayNames ? { ownGateways: input.gatewayNames } : {}),
-      status: {
-        parents: outcome.parents.map((parent) => ({
-          parentRef: parent.parentRef,
-          controllerName: GATEWAY_CONTROLLER,
-          conditions: parent.conditions,
-        })),
-      },
-    });
+  const served = withAttachedRoutes(gateways, routes);
+  for (const gateway of served) statuses.push(gatewayStatus(gateway, input));
+  for (const [index, outcome] of routes.entries())
+    statuses.push(routeStatus(translated[index] as RouteEntry, outcome, input.gatewayNames ?? null));
   for (const policy of policies)
     statuses.push({
       resource: 'tollgatepolicies',
@@ -265,7 +297,104 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
       name: policy.name,
       status: { conditions: policy.conditions },
     });
-  return { hosts, certificates, statuses, routes, policies, gateways, malformed, claims: routeClaims };
+  return {
+    hosts: checked.hosts,
+    certificates,
+    statuses,
+    routes,
+    policies,
+    gateways: served,
+    malformed,
+    claims: routeClaims,
+    served: governed,
+  };
+}
+
+/** Every route, oldest first (byAge's order: creationTimestamp, then namespace/name), each time read once. */
+function inAgeOrder(
+  input: Pick<GatewayInput, 'httpRoutes' | 'grpcRoutes'>,
+  cache: GatewayTranslationCache,
+): Array<{ route: HttpRoute; kind: RouteKind; created: number; key: string }> {
+  const read = (route: HttpRoute) => ({ created: createdAt(route), key: keyOf(route) });
+  const all = [
+    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const, ...cache.ageOf(route, read) })),
+    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const, ...cache.ageOf(route, read) })),
+  ];
+  return all.sort((a, b) => olderFirst(a.created, b.created) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/**
+ * A route's outcome and paths once host ownership is applied: a host another source owns is not
+ * served, and the route's outcome (a copy) says why. Kept per route while the owners are the same.
+ */
+function ownedOf(
+  entry: RouteEntry,
+  owners: ReadonlyMap<string, HostOwner>,
+): NonNullable<RouteEntry['owned']> {
+  const { outcome } = entry;
+  if (entry.owned !== undefined && entry.owned.owners === owners && entry.owned.base === outcome)
+    return entry.owned;
+  const kept: PathEntry[] = [];
+  const problems: string[] = [];
+  const refused = new Set<string>();
+  for (const item of outcome.entries) {
+    const problem = hostOwnershipProblem(item.host, owners.get(item.host), outcome.namespace);
+    if (problem === null) kept.push(item);
+    else if (!refused.has(item.host)) {
+      refused.add(item.host);
+      problems.push(problem.replace('an Ingress of namespace', 'a route of namespace'));
+    }
+  }
+  entry.owned = {
+    owners,
+    base: outcome,
+    outcome: problems.length === 0 ? outcome : { ...outcome, problems: [...outcome.problems, ...problems] },
+    entries: kept.length === outcome.entries.length ? outcome.entries : kept,
+  };
+  return entry.owned;
+}
+
+/** A route's status (its own parents' entries), the same object while its parents are. */
+function routeStatus(
+  entry: RouteEntry,
+  outcome: RouteOutcome,
+  gatewayNames: readonly string[] | null,
+): DesiredStatus {
+  const before = entry.status;
+  if (before !== undefined && before.parents === outcome.parents && before.gatewayNames === gatewayNames)
+    return before.desired as DesiredStatus;
+  const desired: DesiredStatus = {
+    resource: outcome.kind === 'HTTPRoute' ? 'httproutes' : 'grpcroutes',
+    namespace: outcome.namespace,
+    name: outcome.name,
+    ...(gatewayNames ? { ownGateways: gatewayNames } : {}),
+    status: {
+      parents: outcome.parents.map((parent) => ({
+        parentRef: parent.parentRef,
+        controllerName: GATEWAY_CONTROLLER,
+        conditions: parent.conditions,
+      })),
+    },
+  };
+  entry.status = { gatewayNames, parents: outcome.parents, desired };
+  return desired;
+}
+
+/** The Gateways as reported: copies with each listener's attachedRoutes counted from the routes. */
+function withAttachedRoutes(
+  gateways: readonly ResolvedGateway[],
+  routes: readonly RouteOutcome[],
+): ResolvedGateway[] {
+  const counts = new Map<ResolvedListener, number>();
+  for (const route of routes)
+    for (const listener of route.attached) counts.set(listener, (counts.get(listener) ?? 0) + 1);
+  return gateways.map((gateway) => ({
+    ...gateway,
+    listeners: gateway.listeners.map((listener) => ({
+      ...listener,
+      attachedRoutes: counts.get(listener) ?? 0,
+    })),
+  }));
 }
 
 /**
@@ -273,28 +402,29 @@ export function translateGateways(input: GatewayInput): GatewayTranslation {
  * Gateways or a route attached to one: another deployment reports on the rest (two would fight).
  */
 function policyIsOurs(
-  outcome: PolicyOutcome,
   input: GatewayInput,
   gateways: ReadonlyMap<string, ResolvedGateway>,
   routes: readonly RouteOutcome[],
-): boolean {
-  if ((input.gatewayNames ?? null) === null) return true;
-  const policy = input.policies.find(
-    (item) => item.metadata?.namespace === outcome.namespace && item.metadata?.name === outcome.name,
-  );
-  const refs = policy?.spec?.targetRefs;
-  if (!Array.isArray(refs)) return false;
-  return refs.some((ref) =>
-    ref.kind === 'Gateway'
-      ? gateways.has(`${outcome.namespace}/${ref.name ?? ''}`)
-      : routes.some(
-          (route) =>
-            route.kind === ref.kind &&
-            route.namespace === outcome.namespace &&
-            route.name === ref.name &&
-            route.parents.length > 0,
-        ),
-  );
+): (outcome: PolicyOutcome) => boolean {
+  if ((input.gatewayNames ?? null) === null) return () => true;
+  // The first policy of a name, as a search in order finds it; the routes attached to a parent.
+  const policyOf = new Map<string, TollgatePolicy>();
+  for (const item of input.policies) {
+    const key = `${item.metadata?.namespace}/${item.metadata?.name}`;
+    if (!policyOf.has(key)) policyOf.set(key, item);
+  }
+  const attached = new Set<string>();
+  for (const route of routes)
+    if (route.parents.length > 0) attached.add(`${route.kind} ${route.namespace}/${route.name}`);
+  return (outcome) => {
+    const refs = policyOf.get(`${outcome.namespace}/${outcome.name}`)?.spec?.targetRefs;
+    if (!Array.isArray(refs)) return false;
+    return refs.some((ref) =>
+      ref.kind === 'Gateway'
+        ? gateways.has(`${outcome.namespace}/${ref.name ?? ''}`)
+        : attached.has(`${ref.kind} ${outcome.namespace}/${ref.name}`),
+    );
+  };
 }
 
 /** A route whose shape the translation could not read: served nowhere, reported on its Events. */
@@ -310,36 +440,27 @@ function malformedRoute(route: HttpRoute, kind: RouteKind, message: string): Rou
     problems: [`the ${kind} is malformed and left out: ${message}`],
     accepted: false,
     ruleNames: [],
+    attached: [],
   };
 }
 
 /**
- * Entries grouped by host, each host's paths in Gateway API precedence order: where several share a
- * path the matcher takes the first whose conditions hold, so the order here is the precedence
- * (method, then more header matches, then more query matches, then the oldest route, then rule order).
- * The same path with the same conditions twice: the first (oldest) wins, the other is never reached.
+ * One host's entries in Gateway API precedence order: where several share a path the matcher takes
+ * the first whose conditions hold, so the order here is the precedence (method, then more header
+ * matches, then more query matches, then the oldest route, then rule order). The same path with the
+ * same conditions twice: the first (oldest) wins, the other is never reached.
  */
-function hostsOf(entries: readonly PathEntry[]): HostConfig[] {
-  const byHost = new Map<string, PathEntry[]>();
-  for (const entry of entries) {
-    const list = byHost.get(entry.host) ?? [];
-    byHost.set(entry.host, list);
-    list.push(entry);
-  }
-  const hosts: HostConfig[] = [];
-  for (const [name, list] of byHost) {
-    list.sort(
+function inPrecedence(group: readonly PathEntry[]): PathConfig[] {
+  return [...group]
+    .sort(
       (a, b) =>
         b.rank.method - a.rank.method ||
         b.rank.headers - a.rank.headers ||
         b.rank.query - a.rank.query ||
         a.rank.age - b.rank.age ||
         a.rank.match - b.rank.match,
-    );
-    const paths: PathConfig[] = list.map((entry) => entry.path);
-    hosts.push({ name, paths });
-  }
-  return hosts;
+    )
+    .map((entry) => entry.path);
 }
 
 /**
@@ -350,18 +471,29 @@ function certificatesOf(
   gateways: readonly ResolvedGateway[],
   entries: readonly PathEntry[],
 ): GatewayCertificate[] {
+  // The hosts given through each listener with a certificate (`gateway listener`), in entry order.
+  const serving = new Set<string>();
+  for (const gateway of gateways)
+    if (gateway.listeners.some((listener) => listener.certificate !== null && listener.usable))
+      serving.add(`${gateway.namespace}/${gateway.name}`);
+  const given = new Map<string, string[]>();
+  if (serving.size > 0)
+    for (const entry of entries) {
+      if (entry.host === DEFAULT_HOST) continue;
+      for (const via of entry.gateways) {
+        if (!serving.has(via.gateway)) continue;
+        const key = `${via.gateway} ${via.listener}`;
+        const hosts = given.get(key) ?? [];
+        given.set(key, hosts);
+        hosts.push(entry.host);
+      }
+    }
   const certificates: GatewayCertificate[] = [];
   for (const gateway of gateways) {
     for (const listener of gateway.listeners) {
       if (listener.certificate === null || !listener.usable) continue;
-      const key = `${gateway.namespace}/${gateway.name}`;
-      const names = new Set<string>([listener.hostname ?? '*']);
-      for (const entry of entries)
-        if (
-          entry.host !== DEFAULT_HOST &&
-          entry.gateways.some((via) => via.gateway === key && via.listener === listener.name)
-        )
-          names.add(entry.host);
+      const key = `${gateway.namespace}/${gateway.name} ${listener.name}`;
+      const names = new Set<string>([listener.hostname ?? '*', ...(given.get(key) ?? [])]);
       if (names.size > 0)
         certificates.push({
           ...listener.certificate,
