@@ -20,16 +20,10 @@ import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts
 import type { WatchTuning } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
+import { IngressTranslationCache } from './cache.ts';
+import { INGRESS_CONTROLLER, isOurs, ourClasses } from './classes.ts';
 import type { IngressReport } from './reports.ts';
-import {
-  INGRESS_CONTROLLER,
-  type IngressTranslation,
-  IngressTranslationCache,
-  isOurs,
-  ourClasses,
-  secretsOf,
-  translateIngresses,
-} from './translate.ts';
+import { type IngressTranslation, secretsOf, translateIngresses } from './translate.ts';
 
 export interface IngressSourceOptions {
   kubeConfig: KubeConfig;
