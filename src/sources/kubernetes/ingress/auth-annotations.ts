@@ -5,6 +5,12 @@ import { decodeSecret } from '../secret-data.ts';
 import type { IngressSettings } from './annotations.ts';
 import type { BuildInput } from './translation-cache.ts';
 
+/**
+ * The auth-* annotations of an Ingress (docs/ingress.md#annotations) as the policy they ask for,
+ * read by the one policy reader (policy/authorization.ts) as a TollgatePolicy is. Called by one
+ * Ingress's build (build.ts).
+ */
+
 interface AuthOutcome {
   policy: AuthorizationConfig | null;
   problems: string[];

@@ -18,11 +18,12 @@ import { sameDesired } from './translation-cache.ts';
  * - classes.ts: which Ingresses are ours (docs/ingress.md#which-ingresses);
  * - claims.ts: their age and the hosts each names, what conflicts are decided by (cache.ts keeps
  *   the order they give from one translation to the next);
- * - build.ts: one Ingress alone into its paths, certificates and messages (its annotations read by
- *   annotations.ts, auth-annotations.ts and the other *-annotations.ts, backend.ts);
- * - table.ts: the builds assembled, host by host, oldest Ingress first (docs/ingress.md#host-ownership),
- *   then the canaries (canary.ts) and the check that every path enforces what its Ingress is told
- *   (annotations-in-force.ts); after an edit, redone only for the hosts it touched;
+ * - build.ts: one Ingress alone into its paths, certificates (IngressCertificate) and messages (its
+ *   annotations read by annotations.ts, auth-annotations.ts and the other *-annotations.ts, backend.ts);
+ * - table.ts: the builds assembled, host by host, oldest Ingress first
+ *   (docs/ingress.md#host-ownership), then the canaries (canary.ts) and the check that every path
+ *   enforces what its Ingress is told (annotations-in-force.ts); after an edit, redone only for the
+ *   hosts it touched;
  * - cache.ts and translation-cache.ts: what is kept between translations, so that an edit costs the
  *   Ingresses it touched (docs/benchmark.md#control-plane-at-scale).
  * Here: the input and output shapes, the Secrets an Ingress reads (what the watches list) and
