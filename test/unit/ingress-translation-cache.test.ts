@@ -4,10 +4,10 @@ import { describe, it } from 'node:test';
 import type { V1Ingress, V1Secret, V1Service } from '@kubernetes/client-node';
 import fc from 'fast-check';
 import type { PathConfig } from '../../src/config/types.ts';
+import { IngressTranslationCache } from '../../src/sources/kubernetes/ingress/cache.ts';
 import {
   type IngressInput,
   type IngressTranslation,
-  IngressTranslationCache,
   translateIngresses,
 } from '../../src/sources/kubernetes/ingress/translate.ts';
 import type { AgedClaim } from '../../src/sources/kubernetes/ownership.ts';
@@ -16,7 +16,7 @@ import { selfSigned } from '../helpers/certs.ts';
 import { ingress, secret, service } from '../helpers/fake-kube-api.ts';
 
 /**
- * The per-Ingress translation cache (translate.ts IngressTranslationCache, translation-cache.ts,
+ * The per-Ingress translation cache (cache.ts IngressTranslationCache, translation-cache.ts,
  * docs/benchmark.md#control-plane-at-scale): an unchanged Ingress gives the very same PathConfig
  * objects, and a change of anything a translation reads gives what a translation from nothing gives.
  * Objects are replaced, never changed, as the watch does: an unchanged object keeps its identity.

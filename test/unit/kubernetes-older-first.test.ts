@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Ingress } from '@kubernetes/client-node';
 import { byAge as gatewayByAge } from '../../src/sources/kubernetes/gateway/objects.ts';
-import { byAge as ingressByAge } from '../../src/sources/kubernetes/ingress/translate.ts';
+import { byAge as ingressByAge } from '../../src/sources/kubernetes/ingress/claims.ts';
 import { byCreation } from '../../src/sources/kubernetes/ownership.ts';
 
 /**

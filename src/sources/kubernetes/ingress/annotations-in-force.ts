@@ -5,7 +5,7 @@ import { readAnnotations } from './annotations.ts';
 
 type Annotations = ReturnType<typeof readAnnotations>;
 
-/** What one Ingress was told (translate.ts's IngressReport, the fields this check writes). */
+/** What one Ingress was told (reports.ts's IngressReport, the fields this check writes). */
 interface Report {
   problems: string[];
 }

@@ -1,7 +1,7 @@
 /**
- * What the Ingress translation tells each Ingress (translate.ts writes it; backend.ts, canary.ts and
- * the checks add to it; source.ts turns it into logs, Events and tollgate_ingress_rejected): apart,
- * so that the modules filling it need not import the translation.
+ * What the Ingress translation tells each Ingress (build.ts and table.ts write it; backend.ts,
+ * canary.ts and the checks add to it; source.ts turns it into logs, Events and
+ * tollgate_ingress_rejected): apart, so that the modules filling it need not import the translation.
  */
 
 /** What one Ingress was told: problems make it rejected (tollgate_ingress_rejected = 1). */

@@ -20,16 +20,10 @@ import { followPublishedAddresses, isIpAddress } from '../published-addresses.ts
 import type { WatchTuning } from '../resource-watch.ts';
 import { SecretWatches } from '../secret-watches.ts';
 import { createTranslationLoop, type TranslatingSource } from '../translation-loop.ts';
+import { IngressTranslationCache } from './cache.ts';
+import { INGRESS_CONTROLLER, isOurs, ourClasses } from './classes.ts';
 import type { IngressReport } from './reports.ts';
-import {
-  INGRESS_CONTROLLER,
-  type IngressTranslation,
-  IngressTranslationCache,
-  isOurs,
-  ourClasses,
-  secretsOf,
-  translateIngresses,
-} from './translate.ts';
+import { type IngressTranslation, secretsOf, translateIngresses } from './translate.ts';
 
 export interface IngressSourceOptions {
   kubeConfig: KubeConfig;
@@ -73,7 +67,7 @@ export function createIngressSource(options: IngressSourceOptions): IngressSourc
   let reported: ReadonlyMap<string, IngressReport> = new Map();
   const statusWritten = new Map<string, string>();
   // Kept from one translation to the next, so an edit costs the work of what changed
-  // (docs/benchmark.md#control-plane-at-scale): each Ingress's build (translate.ts), its Secrets,
+  // (docs/benchmark.md#control-plane-at-scale): each Ingress's build (cache.ts), its Secrets,
   // the Service map while no Service changed, the Secret map while no Secret changed.
   const cache = new IngressTranslationCache();
   const secretNames = new WeakMap<V1Ingress, readonly string[]>();
