@@ -7,6 +7,7 @@ import { buildMatcher, withHostsRebuilt } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
+import { recordTableChange } from './table-change.ts';
 import type { Route, RouteMirror, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
@@ -249,7 +250,35 @@ function assemble(
     match,
   });
   compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot });
+  if (previous !== null && changed !== null) recordChange(table, previous, hosts, changed);
   return table;
+}
+
+/**
+ * The routes that left and arrived between `previous` and `table`, found in the `changed` positions
+ * alone (every other position holds the same compiled host in both): the swap listeners follow the
+ * change from it (routing/table-change).
+ */
+function recordChange(
+  table: RoutingTable,
+  previous: RoutingTable,
+  hosts: readonly CompiledHost[],
+  changed: readonly number[],
+): void {
+  const before = compiledTables.get(previous)?.hosts;
+  if (before === undefined || before.length !== hosts.length) return;
+  const gone: Route[] = [];
+  const arrived: Route[] = [];
+  for (const position of [...changed].sort((a, b) => a - b)) {
+    const old = (before[position] as CompiledHost).routes;
+    const now = (hosts[position] as CompiledHost).routes;
+    if (old === now) continue;
+    const kept = new Set(now);
+    for (const route of old) if (!kept.has(route)) gone.push(route);
+    const held = new Set(old);
+    for (const route of now) if (!held.has(route)) arrived.push(route);
+  }
+  recordTableChange(table, { previous, gone, arrived });
 }
 
 /** Every config-wide setting a route reads is the same object (or value) in both configs. */
