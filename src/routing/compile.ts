@@ -39,13 +39,13 @@ export function compileRoutingTable(
   // may start from this one's: a kept route and a new one then share the global policy's copy.
   const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
   // The table's servers by key, made when a new route needs one: the kept routes' servers first
-  // (`previous`'s), so that a new route naming the same address and transport shares them (one
-  // connection pool per server).
-  let serverMap: Map<string, UpstreamServer> | null = null;
+  // (`previous`'s, taken over: ServerIndex), so that a new route naming the same address and
+  // transport shares them (one connection pool per server).
+  let serverMap: ServerIndex | null = null;
   const servers = () => {
     if (serverMap === null)
-      serverMap = new Map(reusable !== null && previous !== null ? serversByKey(previous) : []);
-    return serverMap;
+      serverMap = reusable !== null && previous !== null ? takeServerIndex(previous) : newServerIndex();
+    return serverMap.byKey;
   };
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -153,6 +153,7 @@ export function compileRoutingTable(
   return assemble(config, config.hash, hosts, frozenCopies, repeated, snapshot, {
     previous,
     changed: aligned && repeated.size === 0 ? changed : null,
+    servers: serverMap,
   });
 }
 
@@ -177,8 +178,8 @@ interface Compiled {
   readonly snapshot: object | undefined;
   /** Each host key's compiled host; made when first asked. */
   byName?: ReadonlyMap<string, CompiledHost>;
-  /** The table's servers by serverKey; made when first asked. */
-  serverByKey?: Map<string, UpstreamServer>;
+  /** Its servers by serverKey (and maybe some of older tables'); made when first asked. */
+  serverIndex?: ServerIndex | undefined;
 }
 
 const compiledTables = new WeakMap<RoutingTable, Compiled>();
@@ -210,23 +211,15 @@ function assemble(
   frozenCopies: FrozenCopies,
   repeated: ReadonlySet<string>,
   snapshot: object | undefined,
-  from: { previous: RoutingTable | null; changed: readonly number[] | null },
+  from: {
+    previous: RoutingTable | null;
+    changed: readonly number[] | null;
+    /** The server index the compile used, if it took one (ServerIndex). */
+    servers?: ServerIndex | null;
+  },
 ): RoutingTable {
   const routes: Route[] = [];
-  const used = new Set<UpstreamServer>();
-  const tableServers: UpstreamServer[] = [];
-  const use = (server: UpstreamServer) => {
-    if (used.has(server)) return;
-    used.add(server);
-    tableServers.push(server);
-  };
-  for (const compiled of hosts) {
-    for (const route of compiled.routes) {
-      routes.push(route);
-      for (const server of route.servers) use(server);
-      for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
-    }
-  }
+  for (const compiled of hosts) for (const route of compiled.routes) routes.push(route);
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const { previous, changed } = from;
   const match =
@@ -240,16 +233,28 @@ function assemble(
         }),
       )) ||
     buildMatcher(routes, previous?.match ?? null);
+  let tableServers: readonly UpstreamServer[] | undefined;
   const table: RoutingTable = Object.freeze({
     get hash() {
       return identityOf(config);
     },
     sourceHash,
     routes: Object.freeze(routes),
-    servers: Object.freeze(tableServers),
+    // Made when first read (the pools' load, the TLS files to watch, a full retainOnly): an edit or
+    // an endpoint change has nothing that reads every server (routing/table-change).
+    get servers() {
+      tableServers ??= serversOf(routes);
+      return tableServers;
+    },
     match,
   });
-  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot });
+  // The index goes on with this table: the compile's, or `previous`'s when it has one.
+  const serverIndex =
+    from.servers ??
+    (previous !== null && compiledTables.get(previous)?.serverIndex !== undefined
+      ? takeServerIndex(previous)
+      : undefined);
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot, serverIndex });
   if (previous !== null && changed !== null) recordChange(table, previous, hosts, changed);
   return table;
 }
@@ -279,6 +284,22 @@ function recordChange(
     for (const route of now) if (!held.has(route)) arrived.push(route);
   }
   recordTableChange(table, { previous, gone, arrived });
+}
+
+/** The distinct servers of the routes, in the order routes first use them (mirrors' after their route's own). */
+function serversOf(routes: readonly Route[]): readonly UpstreamServer[] {
+  const used = new Set<UpstreamServer>();
+  const servers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    servers.push(server);
+  };
+  for (const route of routes) {
+    for (const server of route.servers) use(server);
+    for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
+  }
+  return Object.freeze(servers);
 }
 
 /** Every config-wide setting a route reads is the same object (or value) in both configs. */
@@ -351,13 +372,31 @@ function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
 
 const serverKey = (server: UpstreamServer) => `${server.address} ${server.transport.key}`;
 
-/** A table's servers by serverKey, made once per table. */
-function serversByKey(table: RoutingTable): Map<string, UpstreamServer> {
+/**
+ * Server objects by serverKey: every server of the table it belongs to, and possibly servers of the
+ * tables before it that left since. Any of them serves a new route as well as a fresh one (frozen,
+ * the same address and transport), and one object per key is what every route of the table uses.
+ * Handed from a table to the next one compiled from it (takeServerIndex), so that an edit does not
+ * index every server again; made again once it has grown to twice its size (amortised: that costs
+ * what the additions did).
+ */
+interface ServerIndex {
+  readonly byKey: Map<string, UpstreamServer>;
+  /** Past this size it is made again from the servers of the table then. */
+  readonly limit: number;
+}
+
+function newServerIndex(servers: readonly UpstreamServer[] = []): ServerIndex {
+  const byKey = new Map(servers.map((server) => [serverKey(server), server]));
+  return { byKey, limit: 2 * byKey.size + 64 };
+}
+
+/** `table`'s server index, taken from it (a later compile from `table` makes its own again). */
+function takeServerIndex(table: RoutingTable): ServerIndex {
   const compiled = compiledTables.get(table);
-  if (compiled?.serverByKey !== undefined) return compiled.serverByKey;
-  const byKey = new Map(table.servers.map((server) => [serverKey(server), server]));
-  if (compiled !== undefined) compiled.serverByKey = byKey;
-  return byKey;
+  const index = compiled?.serverIndex;
+  if (compiled !== undefined) compiled.serverIndex = undefined;
+  return index !== undefined && index.byKey.size <= index.limit ? index : newServerIndex(table.servers);
 }
 
 /**
@@ -407,7 +446,7 @@ export function recompileServers(
   const touched = new Set<number>();
   for (const key of changed.keys) for (const position of index.get(key) ?? []) touched.add(position);
   const isChanged = (ref: ServiceRef) => changed.keys.has(changed.keyOf(ref));
-  let byKey: Map<string, UpstreamServer> | null = null;
+  let serverIndex: ServerIndex | null = null;
   const hosts =
     touched.size === 0
       ? compiled.hosts
@@ -420,8 +459,8 @@ export function recompileServers(
             // reuses the route only while each answer is still the same (compileRoutingTable).
             const { lookup, answers } = recordingLookups(endpoints);
             const { addresses, canaryFrom } = routeAddresses(path, lookup);
-            byKey ??= serversByKey(previous);
-            const servers = byKey;
+            serverIndex ??= takeServerIndex(previous);
+            const servers = serverIndex.byKey;
             const serverOf = (address: ServerAddress) =>
               sharedServer(address, upstreamTransport(path, address), servers);
             const route: Route = Object.freeze({
@@ -447,6 +486,7 @@ export function recompileServers(
     {
       previous,
       changed: compiled.repeated.size === 0 ? [...touched] : null,
+      servers: serverIndex,
     },
   );
 }

@@ -104,6 +104,29 @@ describe('table changes recorded by compile', () => {
   });
 });
 
+describe('the server index handed from table to table', () => {
+  it('gives one server object per address to every route, across many edits, and the servers of a full compile', () => {
+    let table = compileRoutingTable(first, endpoints);
+    for (let edit = 0; edit < 200; edit++) {
+      // Addresses come, go and come back: an index kept from older tables must not give a second object.
+      const servers = [`10.7.0.${edit % 7}:80`, '10.0.0.1:80'];
+      const next = replaced(servers);
+      table = compileRoutingTable(next, endpoints, table);
+      const byAddress = new Map<string, unknown>();
+      for (const route of table.routes)
+        for (const server of route.servers) {
+          const seen = byAddress.get(server.address);
+          assert.ok(seen === undefined || seen === server, `one object for ${server.address}`);
+          byAddress.set(server.address, server);
+        }
+      assert.deepEqual(
+        table.servers.map((server) => server.poolKey),
+        compileRoutingTable(next, endpoints).servers.map((server) => server.poolKey),
+      );
+    }
+  });
+});
+
 describe('swap listeners follow a replaced route', () => {
   const timeouts = {
     upstreamConnectMs: 5_000,
