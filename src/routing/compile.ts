@@ -7,7 +7,7 @@ import { buildMatcher, withHostsRebuilt } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
-import { recordTableChange } from './table-change.ts';
+import { forEachRouteServer, recordTableChange } from './table-change.ts';
 import type { Route, RouteMirror, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
@@ -178,6 +178,8 @@ interface Compiled {
   readonly snapshot: object | undefined;
   /** Each host key's compiled host; made when first asked. */
   byName?: ReadonlyMap<string, CompiledHost>;
+  /** How many times its routes name each server (serverCount); made when first asked, then handed on. */
+  serverUses?: Map<UpstreamServer, number> | undefined;
   /** Its servers by serverKey (and maybe some of older tables'); made when first asked. */
   serverIndex?: ServerIndex | undefined;
 }
@@ -284,6 +286,38 @@ function recordChange(
     for (const route of now) if (!held.has(route)) arrived.push(route);
   }
   recordTableChange(table, { previous, gone, arrived });
+  // The server counts go on with the table, moved by the change alone.
+  const prior = compiledTables.get(previous);
+  const compiled = compiledTables.get(table);
+  const uses = prior?.serverUses;
+  if (prior === undefined || compiled === undefined || uses === undefined) return;
+  prior.serverUses = undefined;
+  for (const route of gone) forEachRouteServer(route, (server) => lowerUse(uses, server));
+  for (const route of arrived)
+    forEachRouteServer(route, (server) => uses.set(server, (uses.get(server) ?? 0) + 1));
+  compiled.serverUses = uses;
+}
+
+function lowerUse(uses: Map<UpstreamServer, number>, server: UpstreamServer): void {
+  const count = (uses.get(server) ?? 0) - 1;
+  if (count > 0) uses.set(server, count);
+  else uses.delete(server);
+}
+
+/**
+ * How many distinct servers the table's routes name (`servers.length`), without listing them: from
+ * counts handed from table to table and moved by each change (the rebuild's log line reads it).
+ */
+export function serverCount(table: RoutingTable): number {
+  const compiled = compiledTables.get(table);
+  if (compiled === undefined) return table.servers.length;
+  if (compiled.serverUses === undefined) {
+    const uses = new Map<UpstreamServer, number>();
+    for (const route of table.routes)
+      forEachRouteServer(route, (server) => uses.set(server, (uses.get(server) ?? 0) + 1));
+    compiled.serverUses = uses;
+  }
+  return compiled.serverUses.size;
 }
 
 /** The distinct servers of the routes, in the order routes first use them (mirrors' after their route's own). */

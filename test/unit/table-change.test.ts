@@ -6,7 +6,7 @@ import type { HostConfig, PathConfig, ServerAddress, UpstreamsConfig } from '../
 import { unverifiedUpstreamsLog } from '../../src/data-plane/files.ts';
 import { createLogger } from '../../src/log.ts';
 import { registry } from '../../src/observe/metrics.ts';
-import { compileRoutingTable, recompileServers } from '../../src/routing/compile.ts';
+import { compileRoutingTable, recompileServers, serverCount } from '../../src/routing/compile.ts';
 import { changeFrom } from '../../src/routing/table-change.ts';
 import type { RoutingTable } from '../../src/routing/types.ts';
 import { createServerHealth } from '../../src/upstream/health.ts';
@@ -105,7 +105,7 @@ describe('table changes recorded by compile', () => {
 });
 
 describe('the server index handed from table to table', () => {
-  it('gives one server object per address to every route, across many edits, and the servers of a full compile', () => {
+  it('gives one server object per address to every route, across many edits, and the servers (and count) of a full compile', () => {
     let table = compileRoutingTable(first, endpoints);
     for (let edit = 0; edit < 200; edit++) {
       // Addresses come, go and come back: an index kept from older tables must not give a second object.
@@ -119,6 +119,8 @@ describe('the server index handed from table to table', () => {
           assert.ok(seen === undefined || seen === server, `one object for ${server.address}`);
           byAddress.set(server.address, server);
         }
+      // Counted from the change before the list is made (the rebuild's log line), then listed.
+      assert.equal(serverCount(table), compileRoutingTable(next, endpoints).servers.length);
       assert.deepEqual(
         table.servers.map((server) => server.poolKey),
         compileRoutingTable(next, endpoints).servers.map((server) => server.poolKey),
