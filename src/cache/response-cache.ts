@@ -5,6 +5,7 @@ import { isGrpcRequest, writeLocalResponse } from '../local-response.ts';
 import { cacheCoalescedTotal, cacheHitsTotal, cacheMissesTotal } from '../observe/metrics.ts';
 import type { ProxyRequest, ResponseTap, Stage } from '../request/record.ts';
 import { requestTarget } from '../request/targets.ts';
+import { changeFrom } from '../routing/table-change.ts';
 import type { RoutingTable } from '../routing/types.ts';
 import { addVary, clientResponseHeaders } from '../upstream/headers.ts';
 import { detachedResponse } from './detached.ts';
@@ -74,13 +75,24 @@ export class ResponseCache {
 
   /** Drops the stores of routes that are gone or whose cache settings changed (a reload). */
   retainOnly(table: RoutingTable): void {
-    const cached = new Map<string, { hostKey: string; config: Readonly<CacheConfig> }>();
-    for (const route of table.routes) {
+    const change = this.#retained === null ? null : changeFrom(table, this.#retained);
+    this.#retained = table;
+    const cached = this.#cached;
+    // Made from the table retained last: only the routes that left or arrived change the cached
+    // routes (route ids are unique in a compiled table, and the ids that left go first).
+    if (change === null) cached.clear();
+    for (const route of change?.gone ?? []) cached.delete(route.id);
+    for (const route of change?.arrived ?? table.routes) {
       const config = route.policy?.cache;
       if (config != null) cached.set(route.id, { hostKey: route.hostKey, config });
     }
+    // Swept whole (few stores): a request on an older table may have stored for a gone route since.
     this.store.retainOnly(cached);
   }
+
+  /** The table retainOnly kept last, and its routes with a cache: route id → host key and settings. */
+  #retained: RoutingTable | null = null;
+  readonly #cached = new Map<string, { hostKey: string; config: Readonly<CacheConfig> }>();
 
   /** `DELETE /cache?host=&prefix=` on the admin port: how many entries went. */
   purge(hostKey: string, prefix: string): number {

@@ -1,6 +1,7 @@
 import { type LoadedRevocations, watchRevokedTokens } from '../auth/revocation.ts';
 import type { Logger } from '../log.ts';
-import type { RoutingTable } from '../routing/types.ts';
+import { changeFrom } from '../routing/table-change.ts';
+import type { Route, RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';
 import type { Snapshot } from '../snapshot.ts';
 import type { FileWatcher } from '../sources/files.ts';
@@ -60,10 +61,14 @@ export function sameCertificates(a: Snapshot['certificates'], b: Snapshot['certi
  */
 export function unverifiedUpstreamsLog(logger: Logger): (table: RoutingTable) => void {
   let logged = '';
+  let seen: RoutingTable | null = null;
   return (table) => {
-    const routes = table.routes
-      .filter((route) => route.servers.some((server) => server.transport.tls?.verify === false))
-      .map((route) => route.id);
+    const change = seen === null ? null : changeFrom(table, seen);
+    seen = table;
+    // Made from the table seen last, with no unverified route among those that left or arrived: the
+    // same routes are unverified, in the same order, so the set logged is the same.
+    if (change !== null && !change.gone.some(unverified) && !change.arrived.some(unverified)) return;
+    const routes = table.routes.filter(unverified).map((route) => route.id);
     const key = routes.join('\n');
     if (key === logged) return;
     logged = key;
@@ -73,4 +78,9 @@ export function unverifiedUpstreamsLog(logger: Logger): (table: RoutingTable) =>
       'upstream_tls verify: false: these routes do not check their upstream certificates',
     );
   };
+}
+
+/** The route dials a server of its own without checking its certificate (mirrors are not named). */
+function unverified(route: Route): boolean {
+  return route.servers.some((server) => server.transport.tls?.verify === false);
 }

@@ -7,6 +7,7 @@ import { buildMatcher, withHostsRebuilt } from './match.ts';
 import { DEFAULT_HOST } from './normalise.ts';
 import { compileRoutePolicy } from './policies.ts';
 import { upstreamServerFor, upstreamTransport } from './servers.ts';
+import { forEachRouteServer, recordTableChange } from './table-change.ts';
 import type { Route, RouteMirror, RoutingTable, UpstreamServer, UpstreamTransport } from './types.ts';
 
 export { DEFAULT_HOST };
@@ -38,13 +39,13 @@ export function compileRoutingTable(
   // may start from this one's: a kept route and a new one then share the global policy's copy.
   const frozenCopies: FrozenCopies = reusable?.frozenCopies ?? new WeakMap();
   // The table's servers by key, made when a new route needs one: the kept routes' servers first
-  // (`previous`'s), so that a new route naming the same address and transport shares them (one
-  // connection pool per server).
-  let serverMap: Map<string, UpstreamServer> | null = null;
+  // (`previous`'s, taken over: ServerIndex), so that a new route naming the same address and
+  // transport shares them (one connection pool per server).
+  let serverMap: ServerIndex | null = null;
   const servers = () => {
     if (serverMap === null)
-      serverMap = new Map(reusable !== null && previous !== null ? serversByKey(previous) : []);
-    return serverMap;
+      serverMap = reusable !== null && previous !== null ? takeServerIndex(previous) : newServerIndex();
+    return serverMap.byKey;
   };
   const globalAuth = frozenCopy(config.authorization, frozenCopies);
   const sticky = frozenCopy(config.stickySessions, frozenCopies);
@@ -152,6 +153,7 @@ export function compileRoutingTable(
   return assemble(config, config.hash, hosts, frozenCopies, repeated, snapshot, {
     previous,
     changed: aligned && repeated.size === 0 ? changed : null,
+    servers: serverMap,
   });
 }
 
@@ -176,8 +178,10 @@ interface Compiled {
   readonly snapshot: object | undefined;
   /** Each host key's compiled host; made when first asked. */
   byName?: ReadonlyMap<string, CompiledHost>;
-  /** The table's servers by serverKey; made when first asked. */
-  serverByKey?: Map<string, UpstreamServer>;
+  /** How many times its routes name each server (serverCount); made when first asked, then handed on. */
+  serverUses?: Map<UpstreamServer, number> | undefined;
+  /** Its servers by serverKey (and maybe some of older tables'); made when first asked. */
+  serverIndex?: ServerIndex | undefined;
 }
 
 const compiledTables = new WeakMap<RoutingTable, Compiled>();
@@ -209,23 +213,15 @@ function assemble(
   frozenCopies: FrozenCopies,
   repeated: ReadonlySet<string>,
   snapshot: object | undefined,
-  from: { previous: RoutingTable | null; changed: readonly number[] | null },
+  from: {
+    previous: RoutingTable | null;
+    changed: readonly number[] | null;
+    /** The server index the compile used, if it took one (ServerIndex). */
+    servers?: ServerIndex | null;
+  },
 ): RoutingTable {
   const routes: Route[] = [];
-  const used = new Set<UpstreamServer>();
-  const tableServers: UpstreamServer[] = [];
-  const use = (server: UpstreamServer) => {
-    if (used.has(server)) return;
-    used.add(server);
-    tableServers.push(server);
-  };
-  for (const compiled of hosts) {
-    for (const route of compiled.routes) {
-      routes.push(route);
-      for (const server of route.servers) use(server);
-      for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
-    }
-  }
+  for (const compiled of hosts) for (const route of compiled.routes) routes.push(route);
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const { previous, changed } = from;
   const match =
@@ -239,17 +235,105 @@ function assemble(
         }),
       )) ||
     buildMatcher(routes, previous?.match ?? null);
+  let tableServers: readonly UpstreamServer[] | undefined;
   const table: RoutingTable = Object.freeze({
     get hash() {
       return identityOf(config);
     },
     sourceHash,
     routes: Object.freeze(routes),
-    servers: Object.freeze(tableServers),
+    // Made when first read (the pools' load, the TLS files to watch, a full retainOnly): an edit or
+    // an endpoint change has nothing that reads every server (routing/table-change).
+    get servers() {
+      tableServers ??= serversOf(routes);
+      return tableServers;
+    },
     match,
   });
-  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot });
+  // The index goes on with this table: the compile's, or `previous`'s when it has one.
+  const serverIndex =
+    from.servers ??
+    (previous !== null && compiledTables.get(previous)?.serverIndex !== undefined
+      ? takeServerIndex(previous)
+      : undefined);
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot, serverIndex });
+  if (previous !== null && changed !== null) recordChange(table, previous, hosts, changed);
   return table;
+}
+
+/**
+ * The routes that left and arrived between `previous` and `table`, found in the `changed` positions
+ * alone (every other position holds the same compiled host in both): the swap listeners follow the
+ * change from it (routing/table-change).
+ */
+function recordChange(
+  table: RoutingTable,
+  previous: RoutingTable,
+  hosts: readonly CompiledHost[],
+  changed: readonly number[],
+): void {
+  const before = compiledTables.get(previous)?.hosts;
+  if (before === undefined || before.length !== hosts.length) return;
+  const gone: Route[] = [];
+  const arrived: Route[] = [];
+  for (const position of [...changed].sort((a, b) => a - b)) {
+    const old = (before[position] as CompiledHost).routes;
+    const now = (hosts[position] as CompiledHost).routes;
+    if (old === now) continue;
+    const kept = new Set(now);
+    for (const route of old) if (!kept.has(route)) gone.push(route);
+    const held = new Set(old);
+    for (const route of now) if (!held.has(route)) arrived.push(route);
+  }
+  recordTableChange(table, { previous, gone, arrived });
+  // The server counts go on with the table, moved by the change alone.
+  const prior = compiledTables.get(previous);
+  const compiled = compiledTables.get(table);
+  const uses = prior?.serverUses;
+  if (prior === undefined || compiled === undefined || uses === undefined) return;
+  prior.serverUses = undefined;
+  for (const route of gone) forEachRouteServer(route, (server) => lowerUse(uses, server));
+  for (const route of arrived)
+    forEachRouteServer(route, (server) => uses.set(server, (uses.get(server) ?? 0) + 1));
+  compiled.serverUses = uses;
+}
+
+function lowerUse(uses: Map<UpstreamServer, number>, server: UpstreamServer): void {
+  const count = (uses.get(server) ?? 0) - 1;
+  if (count > 0) uses.set(server, count);
+  else uses.delete(server);
+}
+
+/**
+ * How many distinct servers the table's routes name (`servers.length`), without listing them: from
+ * counts handed from table to table and moved by each change (the rebuild's log line reads it).
+ */
+export function serverCount(table: RoutingTable): number {
+  const compiled = compiledTables.get(table);
+  if (compiled === undefined) return table.servers.length;
+  if (compiled.serverUses === undefined) {
+    const uses = new Map<UpstreamServer, number>();
+    for (const route of table.routes)
+      forEachRouteServer(route, (server) => uses.set(server, (uses.get(server) ?? 0) + 1));
+    compiled.serverUses = uses;
+  }
+  return compiled.serverUses.size;
+}
+
+/** The distinct servers of the routes, in the order routes first use them (mirrors' after their route's own). */
+function serversOf(routes: readonly Route[]): readonly UpstreamServer[] {
+  const used = new Set<UpstreamServer>();
+  const servers: UpstreamServer[] = [];
+  const use = (server: UpstreamServer) => {
+    if (used.has(server)) return;
+    used.add(server);
+    servers.push(server);
+  };
+  for (const route of routes) {
+    for (const server of route.servers) use(server);
+    for (const mirror of route.mirrors ?? []) for (const server of mirror.servers) use(server);
+  }
+  return Object.freeze(servers);
 }
 
 /** Every config-wide setting a route reads is the same object (or value) in both configs. */
@@ -322,13 +406,31 @@ function sameEndpoints(route: Route, endpoints: EndpointLookup): boolean {
 
 const serverKey = (server: UpstreamServer) => `${server.address} ${server.transport.key}`;
 
-/** A table's servers by serverKey, made once per table. */
-function serversByKey(table: RoutingTable): Map<string, UpstreamServer> {
+/**
+ * Server objects by serverKey: every server of the table it belongs to, and possibly servers of the
+ * tables before it that left since. Any of them serves a new route as well as a fresh one (frozen,
+ * the same address and transport), and one object per key is what every route of the table uses.
+ * Handed from a table to the next one compiled from it (takeServerIndex), so that an edit does not
+ * index every server again; made again once it has grown to twice its size (amortised: that costs
+ * what the additions did).
+ */
+interface ServerIndex {
+  readonly byKey: Map<string, UpstreamServer>;
+  /** Past this size it is made again from the servers of the table then. */
+  readonly limit: number;
+}
+
+function newServerIndex(servers: readonly UpstreamServer[] = []): ServerIndex {
+  const byKey = new Map(servers.map((server) => [serverKey(server), server]));
+  return { byKey, limit: 2 * byKey.size + 64 };
+}
+
+/** `table`'s server index, taken from it (a later compile from `table` makes its own again). */
+function takeServerIndex(table: RoutingTable): ServerIndex {
   const compiled = compiledTables.get(table);
-  if (compiled?.serverByKey !== undefined) return compiled.serverByKey;
-  const byKey = new Map(table.servers.map((server) => [serverKey(server), server]));
-  if (compiled !== undefined) compiled.serverByKey = byKey;
-  return byKey;
+  const index = compiled?.serverIndex;
+  if (compiled !== undefined) compiled.serverIndex = undefined;
+  return index !== undefined && index.byKey.size <= index.limit ? index : newServerIndex(table.servers);
 }
 
 /**
@@ -378,7 +480,7 @@ export function recompileServers(
   const touched = new Set<number>();
   for (const key of changed.keys) for (const position of index.get(key) ?? []) touched.add(position);
   const isChanged = (ref: ServiceRef) => changed.keys.has(changed.keyOf(ref));
-  let byKey: Map<string, UpstreamServer> | null = null;
+  let serverIndex: ServerIndex | null = null;
   const hosts =
     touched.size === 0
       ? compiled.hosts
@@ -391,8 +493,8 @@ export function recompileServers(
             // reuses the route only while each answer is still the same (compileRoutingTable).
             const { lookup, answers } = recordingLookups(endpoints);
             const { addresses, canaryFrom } = routeAddresses(path, lookup);
-            byKey ??= serversByKey(previous);
-            const servers = byKey;
+            serverIndex ??= takeServerIndex(previous);
+            const servers = serverIndex.byKey;
             const serverOf = (address: ServerAddress) =>
               sharedServer(address, upstreamTransport(path, address), servers);
             const route: Route = Object.freeze({
@@ -418,6 +520,7 @@ export function recompileServers(
     {
       previous,
       changed: compiled.repeated.size === 0 ? [...touched] : null,
+      servers: serverIndex,
     },
   );
 }

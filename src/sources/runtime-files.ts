@@ -1,7 +1,8 @@
 import type { Logger } from '../log.ts';
 import { configReloadsTotal } from '../observe/metrics.ts';
 import { noteReload } from '../observe/reload-journal.ts';
-import type { RoutingTable } from '../routing/types.ts';
+import { changeFrom } from '../routing/table-change.ts';
+import type { Route, RoutingTable } from '../routing/types.ts';
 import {
   type ConfigPublisher,
   createUpstreamsApplier,
@@ -29,6 +30,10 @@ export function jwksFilesOf(table: RoutingTable): string[] {
     for (const issuer of route.auth?.jwt?.external ?? []) if (issuer.jwksFile) files.add(issuer.jwksFile);
   }
   return [...files].sort();
+}
+
+function namesJwksFile(route: Route): boolean {
+  return (route.auth?.jwt?.external ?? []).some((issuer) => Boolean(issuer.jwksFile));
 }
 
 /**
@@ -176,9 +181,16 @@ async function watchJwksFiles(
   logger: Logger,
 ): Promise<void> {
   let watched = '';
+  let followed: RoutingTable | null = null;
   let updating: Promise<void> = Promise.resolve();
   const follow = async () => {
-    const paths = jwksFilesOf(liveConfig.table());
+    const table = liveConfig.table();
+    const change = followed === null ? null : changeFrom(table, followed);
+    followed = table;
+    // Made from the table followed last, and no route that left or arrived names a jwks_file: the
+    // same files (a Kubernetes change or an endpoint change rarely touches one).
+    if (change !== null && !change.gone.some(namesJwksFile) && !change.arrived.some(namesJwksFile)) return;
+    const paths = jwksFilesOf(table);
     if (paths.join('\n') === watched) return;
     watched = paths.join('\n');
     files.unwatch(JWKS_METRIC_NAME);

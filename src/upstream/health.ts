@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { Logger } from '../log.ts';
 import { upstreamUp } from '../observe/metrics.ts';
+import { changeFrom } from '../routing/table-change.ts';
 import type { Route, RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import type { AttemptFailure } from './failure.ts';
@@ -361,7 +362,9 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
   }
 
   /** The routes of the last table synced. */
-  let syncedRoutes: ReadonlySet<Route> = new Set();
+  const syncedRoutes = new Set<Route>();
+  /** The last table synced: a table compiled from it tells its changes (routing/table-change). */
+  let syncedTable: RoutingTable | null = null;
   /** Route id → the live routes with that id (one, unless a table repeats an id). */
   const routesById = new Map<string, Set<Route>>();
 
@@ -374,12 +377,24 @@ export function createServerHealth(options: ServerHealthOptions): ServerHealth {
    */
   function sync(table: RoutingTable): void {
     if (closed) return;
-    const routes = new Set(table.routes);
-    const gone: Route[] = [];
-    for (const route of syncedRoutes) if (!routes.has(route)) gone.push(route);
-    const arrived: Route[] = [];
-    for (const route of routes) if (!syncedRoutes.has(route)) arrived.push(route);
-    syncedRoutes = routes;
+    const change = syncedTable === null ? null : changeFrom(table, syncedTable);
+    syncedTable = table;
+    let gone: readonly Route[];
+    let arrived: readonly Route[];
+    if (change !== null) {
+      // Made from the table synced last: its change is the difference, without a walk of every route.
+      ({ gone, arrived } = change);
+    } else {
+      const routes = new Set(table.routes);
+      const left: Route[] = [];
+      for (const route of syncedRoutes) if (!routes.has(route)) left.push(route);
+      const came: Route[] = [];
+      for (const route of routes) if (!syncedRoutes.has(route)) came.push(route);
+      gone = left;
+      arrived = came;
+    }
+    for (const route of gone) syncedRoutes.delete(route);
+    for (const route of arrived) syncedRoutes.add(route);
 
     // An edit anywhere recompiles every route: an arrival with the id, servers and kind of check of
     // a route that left is its successor, with the same gauges and the same label sets.

@@ -4,6 +4,7 @@ import { checkServerIdentity, getCACertificates } from 'node:tls';
 import { buildConnector, type Client, Pool } from 'undici';
 import type { Timeouts, UpstreamLimits } from '../config/types.ts';
 import type { ServerLoad } from '../observe/server-load.ts';
+import { changeFrom, forEachRouteServer } from '../routing/table-change.ts';
 import type { RoutingTable, UpstreamServer } from '../routing/types.ts';
 import { type DnsCache, processDnsCache } from './dns-cache.ts';
 import { H2SessionPool } from './h2-session-pool.ts';
@@ -92,6 +93,9 @@ export class UpstreamPools {
   readonly #headersTimeoutMs: number;
   readonly #globalCaFile: string | null;
   readonly tlsFiles: UpstreamTlsFiles;
+  /** The table retainOnly kept last, and how many of its routes' servers use each pool key and origin. */
+  #retained: RoutingTable | null = null;
+  readonly #uses = new ServerUses();
 
   constructor(options: UpstreamPoolsOptions) {
     const { timeouts, limits } = options;
@@ -313,13 +317,29 @@ export class UpstreamPools {
 
   /** Closes (gracefully) the pools of servers the new table no longer names (or names otherwise). */
   retainOnly(table: RoutingTable): void {
-    const keepPools = new Set(table.servers.map((server) => server.poolKey));
+    const change = this.#retained === null ? null : changeFrom(table, this.#retained);
+    this.#retained = table;
+    const uses = this.#uses;
+    if (change !== null) {
+      // Made from the table retained last: only the routes that left or arrived change the counts.
+      for (const route of change.gone) forEachRouteServer(route, (server) => uses.remove(server));
+      for (const route of change.arrived) forEachRouteServer(route, (server) => uses.add(server));
+    } else {
+      uses.clear();
+      for (const route of table.routes) forEachRouteServer(route, (server) => uses.add(server));
+    }
+    // What is kept is the table's servers: from a change, the counts of its routes' servers (the
+    // same set in a compiled table); else the list itself.
+    const keepPools: { has(key: string): boolean } =
+      change !== null ? uses.byPoolKey : new Set(table.servers.map((server) => server.poolKey));
+    // Swept whole: a request on an older table may have made a pool since the last swap.
     for (const [key, entry] of this.#pools) {
       if (keepPools.has(entry.server.poolKey)) continue;
       this.#pools.delete(key);
       void entry.pool.close().catch(() => {});
     }
-    const keep = new Set(table.servers.map((server) => server.origin));
+    const keep: { has(key: string): boolean } =
+      change !== null ? uses.byOrigin : new Set(table.servers.map((server) => server.origin));
     for (const [origin, slots] of this.#slots) {
       if (keep.has(origin)) continue;
       // Requests in flight keep their slot object (and release into it); nobody waits on a gone server.
@@ -339,4 +359,31 @@ export class UpstreamPools {
     this.#pools.clear();
     await Promise.allSettled(pools.map((pool) => pool.close()));
   }
+}
+
+/** How many times the routes of a table name each pool key and each origin (one per route server). */
+class ServerUses {
+  readonly byPoolKey = new Map<string, number>();
+  readonly byOrigin = new Map<string, number>();
+
+  add(server: UpstreamServer): void {
+    this.byPoolKey.set(server.poolKey, (this.byPoolKey.get(server.poolKey) ?? 0) + 1);
+    this.byOrigin.set(server.origin, (this.byOrigin.get(server.origin) ?? 0) + 1);
+  }
+
+  remove(server: UpstreamServer): void {
+    lower(this.byPoolKey, server.poolKey);
+    lower(this.byOrigin, server.origin);
+  }
+
+  clear(): void {
+    this.byPoolKey.clear();
+    this.byOrigin.clear();
+  }
+}
+
+function lower(counts: Map<string, number>, key: string): void {
+  const count = (counts.get(key) ?? 0) - 1;
+  if (count > 0) counts.set(key, count);
+  else counts.delete(key);
 }

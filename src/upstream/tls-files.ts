@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { checkTlsPair, parseCaBundle } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
-import type { RoutingTable, UpstreamTlsSettings } from '../routing/types.ts';
+import { changeFrom, forEachRouteServer } from '../routing/table-change.ts';
+import type { Route, RoutingTable, UpstreamTlsSettings } from '../routing/types.ts';
 import type { FileWatcher } from '../sources/files.ts';
 
 /** The `file` label of the reload metrics and the name in logs, for every upstream TLS file. */
@@ -27,6 +28,8 @@ export class UpstreamTlsFiles {
   readonly #texts = new Map<string, string>();
   readonly #listeners: Array<(paths: readonly string[]) => void> = [];
   #watched = '';
+  /** The table `follow` was last given. */
+  #followed: RoutingTable | null = null;
 
   constructor(globalCaFile: string | null) {
     this.#globalCaFile = globalCaFile;
@@ -66,6 +69,11 @@ export class UpstreamTlsFiles {
    * swap that changes that set: a CA bundle on its own, a certificate with its key as one pair.
    */
   async follow(files: FileWatcher, table: RoutingTable, logger: Logger): Promise<void> {
+    const change = this.#followed === null ? null : changeFrom(table, this.#followed);
+    this.#followed = table;
+    // Made from the table followed last, and no route that left or arrived dials with TLS: the same
+    // TLS servers, so the same files (an endpoint change of plain-HTTP routes reads none).
+    if (change !== null && !change.gone.some(dialsTls) && !change.arrived.some(dialsTls)) return;
     const entries = this.#entriesOf(table);
     const id = JSON.stringify(entries);
     if (id === this.#watched) return;
@@ -151,4 +159,13 @@ export function usesTlsFile(
   if (settings === null) return false;
   const ca = settings.caFile ?? globalCaFile;
   return paths.some((path) => path === ca || path === settings.certificateFile || path === settings.keyFile);
+}
+
+/** A server of the route (its mirrors' included) is dialled with TLS. */
+function dialsTls(route: Route): boolean {
+  let tls = false;
+  forEachRouteServer(route, (server) => {
+    if (server.transport.tls !== null) tls = true;
+  });
+  return tls;
 }

@@ -236,6 +236,37 @@ describe('Gateway API lifecycle, TLS, ownership and gRPC through the built proce
     );
   });
 
+  it('a rejected route that is fixed moves to accepted="true" on the gauge and gets a Served Event', async () => {
+    const series = (accepted: string) =>
+      `tollgate_gateway_routes{kind="HTTPRoute",namespace="apps",name="mended",accepted="${accepted}"}`;
+    api.applyRaw(
+      httpRouteObject({
+        name: 'mended',
+        namespace: NS,
+        parentRefs: [{ name: 'gw', namespace: NS }],
+        hostnames: ['mended.test'],
+        rules: [
+          {
+            matches: [{ path: { type: 'RegularExpression', value: '.*' } }],
+            backendRefs: [{ name: 'web', port: 80 }],
+          },
+        ],
+      }),
+    );
+    await waitFor(async () => (await metric(series('false'))) === 1, SETTLE_MS);
+    api.applyRaw(route('mended', NS, ['mended.test'], 'web'));
+    await expectServer('mended.test', '/', 'web', LIVE_MS);
+    await waitFor(async () => (await metric(series('true'))) === 1, SETTLE_MS);
+    assert.equal(await metric(series('false')), null, 'the old label set is gone');
+    await api.waitFor(
+      () => api.events.some((event) => event.involvedObject.name === 'mended' && event.reason === 'Served'),
+      'a Served Event',
+      SETTLE_MS,
+    );
+    api.delete('httproutes', NS, 'mended');
+    await waitFor(async () => (await metric(series('true'))) === null, SETTLE_MS);
+  });
+
   it('GatewayObservedGenerationBump and HTTPRouteObservedGenerationBump: conditions carry the new generation', async () => {
     api.applyRaw(route('bump', NS, ['bump.test'], 'web'));
     await api.waitFor(

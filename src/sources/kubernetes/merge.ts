@@ -4,7 +4,12 @@ import type { HostConfig, MainConfig, PathConfig, UpstreamsConfig } from '../../
 import { checkOidcReferences } from '../../config/validate-oidc.ts';
 import { compiledSize, MAX_COMPILED_SIZE } from '../../config/validate-upstreams.ts';
 import type { Logger } from '../../log.ts';
-import { compileRoutingTable, type EndpointLookup, recompileServers } from '../../routing/compile.ts';
+import {
+  compileRoutingTable,
+  type EndpointLookup,
+  recompileServers,
+  serverCount,
+} from '../../routing/compile.ts';
 import type { RoutingTable } from '../../routing/types.ts';
 import type { Runtime } from '../../runtime.ts';
 import type { UpstreamsApplier } from '../apply-upstreams.ts';
@@ -419,7 +424,7 @@ export function createKubernetesMerge(options: KubernetesMergeOptions): Kubernet
       // A source's change: the routes of paths that did not change are kept (routing/compile.ts).
       const table = partial ?? compileRoutingTable(config, endpointsOf, runtime.table());
       runtime.swapTable(table);
-      return { routes: table.routes.length, servers: table.servers.length, partial: partial !== null };
+      return { routes: table.routes.length, servers: serverCount(table), partial: partial !== null };
     },
     certificates: () => options.sources.flatMap((name) => served.get(name)?.routes.certificates ?? []),
     attach(next) {

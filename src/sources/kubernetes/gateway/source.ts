@@ -32,6 +32,7 @@ import {
   type DesiredStatus,
   type GatewayInput,
   type GatewayTranslation,
+  type RouteOutcome,
   secretsWanted,
   translateGateways,
 } from './translate.ts';
@@ -76,11 +77,16 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   /** The watches of each custom kind: a status write finds its object through them by name. */
   const watchesOf = new Map<string, ResourceWatch[]>();
   let namespaceObjects: readonly V1Namespace[] = [];
+  /** What the last report said of everything but routes: key → text. */
   let reported = new Map<string, string>();
-  /** Per route reported: what its text was made from, so an unchanged route is not serialised again. */
-  let routeTexts = new Map<string, { accepted: boolean; problems: readonly string[]; text: string }>();
-  /** The routes on tollgate_gateway_routes, with their `accepted` label. */
-  let gauged: Map<string, { kind: string; namespace: string; name: string; accepted: string }> | null = null;
+  /**
+   * Per route reported last (`kind namespace/name`): its text, what it was made from, and its labels
+   * on tollgate_gateway_routes. Kept and updated in place, so that a translation in which one route
+   * changed costs a look-up per route, not new maps of every route (docs/benchmark.md).
+   */
+  const routeReports = new Map<string, RouteReport>();
+  /** Counts the reports: a route report not seen by the latest one is gone. */
+  let generation = 0;
   const missingKinds = new Set<string>();
   /** One list for every translation: a policy's cached build compares it by identity. */
   const oidcProviders = options.oidcProviders ?? [];
@@ -287,8 +293,6 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   /** Logs, Events and the gauge, for what changed since the last translation. */
   function report(translation: GatewayTranslation): void {
     const now = new Map<string, string>();
-    const texts = new Map<string, { accepted: boolean; problems: readonly string[]; text: string }>();
-    const gauge = new Map<string, { kind: string; namespace: string; name: string; accepted: string }>();
     for (const problem of translation.malformed ?? []) {
       now.set(`malformed ${problem}`, problem);
       if (!reported.has(`malformed ${problem}`))
@@ -335,31 +339,40 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
         problems.join('; '),
       );
     }
+    // The first report starts from nothing, as the gauge then holds no route of this source.
+    if (generation === 0) gatewayRoutes.reset();
+    generation++;
+    let seen = 0;
     for (const route of translation.routes) {
       // A malformed route names no parent it could be told through: it still gets its Event.
       if (route.parents.length === 0 && route.problems.length === 0) continue;
-      const key = `${route.kind} ${route.namespace}/${route.name}`;
-      const labels = gauged?.get(key);
-      gauge.set(
-        key,
-        labels !== undefined && labels.accepted === String(route.accepted)
-          ? labels
-          : {
-              kind: route.kind,
-              namespace: route.namespace,
-              name: route.name,
-              accepted: String(route.accepted),
-            },
-      );
-      // The same problems (the very list of an unchanged route's outcome): the same text, not serialised again.
-      const before = routeTexts.get(key);
-      const text =
-        before !== undefined && before.problems === route.problems && before.accepted === route.accepted
-          ? before.text
-          : JSON.stringify([route.accepted, route.problems]);
-      texts.set(key, { accepted: route.accepted, problems: route.problems, text });
-      now.set(key, text);
-      if (reported.get(key) === text) continue;
+      const key = routeKey(route);
+      const before = routeReports.get(key);
+      if (before?.seen === generation) continue; // named twice: told once
+      seen++;
+      // The same problems (the very list of an unchanged route's outcome): the same text and labels,
+      // nothing to tell.
+      if (before !== undefined && before.problems === route.problems && before.accepted === route.accepted) {
+        before.seen = generation;
+        continue;
+      }
+      const text = JSON.stringify([route.accepted, route.problems]);
+      const accepted = String(route.accepted);
+      const labels =
+        before !== undefined && before.labels.accepted === accepted
+          ? before.labels
+          : { kind: route.kind, namespace: route.namespace, name: route.name, accepted };
+      routeReports.set(key, {
+        accepted: route.accepted,
+        problems: route.problems,
+        text,
+        labels,
+        seen: generation,
+      });
+      // tollgate_gateway_routes: a route whose `accepted` changed is moved to its new label set.
+      if (before !== undefined && before.labels !== labels) gatewayRoutes.remove(before.labels);
+      if (before?.labels !== labels) gatewayRoutes.set(labels, 1);
+      if (before?.text === text) continue;
       if (route.problems.length > 0) {
         logger.warn(
           { route: key, problems: route.problems, accepted: route.accepted },
@@ -375,8 +388,17 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
         );
       } else {
         logger.info({ route: key }, 'gateway route served');
-        if (reported.has(key))
+        if (before !== undefined)
           void event(route.kind, route.namespace, route.name, 'Normal', 'Served', 'served by Tollgate');
+      }
+    }
+    // Routes gone (or now without parent and problem): off the gauge. Every report kept is one this
+    // report saw, unless some are left: only then are they walked.
+    if (seen < routeReports.size) {
+      for (const [key, entry] of routeReports) {
+        if (entry.seen === generation) continue;
+        routeReports.delete(key);
+        gatewayRoutes.remove(entry.labels);
       }
     }
     for (const policy of translation.policies) {
@@ -409,13 +431,6 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
       );
     }
     reported = now;
-    routeTexts = texts;
-    // tollgate_gateway_routes: each route gone (or whose `accepted` changed) off, each new one on;
-    // the first report starts from nothing, as the gauge then holds no route of this source.
-    if (gauged === null) gatewayRoutes.reset();
-    for (const [key, labels] of gauged ?? []) if (gauge.get(key) !== labels) gatewayRoutes.remove(labels);
-    for (const [key, labels] of gauge) if (gauged?.get(key) !== labels) gatewayRoutes.set(labels, 1);
-    gauged = gauge;
   }
 
   async function event(
@@ -460,4 +475,26 @@ export function createGatewaySource(options: GatewaySourceOptions): GatewaySourc
   }
 
   return { ...loop.source, statusIdle: () => writer.idle() };
+}
+
+/** What the last report said of a route (createGatewaySource's report). */
+interface RouteReport {
+  accepted: boolean;
+  problems: readonly string[];
+  text: string;
+  /** Its labels on tollgate_gateway_routes. */
+  labels: { kind: string; namespace: string; name: string; accepted: string };
+  /** The report that saw it last. */
+  seen: number;
+}
+
+/** `HTTPRoute namespace/name`, made once per outcome object (an unchanged route keeps its outcome). */
+const routeKeys = new WeakMap<RouteOutcome, string>();
+function routeKey(route: RouteOutcome): string {
+  let key = routeKeys.get(route);
+  if (key === undefined) {
+    key = `${route.kind} ${route.namespace}/${route.name}`;
+    routeKeys.set(route, key);
+  }
+  return key;
 }

@@ -31,13 +31,19 @@ interface Handed {
   status: string;
   /** The DesiredStatus it was made from: the same object again (an unchanged route) is not serialised. */
   desired: DesiredStatus;
+  /** The call of `changed` that named it last. */
+  seen: number;
 }
 
 export function createStatusMemo(): StatusMemo {
-  let handed = new Map<string, Handed>();
+  // Kept and updated in place: a translation in which one route changed costs a look-up per status,
+  // not a new map of every object.
+  const handed = new Map<string, Handed>();
+  let generation = 0;
   return {
     changed(statuses, stored) {
-      const next = new Map<string, Handed>();
+      generation++;
+      let named = 0;
       const out: DesiredStatus[] = [];
       for (const desired of statuses) {
         const resourceVersion = stored(desired)?.metadata?.resourceVersion;
@@ -46,24 +52,47 @@ export function createStatusMemo(): StatusMemo {
           out.push(desired);
           continue;
         }
-        const key = keyOf(desired.resource, namespaceOf(desired), desired.name);
+        const key = statusKey(desired);
         const before = handed.get(key);
+        if (before?.seen !== generation) named++;
+        // The same status object for the same stored object: handed already.
+        if (
+          before !== undefined &&
+          before.desired === desired &&
+          before.resourceVersion === resourceVersion
+        ) {
+          before.seen = generation;
+          continue;
+        }
         const status =
           before?.desired === desired && before.desired.status === desired.status
             ? before.status
             : JSON.stringify(desired.status);
-        next.set(key, { resourceVersion, status, desired });
-        if (before?.resourceVersion === resourceVersion && before.status === status) continue;
+        const unchanged = before?.resourceVersion === resourceVersion && before.status === status;
+        handed.set(key, { resourceVersion, status, desired, seen: generation });
+        if (unchanged) continue;
         out.push(desired);
       }
-      // Objects no translation names any more are dropped with their entries.
-      handed = next;
+      // Objects no translation names any more are dropped with their entries (walked only when some are).
+      if (named < handed.size)
+        for (const [key, entry] of handed) if (entry.seen !== generation) handed.delete(key);
       return out;
     },
     forget(plural, namespace, name) {
       handed.delete(keyOf(plural, namespace, name));
     },
   };
+}
+
+/** The memo's key of a status, made once per DesiredStatus object (an unchanged route keeps its own). */
+const statusKeys = new WeakMap<DesiredStatus, string>();
+function statusKey(desired: DesiredStatus): string {
+  let key = statusKeys.get(desired);
+  if (key === undefined) {
+    key = keyOf(desired.resource, namespaceOf(desired), desired.name);
+    statusKeys.set(desired, key);
+  }
+  return key;
 }
 
 /** Cluster-scoped objects (GatewayClasses) are written by name alone. */
