@@ -79,3 +79,32 @@ export function startCpuMeter(roots: readonly number[]): () => number {
     return ticks / TICKS_PER_SECOND;
   };
 }
+
+/**
+ * A CPU meter for one process with nanosecond resolution: the run time the scheduler accounted to
+ * each of its threads (`/proc/<pid>/task/<tid>/schedstat`, first field), summed. /proc's `stat`
+ * counts clock ticks (10 ms here), too coarse to tell one control-plane change of a few milliseconds
+ * from the next; a thread that ends between two readings takes its time with it (the proxy's
+ * threads live as long as it does). Seconds since the meter started.
+ */
+export function startThreadCpuMeter(pid: number): () => number {
+  const read = (): number => {
+    let nanoseconds = 0;
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      return 0;
+    }
+    for (const tid of tasks) {
+      try {
+        nanoseconds += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ', 1)[0]);
+      } catch {
+        // The thread ended while listing: its time is gone with it.
+      }
+    }
+    return nanoseconds;
+  };
+  const before = read();
+  return () => (read() - before) / 1e9;
+}

@@ -11,8 +11,9 @@
  *   serves the new path (polled back to back), p50 / p95;
  * - EndpointSlice change visible: a Service's slice pointed at another endpoint, time until the
  *   proxy answers from it, p50;
- * - CPU per change: the proxy's CPU time (/proc) over K edits, each waited for, until the process is
- *   quiet again, less its idle CPU over the same time and the cost of the polling requests.
+ * - CPU per change: the proxy's CPU time (its threads' scheduler run time, /proc/…/schedstat) for
+ *   each of K edits, from the write until the edit is served and the process is quiet again, less
+ *   its idle CPU over that time and the cost of the polling requests; mean and median.
  *
  * Settings (flag or env): --n / BENCH_SCALE_N (list, default "125,500"), --edits /
  * BENCH_SCALE_EDITS (20), --ready-timeout / BENCH_SCALE_READY_TIMEOUT_S (120: an N not ready then
@@ -41,7 +42,7 @@ import {
   service,
   startFakeKubeApi,
 } from '../test/helpers/fake-kube-api.ts';
-import { startCpuMeter } from './cpu.ts';
+import { startThreadCpuMeter } from './cpu.ts';
 import { freePort, makeTempDir, type Started, startProcess, stopProcess } from './processes.ts';
 import { MAIN_JS } from './tollgate.ts';
 
@@ -65,6 +66,8 @@ export interface ScaleResult {
   editP95Ms: number | null;
   sliceP50Ms: number | null;
   cpuPerChangeMs: number | null;
+  /** The median of the edits' CPU (the mean is cpuPerChangeMs). */
+  cpuPerChangeP50Ms: number | null;
   logBytesAtReady: number | null;
   note: string;
 }
@@ -265,6 +268,7 @@ async function measureSize(n: number, settings: ScaleSettings): Promise<ScaleRes
     editP95Ms: null,
     sliceP50Ms: null,
     cpuPerChangeMs: null,
+    cpuPerChangeP50Ms: null,
     logBytesAtReady: null,
     note: '',
   };
@@ -390,29 +394,32 @@ async function measureSize(n: number, settings: ScaleSettings): Promise<ScaleRes
     result.sliceP50Ms = percentile(sliceTimes, 50);
     await quiet(pid);
 
-    // CPU per change: K edits, waited for at a gentle poll, then until the process is quiet again.
+    // CPU per change: K edits, each waited for at a gentle poll, then until the process is quiet
+    // again; each one's CPU less the idle rate over its time and its polling requests. The median
+    // per edit beside the mean: one edit that meets a GC or a timer moves the mean, not the median.
     const requestCpu = await cpuPerRequest(pid, proxyPort, ingressHost(0));
     const idleRate = await idleCpuRate(pid);
-    const cpu = startCpuMeter([pid]);
-    const t = performance.now();
-    let polls = 0;
+    const perEdit: number[] = [];
     for (let k = 0; k < settings.edits; k++) {
+      const cpu = startThreadCpuMeter(pid);
+      const t = performance.now();
       const i = (k * 6151 + 3) % n;
       const path = `/c${k}`;
       if (k % 2 === 0) applyIngress(api, i, path);
       else applyRoute(api, i, path);
       const host = k % 2 === 0 ? ingressHost(i) : routeHost(i);
-      polls += await pollUntil(
+      const polls = await pollUntil(
         async () => (await get(proxyPort, host, path)).status === 200,
         10_000,
         `${host}${path}`,
         20,
       );
+      await quiet(pid);
+      const seconds = (performance.now() - t) / 1000;
+      perEdit.push(Math.max(0, cpu() - idleRate * seconds - polls * requestCpu) * 1000);
     }
-    await quiet(pid);
-    const seconds = (performance.now() - t) / 1000;
-    const spent = cpu() - idleRate * seconds - polls * requestCpu;
-    result.cpuPerChangeMs = Math.max(0, (spent * 1000) / settings.edits);
+    result.cpuPerChangeMs = perEdit.reduce((sum, value) => sum + value, 0) / perEdit.length;
+    result.cpuPerChangeP50Ms = percentile(perEdit, 50);
     return result;
   } finally {
     if (started) await stopProcess(started);
@@ -425,14 +432,14 @@ async function measureSize(n: number, settings: ScaleSettings): Promise<ScaleRes
 async function quiet(pid: number, limitMs = 60_000): Promise<void> {
   const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
-    const cpu = startCpuMeter([pid]);
+    const cpu = startThreadCpuMeter(pid);
     await new Promise((resolve) => setTimeout(resolve, 300));
     if (cpu() < 0.006) return;
   }
 }
 
 async function idleCpuRate(pid: number): Promise<number> {
-  const cpu = startCpuMeter([pid]);
+  const cpu = startThreadCpuMeter(pid);
   const t = performance.now();
   await new Promise((resolve) => setTimeout(resolve, 2000));
   return cpu() / ((performance.now() - t) / 1000);
@@ -440,7 +447,7 @@ async function idleCpuRate(pid: number): Promise<number> {
 
 async function cpuPerRequest(pid: number, port: number, host: string): Promise<number> {
   const count = 500;
-  const cpu = startCpuMeter([pid]);
+  const cpu = startThreadCpuMeter(pid);
   for (let i = 0; i < count; i++) await get(port, host, '/a');
   return cpu() / count;
 }
@@ -449,12 +456,12 @@ const fixed = (value: number | null, digits = 0) => (value === null ? '—' : va
 
 export function renderScale(results: readonly ScaleResult[]): string {
   const lines = [
-    '| N | objects | ready (s) | routable (s) | RSS (MiB) | edit p50 / p95 (ms) | slice p50 (ms) | CPU / change (ms) | log at ready (KiB) |',
+    '| N | objects | ready (s) | routable (s) | RSS (MiB) | edit p50 / p95 (ms) | slice p50 (ms) | CPU / change, mean / p50 (ms) | log at ready (KiB) |',
     '|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.n} | ${r.objects} | ${fixed(r.readyS, 1)} | ${fixed(r.routableS, 1)} | ${fixed(r.rssMiB)} | ${fixed(r.editP50Ms)} / ${fixed(r.editP95Ms)} | ${fixed(r.sliceP50Ms)} | ${fixed(r.cpuPerChangeMs, 1)} | ${r.logBytesAtReady === null ? '—' : Math.round(r.logBytesAtReady / 1024)} |${r.note ? ` ${r.note}` : ''}`,
+      `| ${r.n} | ${r.objects} | ${fixed(r.readyS, 1)} | ${fixed(r.routableS, 1)} | ${fixed(r.rssMiB)} | ${fixed(r.editP50Ms)} / ${fixed(r.editP95Ms)} | ${fixed(r.sliceP50Ms)} | ${fixed(r.cpuPerChangeMs, 1)} / ${fixed(r.cpuPerChangeP50Ms, 1)} | ${r.logBytesAtReady === null ? '—' : Math.round(r.logBytesAtReady / 1024)} |${r.note ? ` ${r.note}` : ''}`,
     );
   }
   return lines.join('\n');
