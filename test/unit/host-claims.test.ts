@@ -238,7 +238,7 @@ describe("ownedHosts: a translation older than the other source's claims serves 
       ({ name, paths: [{ prefix: '/', origin }] }) as unknown as UpstreamsConfig['hosts'][number];
     const owners = hostOwners(
       [],
-      [{ namespace: 'team-a', ingress: 'team-a/first', hosts: ['a.test', 'b.test', 'c.test'], created: 1 }],
+      [{ namespace: 'team-a', ingress: 'team-a/first', hosts: ['a.test', 'b.test', 'c.test'] }],
     );
     const first = [
       host('a.test', 'ingress/team-a/x'),

@@ -141,9 +141,68 @@ function ownersOf(
  */
 export function withSourceHosts(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
   if (hosts.length === 0) return base;
-  const served = new Set(base.hosts.map((host) => host.name));
-  const added = hosts.filter((host) => !served.has(host.name));
+  const added = addedHosts(base.hosts, hosts);
   return added.length === 0 ? base : { ...base, hosts: [...base.hosts, ...added] };
+}
+
+/**
+ * The hosts whose names `served` does not name, in order. From a like call before (the same lengths,
+ * and every host that is not the same object at its position has the same name as then: the same
+ * names served, the same positions kept) the last list with those positions' new objects put in:
+ * an edit then costs identity walks, not a set of every host name (docs/benchmark.md, "Control
+ * plane at scale").
+ */
+function addedHosts(served: readonly HostConfig[], hosts: readonly HostConfig[]): readonly HostConfig[] {
+  const key = `${served.length} ${hosts.length} ${hosts[0]?.name} ${hosts[hosts.length - 1]?.name}`;
+  const last = lastAdded.get(key);
+  if (last !== undefined && sameNamesAt(last.served, served) && sameNamesAt(last.hosts, hosts)) {
+    let added: HostConfig[] | null = null;
+    for (let position = 0; position < hosts.length; position++) {
+      const host = hosts[position] as HostConfig;
+      const at = last.at[position] as number;
+      if (host === last.hosts[position] || at < 0) continue;
+      added ??= [...last.added];
+      added[at] = host;
+    }
+    const result = added ?? last.added;
+    lastAdded.set(key, { served, hosts, added: result, at: last.at });
+    return result;
+  }
+  const names = new Set(served.map((host) => host.name));
+  const at = new Int32Array(hosts.length);
+  const added: HostConfig[] = [];
+  hosts.forEach((host, position) => {
+    at[position] = names.has(host.name) ? -1 : added.length;
+    if (at[position] >= 0) added.push(host);
+  });
+  // A few like calls are what the sources make; more are dropped, not kept.
+  if (lastAdded.size >= 8 && !lastAdded.has(key)) lastAdded.clear();
+  lastAdded.set(key, { served, hosts, added, at });
+  return added;
+}
+
+/** addedHosts' last calls, by the lengths and the first and last host names. */
+const lastAdded = new Map<
+  string,
+  {
+    served: readonly HostConfig[];
+    hosts: readonly HostConfig[];
+    added: readonly HostConfig[];
+    /** For each position of `hosts`, its index in `added`, or -1. */
+    at: Int32Array;
+  }
+>();
+
+/** The same length, and the same name at every position whose object differs. */
+function sameNamesAt(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) {
+    const x = a[index] as HostConfig;
+    const y = b[index] as HostConfig;
+    if (x !== y && x.name !== y.name) return false;
+  }
+  return true;
 }
 
 /**
