@@ -605,14 +605,17 @@ function servicesIndex(
 
 /**
  * The Services index of a config whose hosts are those of `prior`'s config but at the `changed`
- * positions, made from `prior`'s index when it has one (recompileServers made it): a copy with the
- * changed hosts' entries moved, so that the next endpoint change does not index every path again.
+ * positions, made from `prior`'s index when it has one (recompileServers made it): taken over from
+ * it with the changed hosts' entries moved (not copied: an edit then costs its hosts, not every
+ * Service), so that the next endpoint change does not index every path again. `prior`'s config is
+ * left without one: an endpoint change against that older table indexes it again (servicesIndex).
  */
 function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: readonly number[]): void {
   const known = servicesIndexes.get(prior.config);
   if (known === undefined) return;
   const { keyOf } = known;
-  const index = new Map(known.index);
+  servicesIndexes.delete(prior.config);
+  const index = known.index;
   for (const position of changed) {
     const before = hostServiceKeys((prior.hosts[position] as CompiledHost).host, keyOf);
     const after = hostServiceKeys(config.hosts[position] as HostConfig, keyOf);
@@ -632,7 +635,7 @@ function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: r
 
 const servicesIndexes = new WeakMap<
   UpstreamsConfig,
-  { keyOf: (ref: ServiceRef) => string; index: ReadonlyMap<string, readonly number[]> }
+  { keyOf: (ref: ServiceRef) => string; index: Map<string, readonly number[]> }
 >();
 
 /** The Service keys a host's paths name, kept per host object (hosts are never changed once made). */
