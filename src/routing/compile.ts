@@ -182,6 +182,8 @@ interface Compiled {
   serverUses?: Map<UpstreamServer, number> | undefined;
   /** Its servers by serverKey (and maybe some of older tables'); made when first asked. */
   serverIndex?: ServerIndex | undefined;
+  /** Where each host's routes start in the table's `routes` (flatRoutes); never changed once made. */
+  readonly offsets: Int32Array;
 }
 
 const compiledTables = new WeakMap<RoutingTable, Compiled>();
@@ -220,8 +222,7 @@ function assemble(
     servers?: ServerIndex | null;
   },
 ): RoutingTable {
-  const routes: Route[] = [];
-  for (const compiled of hosts) for (const route of compiled.routes) routes.push(route);
+  const { routes, offsets } = flatRoutes(hosts, from.previous, from.changed);
   // Longest-prefix lookup by host and path segments, independent of the table's size (routing/match).
   const { previous, changed } = from;
   const match =
@@ -241,7 +242,7 @@ function assemble(
       return identityOf(config);
     },
     sourceHash,
-    routes: Object.freeze(routes),
+    routes,
     // Made when first read (the pools' load, the TLS files to watch, a full retainOnly): an edit or
     // an endpoint change has nothing that reads every server (routing/table-change).
     get servers() {
@@ -256,9 +257,55 @@ function assemble(
     (previous !== null && compiledTables.get(previous)?.serverIndex !== undefined
       ? takeServerIndex(previous)
       : undefined);
-  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot, serverIndex });
+  compiledTables.set(table, { config, hosts, repeated, frozenCopies, snapshot, serverIndex, offsets });
   if (previous !== null && changed !== null) recordChange(table, previous, hosts, changed);
   return table;
+}
+
+/**
+ * The table's routes, host after host in config order, and where each host's routes start in them
+ * (offsets[i] for hosts[i], the last entry the count). When only the `changed` positions differ
+ * from `previous` and each of them holds as many routes as before (an edit renames or changes paths
+ * far more often than it adds some), `previous`'s frozen array is copied and those hosts' routes
+ * written over their slots: one flat copy instead of a walk of every host (docs/benchmark.md,
+ * "Control plane at scale"), with the same array as a result.
+ */
+function flatRoutes(
+  hosts: readonly CompiledHost[],
+  previous: RoutingTable | null,
+  changed: readonly number[] | null,
+): { routes: readonly Route[]; offsets: Int32Array } {
+  const prior = previous === null ? undefined : compiledTables.get(previous);
+  const offsets = prior?.offsets;
+  if (
+    previous !== null &&
+    prior !== undefined &&
+    offsets !== undefined &&
+    changed !== null &&
+    prior.hosts.length === hosts.length &&
+    offsets.length === hosts.length + 1 &&
+    offsets[hosts.length] === previous.routes.length &&
+    changed.every(
+      (position) =>
+        (hosts[position] as CompiledHost).routes.length ===
+        (prior.hosts[position] as CompiledHost).routes.length,
+    )
+  ) {
+    const routes = previous.routes.slice();
+    for (const position of changed) {
+      let at = offsets[position] as number;
+      for (const route of (hosts[position] as CompiledHost).routes) routes[at++] = route;
+    }
+    return { routes: Object.freeze(routes), offsets };
+  }
+  const routes: Route[] = [];
+  const starts = new Int32Array(hosts.length + 1);
+  hosts.forEach((compiled, position) => {
+    starts[position] = routes.length;
+    for (const route of compiled.routes) routes.push(route);
+  });
+  starts[hosts.length] = routes.length;
+  return { routes: Object.freeze(routes), offsets: starts };
 }
 
 /**
@@ -558,14 +605,17 @@ function servicesIndex(
 
 /**
  * The Services index of a config whose hosts are those of `prior`'s config but at the `changed`
- * positions, made from `prior`'s index when it has one (recompileServers made it): a copy with the
- * changed hosts' entries moved, so that the next endpoint change does not index every path again.
+ * positions, made from `prior`'s index when it has one (recompileServers made it): taken over from
+ * it with the changed hosts' entries moved (not copied: an edit then costs its hosts, not every
+ * Service), so that the next endpoint change does not index every path again. `prior`'s config is
+ * left without one: an endpoint change against that older table indexes it again (servicesIndex).
  */
 function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: readonly number[]): void {
   const known = servicesIndexes.get(prior.config);
   if (known === undefined) return;
   const { keyOf } = known;
-  const index = new Map(known.index);
+  servicesIndexes.delete(prior.config);
+  const index = known.index;
   for (const position of changed) {
     const before = hostServiceKeys((prior.hosts[position] as CompiledHost).host, keyOf);
     const after = hostServiceKeys(config.hosts[position] as HostConfig, keyOf);
@@ -585,7 +635,7 @@ function carryServicesIndex(prior: Compiled, config: UpstreamsConfig, changed: r
 
 const servicesIndexes = new WeakMap<
   UpstreamsConfig,
-  { keyOf: (ref: ServiceRef) => string; index: ReadonlyMap<string, readonly number[]> }
+  { keyOf: (ref: ServiceRef) => string; index: Map<string, readonly number[]> }
 >();
 
 /** The Service keys a host's paths name, kept per host object (hosts are never changed once made). */

@@ -232,4 +232,28 @@ describe("ownedHosts: a translation older than the other source's claims serves 
     // Nothing lost: the same array.
     assert.equal(ownedHosts(fromIngress.slice(1), owners).length, 1);
   });
+
+  it('a list like one wholly owned before checks the hosts that are new objects: one of another namespace is left out', () => {
+    const host = (name: string, origin: string) =>
+      ({ name, paths: [{ prefix: '/', origin }] }) as unknown as UpstreamsConfig['hosts'][number];
+    const owners = hostOwners(
+      [],
+      [{ namespace: 'team-a', ingress: 'team-a/first', hosts: ['a.test', 'b.test', 'c.test'] }],
+    );
+    const first = [
+      host('a.test', 'ingress/team-a/x'),
+      host('b.test', 'ingress/team-a/x'),
+      host('c.test', 'ingress/team-a/x'),
+    ];
+    assert.equal(ownedHosts(first, owners), first);
+    // The same names and length, b.test now a new object whose path comes from team-b.
+    const next = [first[0], host('b.test', 'ingress/team-b/y'), first[2]] as typeof first;
+    assert.deepEqual(
+      ownedHosts(next, owners).map((item) => item.name),
+      ['a.test', 'c.test'],
+    );
+    // And back to team-a: the whole list again, the same array.
+    const again = [first[0], host('b.test', 'ingress/team-a/z'), first[2]] as typeof first;
+    assert.equal(ownedHosts(again, owners), again);
+  });
 });

@@ -10,13 +10,14 @@ import type {
   ServerAddress,
   UpstreamsConfig,
 } from '../../src/config/types.ts';
-import { emptyUpstreamsConfig } from '../../src/config/validate-upstreams.ts';
+import { compiledSize, emptyUpstreamsConfig } from '../../src/config/validate-upstreams.ts';
 import { createLogger } from '../../src/log.ts';
 import { compileRoutingTable, type EndpointLookup } from '../../src/routing/compile.ts';
 import type { RoutingTable } from '../../src/routing/types.ts';
 import type { Runtime } from '../../src/runtime.ts';
 import {
   createKubernetesMerge,
+  mergedSize,
   mergeSources,
   type SourceName,
   type SourceRoutes,
@@ -345,6 +346,9 @@ describe('merge and compile by host: property', () => {
       let base = baseConfig(['file.test'], false);
       const world = harness(base, SOURCE_NAMES, snapshots);
       const last: SourceRoutes[] = [];
+      // The merge of the inputs themselves at the step before: the reference checks and the size
+      // total then start from it (the same hosts at the same positions, but those that changed).
+      let direct: UpstreamsConfig | null = null;
       // Both sources translate first: nothing is merged before each did.
       for (const source of [0, 1]) {
         last[source] = nextTranslation({ hosts: [], claims: [] }, source, undefined);
@@ -372,6 +376,13 @@ describe('merge and compile by host: property', () => {
         if (cause.sources.size > 0 || cause.services.size > 0) world.merge.rebuild(cause);
         const scratch = fromScratch(base, last, world.endpointsOf);
         const label = `step ${at} (${changes.map((item) => item.kind).join(', ')})`;
+        if (direct !== null) {
+          mergedSize(withReferencesChecked(direct, main));
+        }
+        direct = mergeSources(base, last);
+        const checked = withReferencesChecked(direct, main);
+        assert.deepEqual(checked, scratch.config, label);
+        assert.equal(mergedSize(checked), compiledSize(scratch.config), label);
         assert.deepEqual(world.merge.effective(base), scratch.config, label);
         assert.equal(shape(world.table()), shape(scratch.table), label);
         assert.deepEqual(answers(world.table()), answers(scratch.table), label);

@@ -141,9 +141,68 @@ function ownersOf(
  */
 export function withSourceHosts(base: UpstreamsConfig, hosts: readonly HostConfig[]): UpstreamsConfig {
   if (hosts.length === 0) return base;
-  const served = new Set(base.hosts.map((host) => host.name));
-  const added = hosts.filter((host) => !served.has(host.name));
+  const added = addedHosts(base.hosts, hosts);
   return added.length === 0 ? base : { ...base, hosts: [...base.hosts, ...added] };
+}
+
+/**
+ * The hosts whose names `served` does not name, in order. From a like call before (the same lengths,
+ * and every host that is not the same object at its position has the same name as then: the same
+ * names served, the same positions kept) the last list with those positions' new objects put in:
+ * an edit then costs identity walks, not a set of every host name (docs/benchmark.md, "Control
+ * plane at scale").
+ */
+function addedHosts(served: readonly HostConfig[], hosts: readonly HostConfig[]): readonly HostConfig[] {
+  const key = `${served.length} ${hosts.length} ${hosts[0]?.name} ${hosts[hosts.length - 1]?.name}`;
+  const last = lastAdded.get(key);
+  if (last !== undefined && sameNamesAt(last.served, served) && sameNamesAt(last.hosts, hosts)) {
+    let added: HostConfig[] | null = null;
+    for (let position = 0; position < hosts.length; position++) {
+      const host = hosts[position] as HostConfig;
+      const at = last.at[position] as number;
+      if (host === last.hosts[position] || at < 0) continue;
+      added ??= [...last.added];
+      added[at] = host;
+    }
+    const result = added ?? last.added;
+    lastAdded.set(key, { served, hosts, added: result, at: last.at });
+    return result;
+  }
+  const names = new Set(served.map((host) => host.name));
+  const at = new Int32Array(hosts.length);
+  const added: HostConfig[] = [];
+  hosts.forEach((host, position) => {
+    at[position] = names.has(host.name) ? -1 : added.length;
+    if (at[position] >= 0) added.push(host);
+  });
+  // A few like calls are what the sources make; more are dropped, not kept.
+  if (lastAdded.size >= 8 && !lastAdded.has(key)) lastAdded.clear();
+  lastAdded.set(key, { served, hosts, added, at });
+  return added;
+}
+
+/** addedHosts' last calls, by the lengths and the first and last host names. */
+const lastAdded = new Map<
+  string,
+  {
+    served: readonly HostConfig[];
+    hosts: readonly HostConfig[];
+    added: readonly HostConfig[];
+    /** For each position of `hosts`, its index in `added`, or -1. */
+    at: Int32Array;
+  }
+>();
+
+/** The same length, and the same name at every position whose object differs. */
+function sameNamesAt(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) {
+    const x = a[index] as HostConfig;
+    const y = b[index] as HostConfig;
+    if (x !== y && x.name !== y.name) return false;
+  }
+  return true;
 }
 
 /**
@@ -155,31 +214,86 @@ export function withSourceHosts(base: UpstreamsConfig, hosts: readonly HostConfi
  * were checked when it loaded; a path closed already keeps its reason.
  */
 export function withReferencesChecked(config: UpstreamsConfig, main: MainConfig): UpstreamsConfig {
-  let changed = false;
-  const hosts = config.hosts.map((host) => {
-    // What the check reads besides the host: main.yaml's providers and the file named in messages.
-    const known = referencesChecked.get(host);
-    if (known !== undefined && known.main === main && known.file === config.file) {
-      if (known.result !== host) changed = true;
-      return known.result;
-    }
-    let hostChanged = false;
-    const paths = host.paths.map((path) => {
-      if (!path.origin || path.unavailable || path.authorization?.oidc === undefined) return path;
-      // The path's own reference alone: upstreams.yaml's global policy was checked at load.
-      const alone = { ...config, authorization: null, hosts: [{ name: host.name, paths: [path] }] };
-      const issues = checkOidcReferences(main, alone);
-      if (issues.length === 0) return path;
-      hostChanged = true;
-      return { ...path, unavailable: issues.map((issue) => issue.message).join('; ') };
+  // The last call with the same main.yaml and file: a host at the same position that is the same
+  // object has the same result (what checkHost reads is the host, main and file), so a change costs
+  // one identity walk and the changed hosts' checks, and the count of closed hosts is carried.
+  const last = lastReferencesCheck;
+  if (
+    last !== null &&
+    last.main === main &&
+    last.file === config.file &&
+    last.hosts.length === config.hosts.length
+  ) {
+    let altered = last.altered;
+    const changed: [position: number, result: HostConfig][] = [];
+    config.hosts.forEach((host, position) => {
+      const before = last.hosts[position] as HostConfig;
+      if (before === host) return;
+      const was = last.results?.[position] ?? before;
+      const now = checkHost(host, config, main);
+      if (was !== before) altered--;
+      if (now !== host) altered++;
+      changed.push([position, now]);
     });
-    const result = hostChanged ? { ...host, paths } : host;
-    referencesChecked.set(host, { main, file: config.file, result });
-    if (!hostChanged) return host;
-    changed = true;
+    let next: HostConfig[] | null = null;
+    if (altered > 0) {
+      // Every other position holds the same host as last time, and so the same result.
+      next = changed.length === 0 && last.results !== null ? last.results : [...(last.results ?? last.hosts)];
+      for (const [position, result] of changed) next[position] = result;
+    }
+    lastReferencesCheck = { main, file: config.file, hosts: config.hosts, results: next, altered };
+    return next === null ? config : { ...config, hosts: next };
+  }
+  let changed = false;
+  let altered = 0;
+  const hosts = config.hosts.map((host) => {
+    const result = checkHost(host, config, main);
+    if (result !== host) {
+      changed = true;
+      altered++;
+    }
     return result;
   });
+  lastReferencesCheck = {
+    main,
+    file: config.file,
+    hosts: config.hosts,
+    results: changed ? hosts : null,
+    altered,
+  };
   return changed ? { ...config, hosts } : config;
+}
+
+/**
+ * The last withReferencesChecked call: its input hosts, the results position for position when any
+ * host was closed (null: every result is its input host), and how many were.
+ */
+let lastReferencesCheck: {
+  main: MainConfig;
+  file: UpstreamsConfig['file'];
+  hosts: readonly HostConfig[];
+  results: HostConfig[] | null;
+  altered: number;
+} | null = null;
+
+/** One host's withReferencesChecked result, kept per host object. */
+function checkHost(host: HostConfig, config: UpstreamsConfig, main: MainConfig): HostConfig {
+  // What the check reads besides the host: main.yaml's providers and the file named in messages.
+  const known = referencesChecked.get(host);
+  if (known !== undefined && known.main === main && known.file === config.file) return known.result;
+  let hostChanged = false;
+  const paths = host.paths.map((path) => {
+    if (!path.origin || path.unavailable || path.authorization?.oidc === undefined) return path;
+    // The path's own reference alone: upstreams.yaml's global policy was checked at load.
+    const alone = { ...config, authorization: null, hosts: [{ name: host.name, paths: [path] }] };
+    const issues = checkOidcReferences(main, alone);
+    if (issues.length === 0) return path;
+    hostChanged = true;
+    return { ...path, unavailable: issues.map((issue) => issue.message).join('; ') };
+  });
+  const result = hostChanged ? { ...host, paths } : host;
+  referencesChecked.set(host, { main, file: config.file, result });
+  return result;
 }
 
 /** Each host's withReferencesChecked result, with what else it read (hosts are never changed once made). */
@@ -194,21 +308,43 @@ const referencesChecked = new WeakMap<
  * that no number of Ingresses or routes can make a compile unbounded.
  */
 export function mergedConfigProblem(config: UpstreamsConfig): string | null {
-  let size = 0;
-  for (const host of config.hosts) {
-    // Kept per host object: a change to one host counts that host again, not every path.
-    let hostSize = hostSizes.get(host);
-    if (hostSize === undefined) {
-      hostSize = compiledSize({ ...config, hosts: [host] });
-      hostSizes.set(host, hostSize);
-    }
-    size += hostSize;
-  }
+  const size = mergedSize(config);
   if (size <= MAX_COMPILED_SIZE) return null;
   return (
     `the routing table with the Kubernetes routes would hold ${size} route servers ` +
     `(hosts × paths × servers), more than ${MAX_COMPILED_SIZE}`
   );
+}
+
+/**
+ * compiledSize of the config, as a running total: from the last call's when the hosts are as many,
+ * moved by the hosts that are not the same objects at the same positions (a change counts the hosts
+ * it made, after one identity walk).
+ */
+export function mergedSize(config: UpstreamsConfig): number {
+  const last = lastSize;
+  let size = 0;
+  if (last !== null && last.hosts.length === config.hosts.length) {
+    size = last.size;
+    config.hosts.forEach((host, position) => {
+      const before = last.hosts[position] as HostConfig;
+      if (before !== host) size += hostSize(host, config) - hostSize(before, config);
+    });
+  } else for (const host of config.hosts) size += hostSize(host, config);
+  lastSize = { hosts: config.hosts, size };
+  return size;
+}
+
+let lastSize: { hosts: readonly HostConfig[]; size: number } | null = null;
+
+/** A host's share of compiledSize, kept per host object: a change to one host counts that host again. */
+function hostSize(host: HostConfig, config: UpstreamsConfig): number {
+  let size = hostSizes.get(host);
+  if (size === undefined) {
+    size = compiledSize({ ...config, hosts: [host] });
+    hostSizes.set(host, size);
+  }
+  return size;
 }
 
 /** Each host's share of compiledSize. */
@@ -543,9 +679,12 @@ function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
   return true;
 }
 
-/** Same length, same objects in the same order. */
+/** Same length, same objects in the same order (a plain loop: it runs over every host on each change). */
 function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  return a.length === b.length && a.every((item, index) => item === b[index]);
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
 }
 
 /**

@@ -66,14 +66,46 @@ export function ownedHosts(
   hosts: readonly HostConfig[],
   owners: ReadonlyMap<string, HostOwner>,
 ): readonly HostConfig[] {
-  const owned = hosts.filter((host) => {
+  const verdict = (host: HostConfig) => {
     // The same owners map as last time for this host: the same verdict, without looking it up.
     const known = ownership.get(host);
     if (known !== undefined && known.owners === owners) return known.owns;
     return ownsHost(host, owners.get(host.name), owners);
-  });
-  return owned.length === hosts.length ? hosts : owned;
+  };
+  // A list like one found wholly owned under these owners (the same source's last translation,
+  // mostly): a host that is the same object at the same position has the same verdict, so only the
+  // others are looked at (docs/benchmark.md, "Control plane at scale").
+  let kept = wholeLists.get(owners);
+  const key = `${hosts.length} ${hosts[0]?.name} ${hosts[hosts.length - 1]?.name}`;
+  const last = kept?.get(key);
+  if (last !== undefined && last.length === hosts.length) {
+    let all = true;
+    for (let position = 0; position < hosts.length && all; position++) {
+      const host = hosts[position] as HostConfig;
+      if (host !== last[position] && !verdict(host)) all = false;
+    }
+    if (all) {
+      kept?.set(key, hosts);
+      return hosts;
+    }
+  }
+  const owned = hosts.filter(verdict);
+  if (owned.length !== hosts.length) return owned;
+  if (kept === undefined) {
+    kept = new Map();
+    wholeLists.set(owners, kept);
+  }
+  // A few lists are what the sources give; more (lists of other lengths) are dropped, not kept.
+  if (kept.size >= 8 && !kept.has(key)) kept.clear();
+  kept.set(key, hosts);
+  return hosts;
 }
+
+/**
+ * Per owners map (never changed once made): host lists found wholly owned under it, by their length
+ * and first and last host names (one per source, mostly).
+ */
+const wholeLists = new WeakMap<ReadonlyMap<string, HostOwner>, Map<string, readonly HostConfig[]>>();
 
 /**
  * True when every path of the host may be served by its owner. Kept per host object with the owner's
