@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
+import { olderFirst } from '../older-first.ts';
 import type { AgedClaim, HostOwner } from '../ownership.ts';
 import type { Reference } from './grants.ts';
 import { type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
@@ -40,8 +41,11 @@ export class GatewayTranslationCache {
   #claims = new Map<string, AgedClaim>();
   #nextClaims = new Map<string, AgedClaim>();
   #owners: OwnersEntry | null = null;
-  #ages = new Map<HttpRoute, { created: number; key: string }>();
-  #nextAges = new Map<HttpRoute, { created: number; key: string }>();
+  /** Each route's creation time and `namespace/name`, read once per object. */
+  readonly #ages = new WeakMap<HttpRoute, RouteAge>();
+  /** The routes of the last translation as handed, and the age order made of them. */
+  #order: AgeOrder | null = null;
+  #nextOrder: AgeOrder | null = null;
   readonly #patched = new WeakMap<PathConfig, { built: BuiltPolicy; path: PathConfig }>();
 
   /** What routes read through, as last observed, and a count bumped each time one of them changed. */
@@ -86,7 +90,7 @@ export class GatewayTranslationCache {
   begin(): void {
     this.#nextRoutes = new Map();
     this.#nextNamed = new Map();
-    this.#nextAges = new Map();
+    this.#nextOrder = null;
     this.#nextGateways = new Map();
     this.#nextPolicies = new Map();
     this.#nextClaims = new Map();
@@ -96,7 +100,7 @@ export class GatewayTranslationCache {
   commit(): void {
     this.#routes = this.#nextRoutes;
     this.#named = this.#nextNamed;
-    this.#ages = this.#nextAges;
+    this.#order = this.#nextOrder;
     this.#gateways = this.#nextGateways;
     this.#policies = this.#nextPolicies;
     this.#claims = this.#nextClaims;
@@ -278,11 +282,57 @@ export class GatewayTranslationCache {
     return kept === 0 ? outcome : { ...outcome, entries };
   }
 
-  /** A route's creation time (ms) and `namespace/name`, read once per object: what age order sorts by. */
-  ageOf(route: HttpRoute, read: (route: HttpRoute) => { created: number; key: string }) {
-    const age = this.#ages.get(route) ?? read(route);
-    this.#nextAges.set(route, age);
-    return age;
+  /**
+   * Every route, oldest first (creationTimestamp, then `namespace/name`; HTTPRoutes before GRPCRoutes
+   * among equals, as a stable sort of both lists gives). When the lists differ from the last ones only
+   * by objects replaced at their place by one of the same age and `namespace/name` (an edit, a status
+   * write), the last order is kept with the new objects in it: nothing is sorted, and a translation
+   * with nothing replaced gets the very same array.
+   */
+  order(
+    httpRoutes: readonly HttpRoute[],
+    grpcRoutes: readonly HttpRoute[],
+    read: (route: HttpRoute) => RouteAge,
+  ): readonly AgedRoute[] {
+    const ageOf = (route: HttpRoute): RouteAge => {
+      let age = this.#ages.get(route);
+      if (age === undefined) {
+        age = read(route);
+        this.#ages.set(route, age);
+      }
+      return age;
+    };
+    const last = this.#order;
+    let routes: readonly AgedRoute[] | null = null;
+    if (last !== null) {
+      const swaps = new Map<HttpRoute, HttpRoute>();
+      if (
+        swappedInPlace(last.http, httpRoutes, ageOf, swaps) &&
+        swappedInPlace(last.grpc, grpcRoutes, ageOf, swaps)
+      )
+        routes =
+          swaps.size === 0
+            ? last.routes
+            : last.routes.map((item) => {
+                const now = swaps.get(item.route);
+                return now === undefined ? item : { ...item, route: now };
+              });
+    }
+    if (routes === null) {
+      const all: AgedRoute[] = [];
+      for (const route of httpRoutes) all.push({ route, kind: 'HTTPRoute', ...ageOf(route) });
+      for (const route of grpcRoutes) all.push({ route, kind: 'GRPCRoute', ...ageOf(route) });
+      routes = all.sort(
+        (a, b) => olderFirst(a.created, b.created) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+      );
+    }
+    // Copies of the lists: the caller may change its own.
+    this.#nextOrder = {
+      http: last !== null && routes === last.routes ? last.http : [...httpRoutes],
+      grpc: last !== null && routes === last.routes ? last.grpc : [...grpcRoutes],
+      routes,
+    };
+    return routes;
   }
 
   /**
@@ -381,6 +431,46 @@ export class GatewayTranslationCache {
     this.#hosts = next;
     return hosts;
   }
+}
+
+/** A route's creation time (ms; unknown: +Infinity) and `namespace/name` as written: what age order sorts by. */
+export interface RouteAge {
+  created: number;
+  key: string;
+}
+
+/** A route in age order. */
+export interface AgedRoute extends RouteAge {
+  route: HttpRoute;
+  kind: RouteKind;
+}
+
+interface AgeOrder {
+  http: readonly HttpRoute[];
+  grpc: readonly HttpRoute[];
+  routes: readonly AgedRoute[];
+}
+
+/**
+ * True when `now` is `before` with some objects replaced at their place by one of the same age and
+ * `namespace/name` (each noted in `swaps`, old → new): sorted, both give the same order.
+ */
+function swappedInPlace(
+  before: readonly HttpRoute[],
+  now: readonly HttpRoute[],
+  ageOf: (route: HttpRoute) => RouteAge,
+  swaps: Map<HttpRoute, HttpRoute>,
+): boolean {
+  if (before.length !== now.length) return false;
+  for (let index = 0; index < now.length; index++) {
+    const a = now[index] as HttpRoute;
+    const b = before[index] as HttpRoute;
+    if (a === b) continue;
+    const [x, y] = [ageOf(a), ageOf(b)];
+    if (!Object.is(x.created, y.created) || x.key !== y.key) return false;
+    swaps.set(b, a);
+  }
+  return true;
 }
 
 /** The same claims in the same order (each the same object, or saying the same). */
