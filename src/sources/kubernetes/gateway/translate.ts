@@ -249,12 +249,7 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
   // route claims the hosts it names, not those it serves now (docs/gateway-api.md#host-ownership).
   const routeClaims: AgedClaim[] = all.map(({ route, created }, index) => {
     const entry = translated[index] as RouteEntry;
-    return cache.claim(
-      entry,
-      route.metadata?.namespace ?? 'default',
-      () => `${entry.outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
-      created,
-    );
+    return cache.claim(entry, route, created);
   });
   const owners = cache.owners(input.fileHosts, input.ingressClaims, routeClaims, () =>
     hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims])),
