@@ -2,7 +2,6 @@ import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { DEFAULT_HOST } from '../../../routing/normalise.ts';
 import type { ClientCheckPem } from '../ingress/certificates.ts';
-import { olderFirst } from '../older-first.ts';
 import {
   type AgedClaim,
   byCreation,
@@ -237,7 +236,7 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
     permits: (reference) => referencePermitted(input.grants, reference),
   };
   cache.observe(context, input.grants);
-  const all = inAgeOrder(input, cache);
+  const all = cache.order(input.httpRoutes, input.grpcRoutes, ageOfRoute);
   const translated = all.map(({ route, kind }, age) => {
     try {
       return cache.route(route, kind, age, context, translateRoute);
@@ -250,12 +249,7 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
   // route claims the hosts it names, not those it serves now (docs/gateway-api.md#host-ownership).
   const routeClaims: AgedClaim[] = all.map(({ route, created }, index) => {
     const entry = translated[index] as RouteEntry;
-    return cache.claim(
-      entry,
-      route.metadata?.namespace ?? 'default',
-      () => `${entry.outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`,
-      created,
-    );
+    return cache.claim(entry, route, created);
   });
   const owners = cache.owners(input.fileHosts, input.ingressClaims, routeClaims, () =>
     hostOwners(input.fileHosts, byCreation([...input.ingressClaims, ...routeClaims])),
@@ -310,17 +304,9 @@ function translateWith(input: GatewayInput, cache: GatewayTranslationCache): Gat
   };
 }
 
-/** Every route, oldest first (byAge's order: creationTimestamp, then namespace/name), each time read once. */
-function inAgeOrder(
-  input: Pick<GatewayInput, 'httpRoutes' | 'grpcRoutes'>,
-  cache: GatewayTranslationCache,
-): Array<{ route: HttpRoute; kind: RouteKind; created: number; key: string }> {
-  const read = (route: HttpRoute) => ({ created: createdAt(route), key: keyOf(route) });
-  const all = [
-    ...input.httpRoutes.map((route) => ({ route, kind: 'HTTPRoute' as const, ...cache.ageOf(route, read) })),
-    ...input.grpcRoutes.map((route) => ({ route, kind: 'GRPCRoute' as const, ...cache.ageOf(route, read) })),
-  ];
-  return all.sort((a, b) => olderFirst(a.created, b.created) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+/** A route's creation time and `namespace/name`: what age order sorts by (byAge's order). */
+function ageOfRoute(route: HttpRoute): { created: number; key: string } {
+  return { created: createdAt(route), key: keyOf(route) };
 }
 
 /**

@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
+import { olderFirst } from '../older-first.ts';
 import type { AgedClaim, HostOwner } from '../ownership.ts';
 import type { Reference } from './grants.ts';
 import { type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
@@ -22,26 +23,36 @@ import type { RouteContext } from './rule-types.ts';
  * PathConfig objects, which the merge and the compiler recognise without reading them.
  *
  * Entries of objects gone are dropped: each translation keeps only what it used (begin / commit). A
- * translation that throws commits nothing and the next one starts from the last committed state.
+ * translation that throws commits nothing and the next one starts from the last committed state;
+ * route entries and hosts are kept in place instead (an unchanged one costs no copy), so it may also
+ * find those the failed one made: each is still checked against what it read before it is reused.
  */
 export class GatewayTranslationCache {
-  #routes = new Map<HttpRoute, RouteEntry>();
-  #nextRoutes = new Map<HttpRoute, RouteEntry>();
+  /**
+   * Each route's entry, kept in place from translation to translation: an unchanged route costs a
+   * look-up, and only entries no translation used since are dropped (commit).
+   */
+  readonly #routes = new Map<HttpRoute, RouteEntry>();
   /** The same entries by `kind namespace/name`: an edited route's last translation. */
-  #named = new Map<string, RouteEntry>();
-  #nextNamed = new Map<string, RouteEntry>();
+  readonly #named = new Map<string, RouteEntry>();
+  /** Counts translations; `#used`: the route entries this one used. */
+  #pass = 0;
+  #used = 0;
   #gateways = new Map<Gateway, GatewayEntry>();
   #nextGateways = new Map<Gateway, GatewayEntry>();
   #policies = new Map<TollgatePolicy, PolicyEntry>();
   #nextPolicies = new Map<TollgatePolicy, PolicyEntry>();
   /** The Gateways as routes read them (conflicts marked), by `namespace/name`: kept while equal. */
   #views: { resolved: readonly ResolvedGateway[]; views: ResolvedGateway[] } | null = null;
-  #hosts = new Map<string, { group: PathEntry[]; host: HostConfig }>();
-  #claims = new Map<string, AgedClaim>();
-  #nextClaims = new Map<string, AgedClaim>();
+  /** The table's hosts by name (hosts), kept in place from translation to translation. */
+  readonly #hosts = new Map<string, HostState>();
+  #hostsPass = 0;
   #owners: OwnersEntry | null = null;
-  #ages = new Map<HttpRoute, { created: number; key: string }>();
-  #nextAges = new Map<HttpRoute, { created: number; key: string }>();
+  /** Each route's creation time and `namespace/name`, read once per object. */
+  readonly #ages = new WeakMap<HttpRoute, RouteAge>();
+  /** The routes of the last translation as handed, and the age order made of them. */
+  #order: AgeOrder | null = null;
+  #nextOrder: AgeOrder | null = null;
   readonly #patched = new WeakMap<PathConfig, { built: BuiltPolicy; path: PathConfig }>();
 
   /** What routes read through, as last observed, and a count bumped each time one of them changed. */
@@ -84,22 +95,24 @@ export class GatewayTranslationCache {
 
   /** A translation starts: what it does not use is dropped at commit. */
   begin(): void {
-    this.#nextRoutes = new Map();
-    this.#nextNamed = new Map();
-    this.#nextAges = new Map();
+    this.#pass += 1;
+    this.#used = 0;
+    this.#nextOrder = null;
     this.#nextGateways = new Map();
     this.#nextPolicies = new Map();
-    this.#nextClaims = new Map();
   }
 
   /** The translation ended without an error: keep what it used. */
   commit(): void {
-    this.#routes = this.#nextRoutes;
-    this.#named = this.#nextNamed;
-    this.#ages = this.#nextAges;
+    const pass = this.#pass;
+    if (this.#routes.size !== this.#used)
+      for (const [route, entry] of this.#routes)
+        if (entry.pass !== pass || entry.route !== route) this.#routes.delete(route);
+    if (this.#named.size !== this.#used)
+      for (const [named, entry] of this.#named) if (entry.pass !== pass) this.#named.delete(named);
+    this.#order = this.#nextOrder;
     this.#gateways = this.#nextGateways;
     this.#policies = this.#nextPolicies;
-    this.#claims = this.#nextClaims;
   }
 
   /** resolveGateway, reused while the Gateway and the Secrets, ConfigMaps and grants it read are the same. */
@@ -176,22 +189,29 @@ export class GatewayTranslationCache {
       if (last !== undefined && sameTranslatable(last.route, route)) before = last;
     }
     if (before !== undefined && before.kind === kind && this.#stillReads(before, context)) {
-      const entry =
-        before.route === route && before.age === age
-          ? before
-          : { ...(before.age === age ? before : restamped(before, age)), route };
-      this.#nextRoutes.set(route, entry);
-      this.#nextNamed.set(named, entry);
+      this.#used += 1;
+      if (before.route === route && before.age === age) {
+        // Unchanged: identity checks only, nothing made.
+        before.pass = this.#pass;
+        if (this.#named.get(named) !== before) this.#named.set(named, before);
+        return before;
+      }
+      const entry = { ...(before.age === age ? before : restamped(before, age)), route, pass: this.#pass };
+      this.#replaced(before);
+      this.#routes.set(route, entry);
+      this.#named.set(named, entry);
       return entry;
     }
     const recorded = new RecordingContext(context);
     const outcome = translate(route, kind, age, recorded);
+    this.#used += 1;
     const reads: RouteReads = {
       gateways: recorded.gateways.seen,
       namespaces: recorded.namespaces.seen,
       services: recorded.services.seen,
       grants: recorded.grants,
     };
+    const last = this.#named.get(named);
     const entry: RouteEntry = {
       route,
       named,
@@ -199,11 +219,24 @@ export class GatewayTranslationCache {
       age,
       reads,
       checked: this.#epochs,
-      outcome: this.#samePaths(named, outcome),
+      pass: this.#pass,
+      outcome: this.#samePaths(last, outcome),
     };
-    this.#nextRoutes.set(route, entry);
-    this.#nextNamed.set(named, entry);
+    const lastClaim = last?.claim ?? last?.lastClaim;
+    if (lastClaim !== undefined) entry.lastClaim = lastClaim;
+    if (last !== undefined) this.#replaced(last);
+    this.#routes.set(route, entry);
+    this.#named.set(named, entry);
     return entry;
+  }
+
+  /**
+   * An entry a newer version of its route replaces: dropped now rather than found by commit's sweep
+   * (which then walks nothing), unless this translation used it already.
+   */
+  #replaced(entry: RouteEntry): void {
+    if (entry.route !== null && entry.pass !== this.#pass && this.#routes.get(entry.route) === entry)
+      this.#routes.delete(entry.route);
   }
 
   /** A route's translation made without the cache (a malformed route): used once, kept nowhere. */
@@ -216,29 +249,31 @@ export class GatewayTranslationCache {
       outcome,
       reads: { gateways: [], namespaces: [], services: [], grants: [] },
       checked: this.#epochs,
+      pass: this.#pass,
     };
   }
 
   /**
-   * A route's claim on its hosts (`claimant`: its kind and name), the object of the last translation
-   * while it says the same: the owners are then reused (owners) when no claim changed.
+   * A route's claim on its hosts (named `kind namespace/name`), the object of the last translation
+   * while it says the same (the entry's own, or that of the route's last translation): the owners
+   * are then reused (owners) when no claim changed.
    */
-  claim(entry: RouteEntry, namespace: string, claimant: () => string, created: number): AgedClaim {
+  claim(entry: RouteEntry, route: HttpRoute, created: number): AgedClaim {
     const hosts = entry.outcome.claims;
+    const namespace = route.metadata?.namespace ?? 'default';
     const own = entry.claim;
     if (
       own !== undefined &&
       own.namespace === namespace &&
       own.created === created &&
       sameItems(own.hosts, hosts)
-    ) {
-      this.#nextClaims.set(own.ingress, own);
+    )
       return own;
-    }
-    const name = claimant();
-    const before = this.#claims.get(name);
+    const name = `${entry.outcome.kind} ${route.metadata?.namespace}/${route.metadata?.name}`;
+    const before = entry.lastClaim;
     const claim =
       before !== undefined &&
+      before.ingress === name &&
       before.namespace === namespace &&
       before.created === created &&
       sameItems(before.hosts, hosts)
@@ -246,7 +281,6 @@ export class GatewayTranslationCache {
         : { namespace, ingress: name, hosts, created };
     // The entry is the cache's own: what it derives is kept on it.
     entry.claim = claim;
-    this.#nextClaims.set(name, claim);
     return claim;
   }
 
@@ -265,8 +299,8 @@ export class GatewayTranslationCache {
    * those its last translation gave: those paths, the very objects. A status written to the route,
    * or a Gateway change that leaves its listeners as they were, then costs the merge nothing.
    */
-  #samePaths(named: string, outcome: RouteOutcome): RouteOutcome {
-    const before = this.#named.get(named)?.outcome.entries;
+  #samePaths(last: RouteEntry | undefined, outcome: RouteOutcome): RouteOutcome {
+    const before = last?.outcome.entries;
     if (before === undefined || before.length === 0) return outcome;
     let kept = 0;
     const entries = outcome.entries.map((item, index) => {
@@ -278,11 +312,57 @@ export class GatewayTranslationCache {
     return kept === 0 ? outcome : { ...outcome, entries };
   }
 
-  /** A route's creation time (ms) and `namespace/name`, read once per object: what age order sorts by. */
-  ageOf(route: HttpRoute, read: (route: HttpRoute) => { created: number; key: string }) {
-    const age = this.#ages.get(route) ?? read(route);
-    this.#nextAges.set(route, age);
-    return age;
+  /**
+   * Every route, oldest first (creationTimestamp, then `namespace/name`; HTTPRoutes before GRPCRoutes
+   * among equals, as a stable sort of both lists gives). When the lists differ from the last ones only
+   * by objects replaced at their place by one of the same age and `namespace/name` (an edit, a status
+   * write), the last order is kept with the new objects in it: nothing is sorted, and a translation
+   * with nothing replaced gets the very same array.
+   */
+  order(
+    httpRoutes: readonly HttpRoute[],
+    grpcRoutes: readonly HttpRoute[],
+    read: (route: HttpRoute) => RouteAge,
+  ): readonly AgedRoute[] {
+    const ageOf = (route: HttpRoute): RouteAge => {
+      let age = this.#ages.get(route);
+      if (age === undefined) {
+        age = read(route);
+        this.#ages.set(route, age);
+      }
+      return age;
+    };
+    const last = this.#order;
+    let routes: readonly AgedRoute[] | null = null;
+    if (last !== null) {
+      const swaps = new Map<HttpRoute, HttpRoute>();
+      if (
+        swappedInPlace(last.http, httpRoutes, ageOf, swaps) &&
+        swappedInPlace(last.grpc, grpcRoutes, ageOf, swaps)
+      )
+        routes =
+          swaps.size === 0
+            ? last.routes
+            : last.routes.map((item) => {
+                const now = swaps.get(item.route);
+                return now === undefined ? item : { ...item, route: now };
+              });
+    }
+    if (routes === null) {
+      const all: AgedRoute[] = [];
+      for (const route of httpRoutes) all.push({ route, kind: 'HTTPRoute', ...ageOf(route) });
+      for (const route of grpcRoutes) all.push({ route, kind: 'GRPCRoute', ...ageOf(route) });
+      routes = all.sort(
+        (a, b) => olderFirst(a.created, b.created) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+      );
+    }
+    // Copies of the lists: the caller may change its own.
+    this.#nextOrder = {
+      http: last !== null && routes === last.routes ? last.http : [...httpRoutes],
+      grpc: last !== null && routes === last.routes ? last.grpc : [...grpcRoutes],
+      routes,
+    };
+    return routes;
   }
 
   /**
@@ -359,28 +439,119 @@ export class GatewayTranslationCache {
    * The table's hosts: `entries` grouped by host, each host's paths in the order `ordered` gives. A
    * host whose entries are the same paths with the same ranks, in the same order, as last time is
    * the HostConfig of the last translation, not ordered again. Hosts gone are dropped.
+   *
+   * Each host's entries are compared with its last group as they come, so an unchanged host costs
+   * identity checks and makes nothing; only a host that changed gets a new group.
    */
   hosts(entries: readonly PathEntry[], ordered: (group: readonly PathEntry[]) => PathConfig[]): HostConfig[] {
-    const byHost = new Map<string, PathEntry[]>();
+    const pass = ++this.#hostsPass;
+    const known = this.#hosts;
+    const seen: HostState[] = [];
     for (const entry of entries) {
-      const group = byHost.get(entry.host);
-      if (group === undefined) byHost.set(entry.host, [entry]);
-      else group.push(entry);
+      let state = known.get(entry.host);
+      if (state === undefined) {
+        state = { name: entry.host, group: [], host: null, pass: 0, matched: 0, fresh: null };
+        known.set(entry.host, state);
+      }
+      if (state.pass !== pass) {
+        state.pass = pass;
+        state.matched = 0;
+        state.fresh = null;
+        seen.push(state);
+      }
+      if (state.fresh === null) {
+        const before = state.group[state.matched];
+        if (before !== undefined && sameEntry(before, entry)) {
+          state.matched += 1;
+          continue;
+        }
+        state.fresh = state.group.slice(0, state.matched);
+      }
+      state.fresh.push(entry);
     }
-    const next = new Map<string, { group: PathEntry[]; host: HostConfig }>();
     const hosts: HostConfig[] = [];
-    for (const [name, group] of byHost) {
-      const before = this.#hosts.get(name);
-      const host =
-        before !== undefined && sameGroup(before.group, group)
-          ? before.host
-          : { name, paths: ordered(group) };
-      next.set(name, { group, host });
-      hosts.push(host);
+    for (const state of seen) {
+      if (state.fresh === null && state.matched < state.group.length)
+        state.fresh = state.group.slice(0, state.matched);
+      if (state.fresh !== null || state.host === null) {
+        const group = state.fresh ?? state.group;
+        // The group and its host change together, once the host is made.
+        state.host = { name: state.name, paths: ordered(group) };
+        state.group = group;
+        state.fresh = null;
+      }
+      hosts.push(state.host);
     }
-    this.#hosts = next;
+    if (known.size !== seen.length)
+      for (const [name, state] of known) if (state.pass !== pass) known.delete(name);
     return hosts;
   }
+}
+
+/** One host of the table as last built (hosts), and where this translation stands in comparing it. */
+interface HostState {
+  name: string;
+  /** The entries its paths were ordered from. */
+  group: readonly PathEntry[];
+  host: HostConfig | null;
+  /** The translation that last saw it. */
+  pass: number;
+  /** How many of this translation's entries for it matched the group so far. */
+  matched: number;
+  /** Its entries this translation, once one differed from the group (null: none differed yet). */
+  fresh: PathEntry[] | null;
+}
+
+/** The same path with the same rank: it orders the same. */
+function sameEntry(x: PathEntry, y: PathEntry): boolean {
+  return (
+    x.path === y.path &&
+    x.rank.method === y.rank.method &&
+    x.rank.headers === y.rank.headers &&
+    x.rank.query === y.rank.query &&
+    x.rank.age === y.rank.age &&
+    x.rank.match === y.rank.match
+  );
+}
+
+/** A route's creation time (ms; unknown: +Infinity) and `namespace/name` as written: what age order sorts by. */
+export interface RouteAge {
+  created: number;
+  key: string;
+}
+
+/** A route in age order. */
+export interface AgedRoute extends RouteAge {
+  route: HttpRoute;
+  kind: RouteKind;
+}
+
+interface AgeOrder {
+  http: readonly HttpRoute[];
+  grpc: readonly HttpRoute[];
+  routes: readonly AgedRoute[];
+}
+
+/**
+ * True when `now` is `before` with some objects replaced at their place by one of the same age and
+ * `namespace/name` (each noted in `swaps`, old → new): sorted, both give the same order.
+ */
+function swappedInPlace(
+  before: readonly HttpRoute[],
+  now: readonly HttpRoute[],
+  ageOf: (route: HttpRoute) => RouteAge,
+  swaps: Map<HttpRoute, HttpRoute>,
+): boolean {
+  if (before.length !== now.length) return false;
+  for (let index = 0; index < now.length; index++) {
+    const a = now[index] as HttpRoute;
+    const b = before[index] as HttpRoute;
+    if (a === b) continue;
+    const [x, y] = [ageOf(a), ageOf(b)];
+    if (!Object.is(x.created, y.created) || x.key !== y.key) return false;
+    swaps.set(b, a);
+  }
+  return true;
 }
 
 /** The same claims in the same order (each the same object, or saying the same). */
@@ -402,25 +573,6 @@ function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
   return true;
 }
 
-/** The same paths with the same ranks in the same order: they order the same. */
-function sameGroup(a: readonly PathEntry[], b: readonly PathEntry[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index += 1) {
-    const x = a[index] as PathEntry;
-    const y = b[index] as PathEntry;
-    if (
-      x.path !== y.path ||
-      x.rank.method !== y.rank.method ||
-      x.rank.headers !== y.rank.headers ||
-      x.rank.query !== y.rank.query ||
-      x.rank.age !== y.rank.age ||
-      x.rank.match !== y.rank.match
-    )
-      return false;
-  }
-  return true;
-}
-
 /** One route's translation and what it read. */
 export interface RouteEntry {
   /** The object translated (or one translated the same: sameTranslatable). */
@@ -431,6 +583,10 @@ export interface RouteEntry {
   checked: Epochs;
   /** Its claim on its hosts, as last handed to the owners (claim). */
   claim?: AgedClaim;
+  /** The claim of the route's translation before this one (claim: kept while it says the same). */
+  lastClaim?: AgedClaim;
+  /** The translation that used it last (GatewayTranslationCache's count). */
+  pass: number;
   kind: RouteKind;
   age: number;
   outcome: RouteOutcome;
