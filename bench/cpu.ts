@@ -85,14 +85,16 @@ export function startCpuMeter(roots: readonly number[]): () => number {
  * each of its threads (`/proc/<pid>/task/<tid>/schedstat`, first field), summed. /proc's `stat`
  * counts clock ticks (10 ms here), too coarse to tell one control-plane change of a few milliseconds
  * from the next; a thread that ends between two readings takes its time with it (the proxy's
- * threads live as long as it does). Seconds since the meter started.
+ * threads live as long as it does). `main`: the main thread alone, for telling when the process is
+ * quiet (a profiler's sampling thread, `--cpu-prof`, never is). Seconds since the meter started.
  */
-export function startThreadCpuMeter(pid: number): () => number {
+export function startThreadCpuMeter(pid: number, threads: 'all' | 'main' = 'all'): () => number {
   const read = (): number => {
     let nanoseconds = 0;
     let tasks: string[];
     try {
-      tasks = readdirSync(`/proc/${pid}/task`);
+      // The main thread's id is the process's: where JavaScript, and so the control plane, runs.
+      tasks = threads === 'main' ? [String(pid)] : readdirSync(`/proc/${pid}/task`);
     } catch {
       return 0;
     }

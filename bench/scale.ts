@@ -428,11 +428,12 @@ async function measureSize(n: number, settings: ScaleSettings): Promise<ScaleRes
   }
 }
 
-/** Waits until the process used under 2 % of a core over 300 ms (status writes, logs done). */
+/** Waits until the process's main thread used under 2 % of a core over 300 ms (status writes, logs done). */
 async function quiet(pid: number, limitMs = 60_000): Promise<void> {
   const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
-    const cpu = startThreadCpuMeter(pid);
+    // The main thread only: with --cpu-prof the profiler's thread keeps the process above the mark.
+    const cpu = startThreadCpuMeter(pid, 'main');
     await new Promise((resolve) => setTimeout(resolve, 300));
     if (cpu() < 0.006) return;
   }
