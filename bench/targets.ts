@@ -306,6 +306,29 @@ async function grpcTarget(
   };
 }
 
+/** Tollgate with tracing at `ratio` on the BENCH_BASELINE build (skipped without one). */
+function tracingBaselineTarget(id: string, ratio: number): TargetDefinition {
+  return {
+    id,
+    async start(context) {
+      const mainJs = process.env.BENCH_BASELINE;
+      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
+      const sink = await context.shared('otlp-sink', () => startOtlpSink());
+      const tollgate = await startTollgate(context.upstreamPort, {
+        mainJs,
+        tracingEndpoint: `http://127.0.0.1:${sink.port}`,
+        ...(ratio === 1 ? {} : { tracingSampleRatio: ratio }),
+      });
+      return {
+        label: `tollgate + tracing${ratio === 1 ? '' : ` ${ratio}`} (baseline build)`,
+        url: `${tollgate.base}/`,
+        headers: host,
+        processes: [tollgate.process],
+      };
+    },
+  };
+}
+
 /** A Tollgate gRPC target: skipped without a build, an error when h2load is missing. */
 function tollgateGrpcTarget(id: string, client: GrpcClient, call: GrpcCall): TargetDefinition {
   return tollgateTarget(id, async (context) => {
@@ -536,45 +559,9 @@ export const TARGETS: readonly TargetDefinition[] = [
     };
   }),
   // `tollgate-tracing` on the BENCH_BASELINE build: a change to tracing judged against its predecessor
-  // in the same rounds.
-  {
-    id: 'tollgate-tracing-baseline',
-    async start(context) {
-      const mainJs = process.env.BENCH_BASELINE;
-      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
-      const sink = await context.shared('otlp-sink', () => startOtlpSink());
-      const tollgate = await startTollgate(context.upstreamPort, {
-        mainJs,
-        tracingEndpoint: `http://127.0.0.1:${sink.port}`,
-      });
-      return {
-        label: 'tollgate + tracing (baseline build)',
-        url: `${tollgate.base}/`,
-        headers: host,
-        processes: [tollgate.process],
-      };
-    },
-  },
-  // `tollgate-tracing-0.1` on the BENCH_BASELINE build: what a change costs the unsampled nine in ten.
-  {
-    id: 'tollgate-tracing-0.1-baseline',
-    async start(context) {
-      const mainJs = process.env.BENCH_BASELINE;
-      if (mainJs === undefined || mainJs === '') return { skip: 'BENCH_BASELINE (a dist/main.js) not set' };
-      const sink = await context.shared('otlp-sink', () => startOtlpSink());
-      const tollgate = await startTollgate(context.upstreamPort, {
-        mainJs,
-        tracingEndpoint: `http://127.0.0.1:${sink.port}`,
-        tracingSampleRatio: 0.1,
-      });
-      return {
-        label: 'tollgate + tracing 0.1 (baseline build)',
-        url: `${tollgate.base}/`,
-        headers: host,
-        processes: [tollgate.process],
-      };
-    },
-  },
+  // in the same rounds; at 0.1, what a change costs the unsampled nine in ten.
+  tracingBaselineTarget('tollgate-tracing-baseline', 1),
+  tracingBaselineTarget('tollgate-tracing-0.1-baseline', 0.1),
   // The same build started as plain `node dist/main.js`, without the young-generation cap
   // (src/v8-launch-flags.ts): what the cap does to the paced p99, in the same rounds (docs/benchmark.md).
   {

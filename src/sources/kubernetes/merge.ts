@@ -22,6 +22,7 @@ import {
   type HostOwner,
   hostOwners,
   ownedHosts,
+  sameNamesAt,
   withClaimedHosts,
 } from './ownership.ts';
 import type { RebuildCause, RebuildOutcome } from './rebuilds.ts';
@@ -192,18 +193,6 @@ const lastAdded = new Map<
     at: Int32Array;
   }
 >();
-
-/** The same length, and the same name at every position whose object differs. */
-function sameNamesAt(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index++) {
-    const x = a[index] as HostConfig;
-    const y = b[index] as HostConfig;
-    if (x !== y && x.name !== y.name) return false;
-  }
-  return true;
-}
 
 /**
  * The merged config with every path of a source whose OpenID provider reference does not hold

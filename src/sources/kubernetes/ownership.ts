@@ -164,7 +164,7 @@ export function withClaimedHosts(
  */
 function heldHosts(hosts: readonly HostConfig[], claims: readonly HostClaim[]): readonly HostConfig[] {
   const last = heldKept.get(claims);
-  if (last !== undefined && sameNames(last.hosts, hosts)) {
+  if (last !== undefined && sameNamesAt(last.hosts, hosts)) {
     heldKept.set(claims, { hosts, held: last.held });
     return last.held;
   }
@@ -186,7 +186,9 @@ const heldKept = new WeakMap<
   { hosts: readonly HostConfig[]; held: readonly HostConfig[] }
 >();
 
-function sameNames(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
+/** The same length, and the same name at every position whose object differs (merge.ts uses it too). */
+export function sameNamesAt(a: readonly HostConfig[], b: readonly HostConfig[]): boolean {
+  if (a === b) return true;
   if (a.length !== b.length) return false;
   for (let index = 0; index < a.length; index++) {
     const x = a[index] as HostConfig;
