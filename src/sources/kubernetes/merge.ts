@@ -22,10 +22,12 @@ import {
   type HostOwner,
   hostOwners,
   ownedHosts,
+  sameClaims,
   sameNamesAt,
   withClaimedHosts,
 } from './ownership.ts';
 import type { RebuildCause, RebuildOutcome } from './rebuilds.ts';
+import { sameItems } from './same-items.ts';
 import { type ConfigMapContent, UPSTREAMS_KEY } from './source.ts';
 
 /**
@@ -650,31 +652,6 @@ function contentKeyOf(path: PathConfig): string {
 }
 
 const contentKeys = new WeakMap<PathConfig, string>();
-
-/**
- * The same claims in the same order: what the merge reads of each (namespace, object, hosts, age)
- * equal, compared field by field (the same objects at once) rather than serialized on every change.
- */
-function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index++) {
-    const x = a[index] as AgedClaim;
-    const y = b[index] as AgedClaim;
-    if (x === y) continue;
-    if (x.namespace !== y.namespace || x.ingress !== y.ingress || !Object.is(x.created, y.created))
-      return false;
-    if (!sameItems(x.hosts, y.hosts)) return false;
-  }
-  return true;
-}
-
-/** Same length, same objects in the same order (a plain loop: it runs over every host on each change). */
-function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index++) if (a[index] !== b[index]) return false;
-  return true;
-}
 
 /**
  * A path's content as text: JSON, with what JSON would blur spelled out (a property set to

@@ -2,6 +2,7 @@ import { pathConfig } from '../../config/path-config.ts';
 import type { HostConfig, PathConfig, UpstreamsConfig } from '../../config/types.ts';
 import { DEFAULT_HOST } from '../../routing/normalise.ts';
 import { olderFirst } from './older-first.ts';
+import { sameItems } from './same-items.ts';
 
 /**
  * Who a host belongs to (docs/ingress.md#host-ownership). Paths alone are the wrong unit for
@@ -38,6 +39,29 @@ export interface HostClaim {
  */
 export interface AgedClaim extends HostClaim {
   created: number;
+}
+
+/**
+ * Two claims that decide ownership alike: everything hostOwners and byCreation read (the same object
+ * at once; an unknown age, NaN, equal to itself).
+ */
+export function sameClaim(a: AgedClaim, b: AgedClaim): boolean {
+  return (
+    a === b ||
+    (a.namespace === b.namespace &&
+      a.ingress === b.ingress &&
+      Object.is(a.created, b.created) &&
+      sameItems(a.hosts, b.hosts))
+  );
+}
+
+/** The same claims in the same order, compared field by field rather than serialized on every change. */
+export function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let index = 0; index < a.length; index += 1)
+    if (!sameClaim(a[index] as AgedClaim, b[index] as AgedClaim)) return false;
+  return true;
 }
 
 /** Oldest first; a tie keeps the order given (Ingresses before routes, each in its own age order). */

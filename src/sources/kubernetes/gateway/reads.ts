@@ -25,11 +25,3 @@ export function sameReads<V>(source: Lookup<V>, seen: ReadonlyMap<string, V | un
   for (const [key, value] of seen) if (source.get(key) !== value) return false;
   return true;
 }
-
-/** The same items, in the same order, by identity. */
-export function sameItems<T>(a: readonly T[], b: readonly T[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index += 1) if (a[index] !== b[index]) return false;
-  return true;
-}

@@ -2,13 +2,14 @@ import { isDeepStrictEqual } from 'node:util';
 import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { HostConfig, PathConfig } from '../../../config/types.ts';
 import { olderFirst } from '../older-first.ts';
-import type { AgedClaim, HostOwner } from '../ownership.ts';
+import { type AgedClaim, type HostOwner, sameClaims } from '../ownership.ts';
+import { sameItems } from '../same-items.ts';
 import type { Reference } from './grants.ts';
 import { type ResolvedGateway, type RouteKind, resolveGateway } from './listeners.ts';
 import type { Gateway, HttpRoute, ReferenceGrant } from './objects.ts';
 import { type PolicyMemo, withPolicy } from './policy.ts';
 import { type BuiltPolicy, buildPolicy, type PolicyContext, type TollgatePolicy } from './policy-keys.ts';
-import { type Lookup, recording, sameItems, sameReads } from './reads.ts';
+import { type Lookup, recording, sameReads } from './reads.ts';
 import type { PathEntry, RouteOutcome } from './routes.ts';
 import type { RouteContext } from './rule-types.ts';
 
@@ -550,25 +551,6 @@ function swappedInPlace(
     const [x, y] = [ageOf(a), ageOf(b)];
     if (!Object.is(x.created, y.created) || x.key !== y.key) return false;
     swaps.set(b, a);
-  }
-  return true;
-}
-
-/** The same claims in the same order (each the same object, or saying the same). */
-function sameClaims(a: readonly AgedClaim[], b: readonly AgedClaim[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index += 1) {
-    const x = a[index] as AgedClaim;
-    const y = b[index] as AgedClaim;
-    if (
-      x !== y &&
-      (x.namespace !== y.namespace ||
-        x.ingress !== y.ingress ||
-        x.created !== y.created ||
-        !sameItems(x.hosts, y.hosts))
-    )
-      return false;
   }
   return true;
 }

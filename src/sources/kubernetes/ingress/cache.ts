@@ -1,12 +1,13 @@
 import type { V1Ingress } from '@kubernetes/client-node';
 import type { AgedClaim } from '../ownership.ts';
+import { sameClaim } from '../ownership.ts';
 import type { InForceChecks } from './annotations-in-force.ts';
 import type { BuildOutcome } from './build.ts';
 import { type CanarySplits, isCanary } from './canary.ts';
 import { ageOf, hostClaim, oldestFirst } from './claims.ts';
 import { isOurs, type OurClasses, sameClasses } from './classes.ts';
 import type { Table, TableCaches } from './table.ts';
-import { IngressBuilds, OwnersMemo, sameClaim } from './translation-cache.ts';
+import { IngressBuilds, OwnersMemo } from './translation-cache.ts';
 
 /**
  * What translateIngresses keeps from one translation to the next (translation-cache.ts): each

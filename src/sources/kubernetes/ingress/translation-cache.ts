@@ -1,6 +1,7 @@
 import type { V1Ingress, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { ReachesTollgate } from '../../../policy/auth-url-guard.ts';
-import { type AgedClaim, byCreation, type HostOwner, hostOwners } from '../ownership.ts';
+import { type AgedClaim, byCreation, type HostOwner, hostOwners, sameClaims } from '../ownership.ts';
+import { sameItems } from '../same-items.ts';
 
 /**
  * Per-Ingress memory of the translation (docs/benchmark.md#control-plane-at-scale): an edit of one
@@ -263,9 +264,9 @@ export class OwnersMemo {
   ): Map<string, HostOwner> {
     if (
       this.#owners !== null &&
-      sameList(fileHosts, this.#fileHosts, (a, b) => a === b) &&
-      sameList(claims, this.#claims, sameClaim) &&
-      sameList(others, this.#others, sameClaim)
+      sameItems(fileHosts, this.#fileHosts) &&
+      sameClaims(claims, this.#claims) &&
+      sameClaims(others, this.#others)
     )
       return this.#owners;
     // Ingresses before routes, each in its own age order; then oldest first (ownership.ts).
@@ -276,23 +277,6 @@ export class OwnersMemo {
     this.#others = [...others];
     return this.#owners;
   }
-}
-
-function sameList<T>(a: readonly T[], b: readonly T[], same: (a: T, b: T) => boolean): boolean {
-  if (a.length !== b.length) return false;
-  for (let index = 0; index < a.length; index++) if (!same(a[index] as T, b[index] as T)) return false;
-  return true;
-}
-
-/** Two claims that decide ownership alike (everything hostOwners and byCreation read). */
-export function sameClaim(a: AgedClaim, b: AgedClaim): boolean {
-  return (
-    a === b ||
-    (a.namespace === b.namespace &&
-      a.ingress === b.ingress &&
-      a.created === b.created &&
-      sameList(a.hosts, b.hosts, (x, y) => x === y))
-  );
 }
 
 /**
