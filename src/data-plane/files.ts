@@ -1,6 +1,6 @@
 import { type LoadedRevocations, watchRevokedTokens } from '../auth/revocation.ts';
 import type { Logger } from '../log.ts';
-import { changeFrom } from '../routing/table-change.ts';
+import { concernChanges } from '../routing/table-change.ts';
 import type { Route, RoutingTable } from '../routing/types.ts';
 import type { Runtime } from '../runtime.ts';
 import type { Snapshot } from '../snapshot.ts';
@@ -61,13 +61,10 @@ export function sameCertificates(a: Snapshot['certificates'], b: Snapshot['certi
  */
 export function unverifiedUpstreamsLog(logger: Logger): (table: RoutingTable) => void {
   let logged = '';
-  let seen: RoutingTable | null = null;
+  const unverifiedMayChange = concernChanges(unverified);
   return (table) => {
-    const change = seen === null ? null : changeFrom(table, seen);
-    seen = table;
-    // Made from the table seen last, with no unverified route among those that left or arrived: the
-    // same routes are unverified, in the same order, so the set logged is the same.
-    if (change !== null && !change.gone.some(unverified) && !change.arrived.some(unverified)) return;
+    // The same routes unverified, in the same order: the set logged is the same.
+    if (!unverifiedMayChange(table)) return;
     const routes = table.routes.filter(unverified).map((route) => route.id);
     const key = routes.join('\n');
     if (key === logged) return;

@@ -37,6 +37,21 @@ export function changeFrom(table: RoutingTable, from: RoutingTable): TableChange
   return change !== undefined && change.previous === from ? change : null;
 }
 
+/**
+ * For a follower of the live table that reads only the routes `concerns` picks (the TLS files, the
+ * jwks_file list, the `verify: false` log): a function telling, for each table, whether that reading
+ * may have changed since the table it was given last. False only when the table was made from that
+ * one and no route that left or arrived is of concern: the same such routes, in the same order.
+ */
+export function concernChanges(concerns: (route: Route) => boolean): (table: RoutingTable) => boolean {
+  let seen: RoutingTable | null = null;
+  return (table) => {
+    const change = seen === null ? null : changeFrom(table, seen);
+    seen = table;
+    return change === null || change.gone.some(concerns) || change.arrived.some(concerns);
+  };
+}
+
 /** Every server a route dials: its own, then its mirrors' (a table's `servers` are those of its routes). */
 export function forEachRouteServer(route: Route, use: (server: UpstreamServer) => void): void {
   for (const server of route.servers) use(server);

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { configReloadsTotal } from '../observe/metrics.ts';
 import { noteReload } from '../observe/reload-journal.ts';
-import { changeFrom } from '../routing/table-change.ts';
+import { concernChanges } from '../routing/table-change.ts';
 import type { Route, RoutingTable } from '../routing/types.ts';
 import {
   type ConfigPublisher,
@@ -181,15 +181,12 @@ async function watchJwksFiles(
   logger: Logger,
 ): Promise<void> {
   let watched = '';
-  let followed: RoutingTable | null = null;
+  const jwksFilesMayChange = concernChanges(namesJwksFile);
   let updating: Promise<void> = Promise.resolve();
   const follow = async () => {
     const table = liveConfig.table();
-    const change = followed === null ? null : changeFrom(table, followed);
-    followed = table;
-    // Made from the table followed last, and no route that left or arrived names a jwks_file: the
-    // same files (a Kubernetes change or an endpoint change rarely touches one).
-    if (change !== null && !change.gone.some(namesJwksFile) && !change.arrived.some(namesJwksFile)) return;
+    // The same files (a Kubernetes change or an endpoint change rarely touches one).
+    if (!jwksFilesMayChange(table)) return;
     const paths = jwksFilesOf(table);
     if (paths.join('\n') === watched) return;
     watched = paths.join('\n');

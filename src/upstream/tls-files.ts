@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { checkTlsPair, parseCaBundle } from '../config/file-checks.ts';
 import type { Logger } from '../log.ts';
-import { changeFrom, forEachRouteServer } from '../routing/table-change.ts';
+import { concernChanges, forEachRouteServer } from '../routing/table-change.ts';
 import type { Route, RoutingTable, UpstreamTlsSettings } from '../routing/types.ts';
 import type { FileWatcher } from '../sources/files.ts';
 
@@ -29,7 +29,8 @@ export class UpstreamTlsFiles {
   readonly #listeners: Array<(paths: readonly string[]) => void> = [];
   #watched = '';
   /** The table `follow` was last given. */
-  #followed: RoutingTable | null = null;
+  /** Whether a table may dial other TLS servers than the one followed last. */
+  readonly #tlsMayChange = concernChanges(dialsTls);
 
   constructor(globalCaFile: string | null) {
     this.#globalCaFile = globalCaFile;
@@ -69,11 +70,8 @@ export class UpstreamTlsFiles {
    * swap that changes that set: a CA bundle on its own, a certificate with its key as one pair.
    */
   async follow(files: FileWatcher, table: RoutingTable, logger: Logger): Promise<void> {
-    const change = this.#followed === null ? null : changeFrom(table, this.#followed);
-    this.#followed = table;
-    // Made from the table followed last, and no route that left or arrived dials with TLS: the same
-    // TLS servers, so the same files (an endpoint change of plain-HTTP routes reads none).
-    if (change !== null && !change.gone.some(dialsTls) && !change.arrived.some(dialsTls)) return;
+    // The same TLS servers, so the same files (an endpoint change of plain-HTTP routes reads none).
+    if (!this.#tlsMayChange(table)) return;
     const entries = this.#entriesOf(table);
     const id = JSON.stringify(entries);
     if (id === this.#watched) return;
